@@ -1,0 +1,10 @@
+# Device configuration for cxlpod's minimal qemu-system-x86_64.
+# Lines "# qtest: <ninja target>" name extra targets scripts/build-qemu.sh builds.
+CONFIG_Q35=y
+CONFIG_PXB=y
+CONFIG_PCIE_PORT=y
+CONFIG_CXL=y
+CONFIG_CXL_MEM_DEVICE=y
+CONFIG_VIRTIO_PCI=y
+CONFIG_VIRTIO_SERIAL=y
+CONFIG_VIRTIO_BLK=y

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Fetch Debian's QEMU 10.0.x source package, add hw-cxl/, apply patches/ in
+# order and build a minimal qemu-system-x86_64 (plus cxlpod's qtests) into
+# build/qemu.  Re-running with nothing changed does nothing; a change in
+# hw-cxl/ or patches/ rebuilds only what it touches.
+#
+#   CXLPOD_QEMU_VERSION=1:10.0.13+ds-0+deb13u1  pin a source version
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+SRC=$BUILD/qemu-src        # Debian source + patches (a git work tree)
+OUT=$BUILD/qemu            # meson/ninja build folder
+DL=$BUILD/qemu-dl          # downloaded source package
+BASE_STAMP=$BUILD/qemu-src.base        # Debian version the tree was made from
+PATCH_STAMP=$BUILD/qemu-src.patches    # hash of the applied patch set
+export CCACHE_DIR=${CCACHE_DIR:-$BUILD/ccache}
+
+command -v meson >/dev/null && command -v ninja >/dev/null && command -v dpkg-source >/dev/null \
+    || die "build tools missing: run scripts/deps.sh (as root) first"
+
+# 1. Source: fetch and unpack once, atomically (a half-unpacked tree is never
+#    renamed into place, so the next run cannot trust it).
+if [ ! -f "$BASE_STAMP" ] || [ ! -d "$SRC/.git" ]; then
+    ver=${CXLPOD_QEMU_VERSION:-}
+    if [ -z "$ver" ]; then
+        ver=$(apt-cache showsrc qemu 2>/dev/null | sed -n 's/^Version: //p' |
+              grep -E '^(1:)?10\.0\.' | sort -V | tail -n1 || true)
+        [ -n "$ver" ] || die "no qemu 10.0.x source package visible to apt (is the trixie deb-src entry from scripts/deps.sh present, and apt-get update done?)"
+    fi
+    log "fetching Debian source package qemu=$ver"
+    rm -rf "$DL" "$SRC.tmp"; mkdir -p "$DL"
+    (cd "$DL" && timeout 900 apt-get source -q --only-source "qemu=$ver") >"$LOGDIR/qemu-source.log" 2>&1 \
+        || die "apt-get source qemu=$ver failed (network? version gone from the archive?); see $LOGDIR/qemu-source.log"
+    dir=$(find "$DL" -mindepth 1 -maxdepth 1 -type d -name 'qemu-*' | head -n1)
+    [ -n "$dir" ] && [ -f "$dir/VERSION" ] || die "qemu source did not unpack; see $LOGDIR/qemu-source.log"
+    grep -q '^10\.0\.' "$dir/VERSION" || die "unpacked QEMU is $(cat "$dir/VERSION"), not 10.0.x"
+    rm -rf "$dir/debian"   # packaging, already applied by dpkg-source
+    mv "$dir" "$SRC.tmp"
+    (cd "$SRC.tmp" && git init -q && git add -A && git -c user.name=cxlpod -c user.email=cxlpod@localhost \
+        commit -q -m "Debian qemu $ver" && git tag cxlpod-base) >"$LOGDIR/qemu-git.log" 2>&1 \
+        || die "could not record the QEMU base tree; see $LOGDIR/qemu-git.log"
+    rm -f "$BASE_STAMP" "$PATCH_STAMP"
+    rm -rf "$SRC" "$OUT"; mv "$SRC.tmp" "$SRC"
+    echo "$ver" > "$BASE_STAMP"
+    rm -rf "$DL"
+fi
+
+# 2. hw-cxl/ is linked into the tree; the build glue patch refers to it.
+ln -sfn "$TOP/hw-cxl" "$SRC/hw/cxlpod"
+ln -sfn "$TOP/hw-cxl/cxlpod-devices.mak" "$SRC/configs/devices/x86_64-softmmu/cxlpod.mak"
+for f in /hw/cxlpod /configs/devices/x86_64-softmmu/cxlpod.mak; do
+    grep -qx "$f" "$SRC/.git/info/exclude" || echo "$f" >> "$SRC/.git/info/exclude"
+done
+
+# 3. Patches: re-applied from the base only when the set changed.  git only
+#    rewrites files that differ, so untouched sources keep their mtimes.
+shopt -s nullglob; PATCHES=("$TOP"/patches/*.patch); shopt -u nullglob
+sum=$(cat /dev/null "${PATCHES[@]}" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$PATCH_STAMP" 2>/dev/null)" != "$sum" ]; then
+    rm -f "$PATCH_STAMP"
+    (cd "$SRC" && git reset -q --hard cxlpod-base && git clean -fdq -e /hw/cxlpod -e /configs/devices/x86_64-softmmu/cxlpod.mak)
+    for p in "${PATCHES[@]}"; do
+        (cd "$SRC" && git apply --index --whitespace=nowarn "$p") 2>"$LOGDIR/patch.log" \
+            || { cat "$LOGDIR/patch.log" >&2; die "patch $(basename "$p") does not apply to QEMU $(cat "$BASE_STAMP")"; }
+        log "applied $(basename "$p")"
+    done
+    echo "$sum" > "$PATCH_STAMP"
+fi
+
+# 4. Configure again only when the options or the device list changed (ninja
+#    re-runs meson by itself when a patched meson.build changes); ccache makes
+#    a fresh configure cheap.
+CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
+      --without-default-features --without-default-devices
+      --with-devices-x86_64=cxlpod
+      --enable-tcg --enable-kvm --disable-docs --disable-install-blobs
+      --disable-werror)
+[ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)
+csum=$( (printf '%s\n' "${CONF[@]}"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$OUT/.cxlpod-config" 2>/dev/null)" != "$csum" ]; then
+    log "configuring QEMU in $OUT"
+    rm -rf "$OUT"; mkdir -p "$OUT"
+    (cd "$OUT" && "$SRC/configure" "${CONF[@]}") >"$LOGDIR/qemu-configure.log" 2>&1 \
+        || { tail -n 30 "$LOGDIR/qemu-configure.log" >&2; die "QEMU configure failed; see $LOGDIR/qemu-configure.log"; }
+    echo "$csum" > "$OUT/.cxlpod-config"
+fi
+
+# 5. Build.  ninja decides what is stale.
+targets=(qemu-system-x86_64)
+while read -r t; do targets+=("$t"); done < <(sed -n 's/^#\s*qtest:\s*//p' "$TOP/hw-cxl/cxlpod-devices.mak")
+log "building ${targets[*]}"
+ninja -C "$OUT" "${targets[@]}" >"$LOGDIR/qemu-build.log" 2>&1 \
+    || { grep -E 'error|FAILED' "$LOGDIR/qemu-build.log" | head -n 30 >&2; die "QEMU build failed; see $LOGDIR/qemu-build.log"; }
+grep -q 'no work to do' "$LOGDIR/qemu-build.log" && log "QEMU is up to date" || log "QEMU built"
+"$OUT/qemu-system-x86_64" --version | head -n1 >&2

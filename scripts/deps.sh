@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Install every Debian package cxlpod needs to build QEMU, the guest image,
+# the tools and the tests.  Idempotent: a second run with everything present
+# only checks.  Needs root and Debian 12 (bookworm) with its package archive.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
+      libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev
+      seabios qemu-system-data busybox-static cpio xz-utils zstd kmod
+      python3-venv python3-setuptools python3-wheel python3-yaml
+      ca-certificates git file)
+BPO_PKGS=(meson python3-pycotap)
+
+missing=()
+for p in "${PKGS[@]}" "${BPO_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ] && [ -x /usr/bin/meson ] &&
+   dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson)" ge 1.5 &&
+   grep -rqs 'trixie' /etc/apt/sources.list.d/cxlpod.sources; then
+    log "dependencies: all present"
+    exit 0
+fi
+
+[ "$(id -u)" = 0 ] || die "dependencies missing (${missing[*]}); run as root so apt-get can install them"
+grep -qs 'bookworm' /etc/os-release || warn "this is not Debian 12 (bookworm); continuing anyway"
+
+# deb-src for trixie (QEMU 10.0 source) and bookworm-backports (meson >= 1.5,
+# python3-pycotap).  Binary trixie packages are never installed: we only add
+# the source entry, and pin nothing from it.
+cat > /etc/apt/sources.list.d/cxlpod.sources <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+
+log "apt-get update"
+export DEBIAN_FRONTEND=noninteractive
+timeout 600 apt-get -o Acquire::Retries=2 -o Acquire::http::Timeout=30 update -q >"$LOGDIR/apt-update.log" 2>&1 \
+    || die "apt-get update failed (no network to the Debian archive?); see $LOGDIR/apt-update.log"
+if grep -qE '^(Err|W: Failed)' "$LOGDIR/apt-update.log"; then
+    grep -E '^(Err|W: Failed)' "$LOGDIR/apt-update.log" >&2
+    die "apt-get update could not reach part of the Debian archive; see $LOGDIR/apt-update.log"
+fi
+log "apt-get install ${PKGS[*]}"
+timeout 1200 apt-get install -y -q --no-install-recommends "${PKGS[@]}" >"$LOGDIR/apt-install.log" 2>&1 \
+    || die "apt-get install failed; see $LOGDIR/apt-install.log"
+log "apt-get install -t bookworm-backports ${BPO_PKGS[*]}"
+timeout 600 apt-get install -y -q --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}" \
+    >>"$LOGDIR/apt-install.log" 2>&1 \
+    || die "apt-get install from bookworm-backports failed; see $LOGDIR/apt-install.log"
+dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson)" ge 1.5 \
+    || die "meson >= 1.5 is needed to build QEMU 10.0; bookworm-backports did not provide it"
+log "dependencies: installed"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# cxlpod's whole test suite: builds what it needs (scripts/build-all.sh),
+# then runs the unit tests (host only), the qtests (the device, QEMU's
+# libqtest) and the integration tests (booted guests).  The last line is
+# "N passed, N failed"; the exit status is non-zero on any failure.
+#
+#   bash scripts/test.sh [PATTERN]   run only tests whose name matches PATTERN
+set -uo pipefail
+. "$(dirname "$0")/common.sh"
+
+PATTERN=${1:-}
+RESULTS=$BUILD/test-logs
+rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+passed=0; failed=0; failures=()
+
+record() {  # record NAME STATUS SECONDS
+    if [ "$2" = 0 ]; then
+        passed=$((passed + 1)); printf 'PASS  %-44s %5ss\n' "$1" "$3"
+    else
+        failed=$((failed + 1)); failures+=("$1"); printf 'FAIL  %-44s %5ss  (log: %s)\n' "$1" "$3" "$RESULTS/$1.log"
+    fi
+}
+
+run() {  # run NAME TIMEOUT CMD...: one test, output to its own log
+    local name=$1 limit=$2 t0 rc; shift 2
+    [ -z "$PATTERN" ] || [[ $name == *$PATTERN* ]] || return 0
+    t0=$(date +%s)
+    timeout --kill-after=10 "$limit" "$@" >"$RESULTS/$name.log" 2>&1; rc=$?
+    [ "$rc" = 124 ] && echo "test timed out after ${limit}s" >>"$RESULTS/$name.log"
+    record "$name" "$rc" $(( $(date +%s) - t0 ))
+}
+
+finish() {
+    if [ "$failed" -gt 0 ]; then
+        echo "failed: ${failures[*]}"
+    fi
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ]
+    exit
+}
+
+# Build.  A step that fails is a failed test; the tests that need it are
+# not run (they could only fail the same way).
+for step in deps qemu tools guest; do
+    t0=$(date +%s)
+    case $step in
+    deps)  bash "$TOP/scripts/deps.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
+    qemu)  bash "$TOP/scripts/build-qemu.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
+    tools) bash "$TOP/scripts/build-tools.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
+    guest) bash "$TOP/scripts/build-guest.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
+    esac
+    rc=$?
+    if [ "$rc" != 0 ]; then
+        record "build-$step" "$rc" $(( $(date +%s) - t0 ))
+        tail -n 5 "$RESULTS/build-$step.log"
+        finish
+    fi
+done
+echo "build: ok ($(cat "$BUILD/qemu-src.base"))"
+
+export CXLPOD_TOP=$TOP
+export CXLPOD_QEMU=$BUILD/qemu/qemu-system-x86_64
+export CXLPOD_LAUNCH=$BUILD/meson/host-tools/cxlpod-launch
+export QTEST_QEMU_BINARY=$CXLPOD_QEMU
+
+# 1. Unit tests, one meson test each.
+while read -r t; do
+    [ -n "$t" ] && run "unit-${t##* / }" 300 meson test -C "$BUILD/meson" --no-rebuild --print-errorlogs "${t##* / }"
+done < <(meson test -C "$BUILD/meson" --list 2>/dev/null)
+
+# 2. qtests: the GLib test programs built inside the QEMU tree (one result
+#    per test case, read from their TAP output), then tests/qtest/*.sh.
+while read -r target; do
+    bin=$BUILD/qemu/$target; name=qtest-$(basename "$target")
+    [ -z "$PATTERN" ] || [[ $name == *$PATTERN* ]] || continue
+    timeout 600 "$bin" --tap -k >"$RESULTS/$name.log" 2>&1
+    rc=$?
+    while read -r line; do
+        case $line in
+        "ok "*)     record "$name:${line#ok * }" 0 - ;;
+        "not ok "*) record "$name:${line#not ok * }" 1 - ;;
+        esac
+    done < <(grep -E '^(not )?ok ' "$RESULTS/$name.log" | grep -v '# SKIP')
+    if [ "$rc" != 0 ] && ! grep -q '^not ok' "$RESULTS/$name.log"; then
+        record "$name" "$rc" -   # crashed or timed out outside a test case
+    fi
+done < <(sed -n 's/^#\s*qtest:\s*//p' "$TOP/hw-cxl/cxlpod-devices.mak")
+for t in "$TOP"/tests/qtest/*.sh; do
+    [ -e "$t" ] && run "qtest-$(basename "$t" .sh)" 600 bash "$t"
+done
+
+# 3. Integration tests: each script boots its own guests with the launcher.
+for t in "$TOP"/tests/integration/[0-9]*.sh; do
+    [ -e "$t" ] && run "int-$(basename "$t" .sh)" 900 bash "$t"
+done
+
+finish
