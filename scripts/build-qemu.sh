@@ -91,5 +91,4 @@ while read -r t; do targets+=("$t"); done < <(sed -n 's/^#\s*qtest:\s*//p' "$TOP
 log "building ${targets[*]}"
 ninja -C "$OUT" "${targets[@]}" >"$LOGDIR/qemu-build.log" 2>&1 \
     || { grep -E 'error|FAILED' "$LOGDIR/qemu-build.log" | head -n 30 >&2; die "QEMU build failed; see $LOGDIR/qemu-build.log"; }
-grep -q 'no work to do' "$LOGDIR/qemu-build.log" && log "QEMU is up to date" || log "QEMU built"
-"$OUT/qemu-system-x86_64" --version | head -n1 >&2
+log "QEMU ready: $OUT/qemu-system-x86_64 ($(grep -c '^\[' "$LOGDIR/qemu-build.log") build steps run)"
