@@ -8,3 +8,6 @@ CONFIG_CXL_MEM_DEVICE=y
 CONFIG_VIRTIO_PCI=y
 CONFIG_VIRTIO_SERIAL=y
 CONFIG_VIRTIO_BLK=y
+# cxlpod's multi-host shared-memory pod device (hw-cxl/)
+CONFIG_CXL_SHM=y
+# qtest: tests/qtest/cxl-shm-test
