@@ -54,6 +54,10 @@ for t in cpio gzip xz sha256sum; do
 done
 [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -x insmod >/dev/null \
     || die "/bin/busybox (package busybox-static) not found; run scripts/deps.sh"
+# applets the init cannot do without
+for a in mkfifo mdev setsid cttyhack poweroff dmesg; do
+    /bin/busybox --list | grep -x "$a" >/dev/null || die "/bin/busybox has no '$a' applet (the init needs it)"
+done
 file -L /bin/busybox 2>/dev/null | grep "statically linked" >/dev/null \
     || warn "/bin/busybox does not look statically linked; install busybox-static"
 
