@@ -1,0 +1,129 @@
+/*
+ * Shared code of the cxlpod guest tools: options, cross-host join and
+ * barriers in the coherent window, JSON output, timing, checksums.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Coherent-window layout used by the tools (one tool runs at a time):
+ *   [0, 64 KiB)        sync block (struct sync_block): join + barrier
+ *   [64 KiB, ...)      tool data (TOOL_COH_OFF)
+ * The non-coherent area is used from its start by the tool that runs.
+ *
+ * Exit codes (all tools):
+ *   0 ok / every outcome as expected
+ *   1 usage error
+ *   2 setup error (no device, library error, geometry too small)
+ *   3 wrong result: litmus mismatch, checksum / sum mismatch,
+ *     "corruption detected", torn or missing record
+ *   4 peer problem: barrier timeout, a peer host failed, aborted by a peer
+ */
+#ifndef CXLPOD_TOOL_H
+#define CXLPOD_TOOL_H
+
+#include "libcxlpod.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define EXIT_OK 0
+#define EXIT_USAGE 1
+#define EXIT_SETUP 2
+#define EXIT_WRONG 3
+#define EXIT_PEER 4
+
+#define TOOL_COH_OFF (64u << 10)
+#define SYNC_MAGIC 0x434e5953504c5843ull /* "CXLPSYNC" */
+
+struct pline {
+	volatile uint64_t v;
+	uint64_t pad[7];
+} __attribute__((aligned(64)));
+
+struct sync_block {
+	struct pline magic, epoch, go, nhosts, tool, abort;
+	struct pline hello[CXLPOD_MAX_HOSTS];
+	struct pline welcome[CXLPOD_MAX_HOSTS];
+	struct pline ready[CXLPOD_MAX_HOSTS];
+	struct pline arrive[CXLPOD_MAX_HOSTS];
+	struct pline value[CXLPOD_MAX_HOSTS]; /* per-host scratch for reductions */
+};
+
+struct tool {
+	const char *name;
+	cxlpod *p;
+	struct cxlpod_info info;
+	int rank, nhosts;
+	bool json;
+	enum cxlpod_method method;
+	bool method_both; /* --method both (litmus) */
+	double timeout_s;
+	uint8_t *coh; /* tool data in the coherent window (after the sync block) */
+	size_t coh_len;
+	uint8_t *nc; /* non-coherent area */
+	size_t nc_len;
+	struct sync_block *sync;
+	uint64_t epoch, bar_gen;
+	int peer_err; /* set when a barrier failed */
+};
+
+/* Parse the common options at argv[*i]; returns 1 if consumed, 0 if not,
+ * -1 on error (message printed). */
+int tool_common_opt(struct tool *t, int argc, char **argv, int *i);
+const char *tool_common_usage(void);
+/* Open the pool, resolve rank/nhosts (options > CXLPOD_HOST_ID/NHOSTS env >
+ * device host id / 1).  Returns an exit code (0 ok). */
+int tool_open(struct tool *t);
+void tool_close(struct tool *t);
+/* Cross-host join: rank 0 calls reset(arg) (clear the tool's shared state)
+ * before anyone proceeds; every rank gets the run's epoch (random, also a
+ * good per-run seed).  Returns exit code. */
+int tool_join(struct tool *t, unsigned tool_id, void (*reset)(struct tool *, void *), void *arg);
+/* Barrier among all ranks; returns 0 or EXIT_PEER. */
+int tool_barrier(struct tool *t);
+/* Tell the peers to give up (they fail their next barrier with EXIT_PEER). */
+void tool_abort(struct tool *t);
+/* Spin until *addr >= want (coherent window); 0 or EXIT_PEER on timeout. */
+int tool_wait_ge(struct tool *t, volatile uint64_t *addr, uint64_t want);
+int tool_wait_eq(struct tool *t, volatile uint64_t *addr, uint64_t want);
+/* Check that every other rank is still alive (device host table). */
+int tool_peers_alive(struct tool *t);
+
+double now_s(void);
+uint64_t rand64(void);
+uint64_t splitmix64(uint64_t *s);
+uint64_t fnv1a(const void *p, size_t n);
+uint64_t parse_size_arg(const char *s); /* 0 on error */
+void poll_pause(unsigned *spins);
+
+/* Library call wrapper: on error print and return EXIT_SETUP. */
+#define LIBCALL(t, call)                                                                       \
+	do {                                                                                   \
+		int _e = (call);                                                               \
+		if (_e) {                                                                      \
+			fprintf(stderr, "%s: %s: %s\n", (t)->name, #call, cxlpod_errmsg());   \
+			return EXIT_SETUP;                                                     \
+		}                                                                              \
+	} while (0)
+
+/* JSON line builder */
+struct jbuf {
+	char *s;
+	size_t len, cap;
+	int first;
+};
+void j_begin(struct jbuf *j);
+void j_raw(struct jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void j_key(struct jbuf *j, const char *k); /* writes separator + "k": */
+void j_str(struct jbuf *j, const char *k, const char *v);
+void j_int(struct jbuf *j, const char *k, long long v);
+void j_uint(struct jbuf *j, const char *k, unsigned long long v);
+void j_dbl(struct jbuf *j, const char *k, double v);
+void j_bool(struct jbuf *j, const char *k, bool v);
+void j_obj_begin(struct jbuf *j, const char *k); /* k may be NULL inside arrays */
+void j_obj_end(struct jbuf *j);
+void j_arr_begin(struct jbuf *j, const char *k);
+void j_arr_end(struct jbuf *j);
+void j_end_print(struct jbuf *j); /* closes, prints one line, frees */
+void j_common(struct jbuf *j, struct tool *t); /* tool, host, nhosts, backend, method */
+
+#endif
