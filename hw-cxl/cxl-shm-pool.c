@@ -1,0 +1,383 @@
+/*
+ * cxl-shm: pool file creation, validation, host join/leave and liveness
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The pool file is a 2 MiB metadata area (header, host table, liveness
+ * lock bytes) followed by the data (docs/pool-format.md).  Creating or
+ * validating the header happens under flock(LOCK_EX) so that N QEMUs
+ * started at once agree on one pool.  Nothing is written to the file
+ * before it has been validated (or found empty).  Each host holds an
+ * open file description (OFD) write lock on its own byte at
+ * CXLPOOL_LOCK_OFFSET + host-id for its whole life: the kernel drops it
+ * when the process dies, so a host that is "live" in the table but whose
+ * lock byte is free has failed.
+ */
+
+#include "qemu/osdep.h"
+#include <sys/file.h>
+#include "qapi/error.h"
+#include "qemu/cutils.h"
+#include "qemu/crc32c.h"
+#include "qemu/atomic.h"
+#include "qemu/timer.h"
+#include "qemu/units.h"
+#include "cxl-shm.h"
+#include "trace.h"
+
+QEMU_BUILD_BUG_ON(sizeof(CXLPoolHeader) != 0x50);
+QEMU_BUILD_BUG_ON(sizeof(CXLPoolHost) != 128);
+QEMU_BUILD_BUG_ON(CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
+                  sizeof(CXLPoolHost) > CXLPOOL_LOCK_OFFSET);
+
+const char *cxl_shm_host_state_name(uint32_t state)
+{
+    switch (state) {
+    case CXLPOOL_HOST_FREE:
+        return "free";
+    case CXLPOOL_HOST_LIVE:
+        return "live";
+    case CXLPOOL_HOST_FAILED:
+        return "failed";
+    case CXLPOOL_HOST_LEFT:
+        return "left";
+    default:
+        return "invalid";
+    }
+}
+
+static uint32_t pool_header_crc(const CXLPoolHeader *h)
+{
+    return crc32c(0xffffffff, (const uint8_t *)h,
+                  offsetof(CXLPoolHeader, crc));
+}
+
+static int pool_flock(int fd, int op)
+{
+    int ret;
+
+    do {
+        ret = flock(fd, op);
+    } while (ret < 0 && errno == EINTR);
+    return ret;
+}
+
+/* OFD lock on the liveness byte of @host: F_WRLCK to take, F_UNLCK to drop */
+static int pool_host_lock(int fd, uint32_t host, short type)
+{
+    struct flock fl = {
+        .l_whence = SEEK_SET,
+        .l_start = CXLPOOL_LOCK_OFFSET + host,
+        .l_len = 1,
+        .l_type = type,
+    };
+
+    if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+/* true if some process holds the liveness byte of @host */
+static bool pool_host_locked(int fd, uint32_t host)
+{
+    struct flock fl = {
+        .l_whence = SEEK_SET,
+        .l_start = CXLPOOL_LOCK_OFFSET + host,
+        .l_len = 1,
+        .l_type = F_WRLCK,
+    };
+
+    if (fcntl(fd, F_OFD_GETLK, &fl) < 0) {
+        return true;    /* cannot tell: assume alive */
+    }
+    return fl.l_type != F_UNLCK;
+}
+
+static bool pool_validate(CXLShmState *s, const CXLPoolHeader *h,
+                          uint64_t file_size, Error **errp)
+{
+    uint64_t want = CXLPOOL_META_SIZE + s->size;
+
+    if (memcmp(h->magic, CXLPOOL_MAGIC, sizeof(h->magic)) != 0) {
+        error_setg(errp, "cxl-shm: pool '%s' is not a cxlpod pool "
+                   "(bad magic); refusing to touch it", s->pool_path);
+        return false;
+    }
+    if (h->version != CXLPOOL_VERSION) {
+        error_setg(errp, "cxl-shm: pool '%s' has format version %u, this "
+                   "QEMU supports version %u only", s->pool_path,
+                   h->version, CXLPOOL_VERSION);
+        return false;
+    }
+    if (h->crc != pool_header_crc(h)) {
+        error_setg(errp, "cxl-shm: pool '%s' has a corrupt header "
+                   "(checksum mismatch); refusing to touch it",
+                   s->pool_path);
+        return false;
+    }
+    if (h->header_size != CXLPOOL_HEADER_SIZE ||
+        h->meta_size != CXLPOOL_META_SIZE ||
+        h->line_size != CXLPOOL_LINE ||
+        h->hosts_offset != CXLPOOL_HOSTS_OFFSET ||
+        h->host_entry_size != sizeof(CXLPoolHost) ||
+        h->lock_offset != CXLPOOL_LOCK_OFFSET) {
+        error_setg(errp, "cxl-shm: pool '%s' has an unsupported layout "
+                   "(metadata size 0x%" PRIx64 ", line size %u)",
+                   s->pool_path, h->meta_size, h->line_size);
+        return false;
+    }
+    if (h->data_size != s->size || h->coherent_size != s->coherent_size ||
+        h->max_hosts != s->max_hosts) {
+        error_setg(errp, "cxl-shm: pool '%s' has another geometry: pool "
+                   "size=%" PRIu64 " coherent-size=%" PRIu64 " max-hosts=%u, "
+                   "device asks size=%" PRIu64 " coherent-size=%" PRIu64
+                   " max-hosts=%u", s->pool_path, h->data_size,
+                   h->coherent_size, h->max_hosts, s->size,
+                   s->coherent_size, s->max_hosts);
+        return false;
+    }
+    if (file_size != want) {
+        error_setg(errp, "cxl-shm: pool '%s' is %" PRIu64 " bytes long, "
+                   "its header says %" PRIu64 "; refusing to touch it",
+                   s->pool_path, file_size, want);
+        return false;
+    }
+    return true;
+}
+
+static bool pool_create(CXLShmState *s, Error **errp)
+{
+    g_autofree uint8_t *buf = g_malloc0(CXLPOOL_LOCK_OFFSET);
+    CXLPoolHeader *h = (CXLPoolHeader *)buf;
+    ssize_t n;
+
+    memcpy(h->magic, CXLPOOL_MAGIC, sizeof(h->magic));
+    h->version = CXLPOOL_VERSION;
+    h->header_size = CXLPOOL_HEADER_SIZE;
+    h->meta_size = CXLPOOL_META_SIZE;
+    h->data_size = s->size;
+    h->coherent_size = s->coherent_size;
+    h->line_size = CXLPOOL_LINE;
+    h->max_hosts = s->max_hosts;
+    h->hosts_offset = CXLPOOL_HOSTS_OFFSET;
+    h->host_entry_size = sizeof(CXLPoolHost);
+    h->lock_offset = CXLPOOL_LOCK_OFFSET;
+    h->create_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
+    h->crc = pool_header_crc(h);
+
+    /* Size first (holes read as zero), header last: a torn create is refused */
+    if (ftruncate(s->fd, CXLPOOL_META_SIZE + s->size) < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
+                         s->pool_path);
+        return false;
+    }
+    n = pwrite(s->fd, buf, CXLPOOL_HOSTS_OFFSET +
+               CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost), 0);
+    if (n != CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost)) {
+        error_setg_errno(errp, n < 0 ? errno : EIO,
+                         "cxl-shm: cannot write pool header of '%s'",
+                         s->pool_path);
+        return false;
+    }
+    trace_cxl_shm_pool_create(s->pool_path, s->size, s->coherent_size,
+                              s->max_hosts);
+    return true;
+}
+
+/* Called with the flock held: mark live hosts whose lock is free failed */
+static void pool_reap_locked(CXLShmState *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->max_hosts; i++) {
+        CXLPoolHost *e = &s->hosts[i];
+
+        if (i == s->host_id && s->joined) {
+            continue;
+        }
+        if (qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
+            !pool_host_locked(s->fd, i)) {
+            qatomic_set(&e->state, CXLPOOL_HOST_FAILED);
+            trace_cxl_shm_pool_host_failed(s->pool_path, i,
+                                           qatomic_read(&e->generation));
+        }
+    }
+}
+
+void cxl_shm_pool_refresh_hosts(CXLShmState *s)
+{
+    uint32_t i;
+    bool suspect = false;
+
+    if (!s->joined) {
+        return;
+    }
+    for (i = 0; i < s->max_hosts; i++) {
+        if (i != s->host_id &&
+            qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE &&
+            !pool_host_locked(s->fd, i)) {
+            suspect = true;
+            break;
+        }
+    }
+    if (!suspect) {
+        return;
+    }
+    /* Re-check under the pool lock: the host may be rejoining right now */
+    if (pool_flock(s->fd, LOCK_EX) < 0) {
+        return;
+    }
+    pool_reap_locked(s);
+    pool_flock(s->fd, LOCK_UN);
+}
+
+bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
+{
+    CXLPoolHeader h;
+    struct stat st;
+    CXLPoolHost *me;
+    void *meta;
+    ssize_t n;
+    int ret;
+
+    s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
+    if (s->fd < 0) {
+        error_prepend(errp, "cxl-shm: cannot open pool: ");
+        return false;
+    }
+    if (pool_flock(s->fd, LOCK_EX) < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+                         s->pool_path);
+        goto fail_close;
+    }
+    if (fstat(s->fd, &st) < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot stat pool '%s'",
+                         s->pool_path);
+        goto fail_unlock;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_setg(errp, "cxl-shm: pool '%s' is not a regular file",
+                   s->pool_path);
+        goto fail_unlock;
+    }
+
+    if (st.st_size == 0) {
+        if (fchmod(s->fd, s->pool_mode) < 0) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
+                             "pool '%s'", s->pool_path);
+            goto fail_unlock;
+        }
+        if (!pool_create(s, errp)) {
+            goto fail_unlock;
+        }
+    } else {
+        if (st.st_size < CXLPOOL_META_SIZE) {
+            error_setg(errp, "cxl-shm: pool '%s' is not a cxlpod pool "
+                       "(%" PRIu64 " bytes, smaller than its metadata "
+                       "area); refusing to touch it", s->pool_path,
+                       (uint64_t)st.st_size);
+            goto fail_unlock;
+        }
+        n = pread(s->fd, &h, sizeof(h), 0);
+        if (n != sizeof(h)) {
+            error_setg_errno(errp, n < 0 ? errno : EIO,
+                             "cxl-shm: cannot read pool header of '%s'",
+                             s->pool_path);
+            goto fail_unlock;
+        }
+        if (!pool_validate(s, &h, st.st_size, errp)) {
+            goto fail_unlock;
+        }
+    }
+
+    ret = pool_host_lock(s->fd, s->host_id, F_WRLCK);
+    if (ret == -EAGAIN || ret == -EACCES) {
+        error_setg(errp, "cxl-shm: host-id %u is in use by a running QEMU on "
+                   "pool '%s' (allowed: a free host id in [0, %u])",
+                   s->host_id, s->pool_path, s->max_hosts - 1);
+        goto fail_unlock;
+    } else if (ret < 0) {
+        error_setg_errno(errp, -ret, "cxl-shm: cannot lock host slot %u of "
+                         "pool '%s'", s->host_id, s->pool_path);
+        goto fail_unlock;
+    }
+
+    meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+                s->fd, 0);
+    if (meta == MAP_FAILED) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot map pool metadata of "
+                         "'%s'", s->pool_path);
+        pool_host_lock(s->fd, s->host_id, F_UNLCK);
+        goto fail_unlock;
+    }
+    s->meta = meta;
+    s->hdr = meta;
+    s->hosts = (CXLPoolHost *)(s->meta + CXLPOOL_HOSTS_OFFSET);
+
+    pool_reap_locked(s);
+
+    me = &s->hosts[s->host_id];
+    s->generation = qatomic_read(&me->generation) + 1;
+    memset(me->stats, 0, sizeof(me->stats));
+    me->pid = getpid();
+    me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
+    me->leave_time_ns = 0;
+    qatomic_set(&me->generation, s->generation);
+    /* other hosts must see the new generation once they see "live" */
+    smp_wmb();
+    qatomic_set(&me->state, CXLPOOL_HOST_LIVE);
+    s->joined = true;
+
+    pool_flock(s->fd, LOCK_UN);
+    trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);
+    return true;
+
+fail_unlock:
+    pool_flock(s->fd, LOCK_UN);
+fail_close:
+    qemu_close(s->fd);
+    s->fd = -1;
+    return false;
+}
+
+void cxl_shm_pool_sync_stats(CXLShmState *s)
+{
+    int i;
+
+    if (!s->joined) {
+        return;
+    }
+    for (i = 0; i < CXLSHM_STAT_NR; i++) {
+        qatomic_set(&s->hosts[s->host_id].stats[i], s->stats[i]);
+    }
+}
+
+void cxl_shm_pool_leave(CXLShmState *s)
+{
+    CXLPoolHost *me;
+
+    if (!s->joined) {
+        return;
+    }
+    cxl_shm_pool_sync_stats(s);
+    pool_flock(s->fd, LOCK_EX);
+    me = &s->hosts[s->host_id];
+    me->leave_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
+    /* the leave time is valid once the state says "left" */
+    smp_wmb();
+    qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
+    pool_host_lock(s->fd, s->host_id, F_UNLCK);
+    pool_flock(s->fd, LOCK_UN);
+    s->joined = false;
+    trace_cxl_shm_pool_leave(s->pool_path, s->host_id, s->generation);
+
+    munmap(s->meta, CXLPOOL_META_SIZE);
+    s->meta = NULL;
+    s->hdr = NULL;
+    s->hosts = NULL;
+    qemu_close(s->fd);
+    s->fd = -1;
+}

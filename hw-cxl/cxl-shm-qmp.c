@@ -1,0 +1,102 @@
+/*
+ * cxl-shm: QMP commands (query-cxl-shm, cxl-shm-set-latency)
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+#include "qapi/qapi-commands-cxl.h"
+#include "hw/qdev-core.h"
+#include "cxl-shm.h"
+
+static CxlShmStats *cxl_shm_stats(const uint64_t *v)
+{
+    CxlShmStats *st = g_new0(CxlShmStats, 1);
+
+    st->writeback_ops = qatomic_read(&v[CXLSHM_STAT_WB_OPS]);
+    st->invalidate_ops = qatomic_read(&v[CXLSHM_STAT_INV_OPS]);
+    st->flush_ops = qatomic_read(&v[CXLSHM_STAT_FLUSH_OPS]);
+    st->native_ops = qatomic_read(&v[CXLSHM_STAT_NATIVE_OPS]);
+    st->lines_written_back = qatomic_read(&v[CXLSHM_STAT_WB_LINES]);
+    st->lines_invalidated = qatomic_read(&v[CXLSHM_STAT_INV_LINES]);
+    st->bytes_written_back = st->lines_written_back * CXLPOOL_LINE;
+    st->bytes_invalidated = st->lines_invalidated * CXLPOOL_LINE;
+    st->errors = qatomic_read(&v[CXLSHM_STAT_ERRORS]);
+    return st;
+}
+
+static int cxl_shm_collect(Object *obj, void *opaque)
+{
+    CxlShmInfoList ***tail = opaque;
+    CXLShmState *s;
+    CxlShmInfo *info;
+    CxlShmHostList **htail;
+    uint32_t i;
+
+    if (!object_dynamic_cast(obj, TYPE_CXL_SHM) || !DEVICE(obj)->realized) {
+        return 0;
+    }
+    s = CXL_SHM(obj);
+    cxl_shm_pool_refresh_hosts(s);
+
+    info = g_new0(CxlShmInfo, 1);
+    info->path = object_get_canonical_path(obj);
+    info->id = g_strdup(DEVICE(obj)->id ? DEVICE(obj)->id : "");
+    info->mode = g_strdup("direct");
+    info->pool = g_strdup(s->pool_path);
+    info->size = s->size;
+    info->coherent_size = s->coherent_size;
+    info->line_size = CXLPOOL_LINE;
+    info->host_id = s->host_id;
+    info->max_hosts = s->max_hosts;
+    info->latency_ns = s->latency_ns;
+    info->generation = s->generation;
+    info->direct_mapped = cxl_shm_direct_active(s);
+    info->caps = cxl_shm_caps(s);
+
+    htail = &info->hosts;
+    for (i = 0; s->hosts && i < s->max_hosts; i++) {
+        CxlShmHost *h = g_new0(CxlShmHost, 1);
+
+        h->host_id = i;
+        h->state = g_strdup(cxl_shm_host_state_name(
+                                qatomic_read(&s->hosts[i].state)));
+        h->generation = qatomic_read(&s->hosts[i].generation);
+        h->pid = s->hosts[i].pid;
+        h->stats = cxl_shm_stats(s->hosts[i].stats);
+        QAPI_LIST_APPEND(htail, h);
+    }
+
+    info->stats = cxl_shm_stats(s->stats);
+
+    QAPI_LIST_APPEND(*tail, info);
+    return 0;
+}
+
+CxlShmInfoList *qmp_query_cxl_shm(Error **errp)
+{
+    CxlShmInfoList *head = NULL, **tail = &head;
+
+    object_child_foreach_recursive(object_get_root(), cxl_shm_collect, &tail);
+    return head;
+}
+
+void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
+                             Error **errp)
+{
+    Object *obj = object_resolve_path_type(path, TYPE_CXL_SHM, NULL);
+
+    if (!obj) {
+        error_setg(errp, "'%s' is not a cxl-shm device", path);
+        return;
+    }
+    if (latency_ns > 65535) {
+        error_setg(errp, "latency-ns is %u (allowed: [0, 65535])",
+                   latency_ns);
+        return;
+    }
+    CXL_SHM(obj)->latency_ns = latency_ns;
+}

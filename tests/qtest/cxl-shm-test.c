@@ -1,0 +1,1240 @@
+/*
+ * qtest for cxlpod's cxl-shm device: identify, MMIO path, doorbell,
+ * refused operations, two QEMUs on one pool, host failure and rejoin,
+ * concurrent join, a table of refused configurations, CDAT, and under
+ * TCG native clwb/clflushopt/clflush and cross-host atomics.  With
+ * "-m perf" also a load-bandwidth benchmark (see docs/device.md).
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Run: QTEST_QEMU_BINARY=build/qemu/qemu-system-x86_64 \
+ *      build/qemu/tests/qtest/cxl-shm-test [--tap -k]
+ */
+
+#include "qemu/osdep.h"
+#include <sys/wait.h>
+#include "libqtest.h"
+#include "qobject/qdict.h"
+#include "qobject/qlist.h"
+
+#define MiB (1024ULL * 1024)
+
+#define POOL_SIZE       (256 * MiB)
+#define COH_SIZE        (64 * MiB)
+#define META_SIZE       (2 * MiB)
+#define LINE            64
+
+/* PCI layout the test programs (no firmware runs under qtest) */
+#define PXB_BUS         12
+#define DEV_BUS         13
+#define BAR0_ADDR       0xe0000000ULL
+#define BAR5_ADDR       0xe0100000ULL
+
+/* BAR5 registers (docs/interfaces.md section 1) */
+#define R_MAGIC         0x000
+#define R_VERSION       0x004
+#define R_HOST_ID       0x008
+#define R_MAX_HOSTS     0x00c
+#define R_SIZE          0x010
+#define R_COH_SIZE      0x018
+#define R_LINE_SIZE     0x020
+#define R_MODE          0x024
+#define R_LATENCY       0x028
+#define R_CAPS          0x02c
+#define R_DB_OFFSET     0x100
+#define R_DB_LEN        0x108
+#define R_DB_OP         0x110
+#define R_DB_STATUS     0x114
+#define R_DB_LINES      0x118
+#define R_HOST_LIVE     0x200
+#define R_HOST_STATE(i) (0x400 + 16 * (i))
+#define R_HOST_GEN(i)   (0x408 + 16 * (i))
+#define R_STAT_WB_OPS   0x800
+#define R_STAT_INV_OPS  0x808
+#define R_STAT_FLUSH_OPS 0x810
+#define R_STAT_WB_LINES 0x818
+#define R_STAT_INV_LINES 0x820
+#define R_STAT_NATIVE   0x828
+#define R_STAT_ERRORS   0x830
+
+#define OP_WB           1
+#define OP_INV          2
+#define OP_FLUSH        3
+
+typedef struct Host {
+    QTestState *qts;
+    uint64_t hpa;       /* where device memory appears */
+} Host;
+
+static char *tmpdir;
+
+static uint32_t cfg_addr(int bus, int devfn, int off)
+{
+    return 0x80000000u | (bus << 16) | (devfn << 8) | (off & 0xfc);
+}
+
+static uint32_t cfg_readl(QTestState *qts, int bus, int devfn, int off)
+{
+    qtest_outl(qts, 0xcf8, cfg_addr(bus, devfn, off));
+    return qtest_inl(qts, 0xcfc);
+}
+
+static void cfg_writel(QTestState *qts, int bus, int devfn, int off,
+                       uint32_t val)
+{
+    qtest_outl(qts, 0xcf8, cfg_addr(bus, devfn, off));
+    qtest_outl(qts, 0xcfc, val);
+}
+
+/* Debian's firmware (seabios, qemu-system-data) when present */
+static const char *fw_args(void)
+{
+    if (g_file_test("/usr/share/seabios/bios-256k.bin", G_FILE_TEST_EXISTS)) {
+        return "-L /usr/share/seabios -L /usr/share/qemu ";
+    }
+    return "";
+}
+
+static char *host_args(const char *pool, int host_id, const char *extra)
+{
+    return g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=%d,max-hosts=4%s "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE, host_id,
+        extra ? extra : "");
+}
+
+/* Base of the CXL fixed memory window, from the memory tree */
+static uint64_t find_window(QTestState *qts)
+{
+    g_autofree char *mtree = qtest_hmp(qts, "info mtree");
+    const char *p = strstr(mtree, ": cxl-fixed-memory-region");
+    const char *line;
+    unsigned long long base = 0;
+
+    g_assert_nonnull(p);
+    for (line = p; line > mtree && line[-1] != '\n'; line--) {
+        /* find the start of the line */
+    }
+    while (*line == ' ') {
+        line++;
+    }
+    g_assert_cmpint(sscanf(line, "%llx-", &base), ==, 1);
+    return base;
+}
+
+/* Find the HDM decoder capability in the component registers */
+static uint64_t find_hdm(QTestState *qts)
+{
+    uint64_t cm = BAR0_ADDR + 0x1000;
+    uint32_t hdr = qtest_readl(qts, cm);
+    int n = hdr >> 24, i;
+
+    g_assert_cmpint(hdr & 0xffff, ==, 1);
+    for (i = 1; i <= n; i++) {
+        uint32_t e = qtest_readl(qts, cm + 4 * i);
+
+        if ((e & 0xffff) == 5) {
+            return cm + (e >> 20);
+        }
+    }
+    g_assert_not_reached();
+}
+
+/*
+ * Bring the device up as firmware and the OS would: root port bus
+ * numbers and memory window, BAR0 (component registers) and BAR5, then
+ * commit HDM decoder 0 of the endpoint for the whole device at the
+ * window base (the host bridge has one root port: passthrough).
+ */
+static void host_enable(Host *h, bool commit)
+{
+    QTestState *qts = h->qts;
+    uint64_t hdm;
+    uint32_t id;
+
+    /* root port 12:00.0 */
+    cfg_writel(qts, PXB_BUS, 0, 0x18,
+               PXB_BUS | (DEV_BUS << 8) | (DEV_BUS << 16));
+    cfg_writel(qts, PXB_BUS, 0, 0x20, 0xe0f0e000);
+    cfg_writel(qts, PXB_BUS, 0, 0x04, 0x6);
+
+    id = cfg_readl(qts, DEV_BUS, 0, 0);
+    g_assert_cmphex(id, ==, 0x0d938086);
+    cfg_writel(qts, DEV_BUS, 0, 0x10, BAR0_ADDR);
+    cfg_writel(qts, DEV_BUS, 0, 0x14, 0);
+    cfg_writel(qts, DEV_BUS, 0, 0x24, BAR5_ADDR);
+    cfg_writel(qts, DEV_BUS, 0, 0x04, 0x6);
+
+    h->hpa = find_window(qts);
+    if (!commit) {
+        return;
+    }
+    hdm = find_hdm(qts);
+    qtest_writel(qts, hdm + 0x04, 0x2);                     /* enable */
+    qtest_writel(qts, hdm + 0x10, h->hpa & 0xf0000000);     /* base lo */
+    qtest_writel(qts, hdm + 0x14, h->hpa >> 32);            /* base hi */
+    qtest_writel(qts, hdm + 0x18, POOL_SIZE & 0xf0000000);  /* size lo */
+    qtest_writel(qts, hdm + 0x1c, POOL_SIZE >> 32);         /* size hi */
+    qtest_writel(qts, hdm + 0x20, 1 << 9);                  /* commit */
+    g_assert_cmphex(qtest_readl(qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+}
+
+static void host_start(Host *h, const char *pool, int host_id, bool commit)
+{
+    g_autofree char *args = host_args(pool, host_id, NULL);
+
+    h->qts = qtest_init(args);
+    host_enable(h, commit);
+}
+
+static uint32_t r32(Host *h, uint32_t off)
+{
+    return qtest_readl(h->qts, BAR5_ADDR + off);
+}
+
+static uint64_t r64(Host *h, uint32_t off)
+{
+    return qtest_readq(h->qts, BAR5_ADDR + off);
+}
+
+static uint32_t doorbell(Host *h, uint32_t op, uint64_t off, uint64_t len)
+{
+    qtest_writeq(h->qts, BAR5_ADDR + R_DB_OFFSET, off);
+    qtest_writeq(h->qts, BAR5_ADDR + R_DB_LEN, len);
+    qtest_writel(h->qts, BAR5_ADDR + R_DB_OP, op);
+    return r32(h, R_DB_STATUS);
+}
+
+static uint64_t mem_rq(Host *h, uint64_t off)
+{
+    return qtest_readq(h->qts, h->hpa + off);
+}
+
+static void mem_wq(Host *h, uint64_t off, uint64_t v)
+{
+    qtest_writeq(h->qts, h->hpa + off, v);
+}
+
+static char *pool_path(const char *name)
+{
+    g_autofree char *p = g_build_filename(tmpdir, name, NULL);
+
+    unlink(p);
+    return g_steal_pointer(&p);
+}
+
+static void pool_pread(const char *pool, uint64_t off, void *buf, size_t len)
+{
+    int fd = open(pool, O_RDONLY);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pread(fd, buf, len, off), ==, len);
+    close(fd);
+}
+
+static uint64_t pool_rq(const char *pool, uint64_t off)
+{
+    uint64_t v;
+
+    pool_pread(pool, META_SIZE + off, &v, sizeof(v));
+    return v;
+}
+
+/* Identify registers and the state of a fresh device */
+static void test_identify(void)
+{
+    g_autofree char *pool = pool_path("identify.pool");
+    Host h;
+    struct stat st;
+
+    host_start(&h, pool, 2, false);
+    g_assert_cmphex(r32(&h, R_MAGIC), ==, 0x504c5843);
+    g_assert_cmpuint(r32(&h, R_VERSION), ==, 1);
+    g_assert_cmpuint(r32(&h, R_HOST_ID), ==, 2);
+    g_assert_cmpuint(r32(&h, R_MAX_HOSTS), ==, 4);
+    g_assert_cmphex(r64(&h, R_SIZE), ==, POOL_SIZE);
+    g_assert_cmphex(r32(&h, R_SIZE), ==, (uint32_t)POOL_SIZE);
+    g_assert_cmphex(r32(&h, R_SIZE + 4), ==, POOL_SIZE >> 32);
+    g_assert_cmphex(r64(&h, R_COH_SIZE), ==, COH_SIZE);
+    g_assert_cmpuint(r32(&h, R_LINE_SIZE), ==, 64);
+    g_assert_cmpuint(r32(&h, R_MODE), ==, 0);
+    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 0);
+    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);       /* not mapped yet */
+    g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 1 << 2);
+    g_assert_cmpuint(r32(&h, R_HOST_STATE(2)), ==, 1);
+    g_assert_cmpuint(r64(&h, R_HOST_GEN(2)), ==, 1);
+    g_assert_cmpuint(r32(&h, R_HOST_STATE(0)), ==, 0);
+    g_assert_cmpuint(r32(&h, R_HOST_STATE(7)), ==, 0);  /* beyond max */
+    g_assert_cmpuint(r32(&h, 0xffc), ==, 0);            /* unknown */
+    qtest_writel(h.qts, BAR5_ADDR + R_MAGIC, 0);        /* RO */
+    g_assert_cmphex(r32(&h, R_MAGIC), ==, 0x504c5843);
+
+    /* owner-only pool file, metadata + data */
+    g_assert_cmpint(stat(pool, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 0777, ==, 0600);
+    g_assert_cmpint(st.st_size, ==, META_SIZE + POOL_SIZE);
+
+    /* committing the decoder maps the device: CAPS bit 2 */
+    host_enable(&h, true);
+    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    mem_wq(&h, 0x1000, 0x1122334455667788ULL);
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0x1122334455667788ULL);
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x1122334455667788ULL);
+
+    /* uncommit unmaps, commit maps again (same data: it is the pool) */
+    {
+        uint64_t hdm = find_hdm(h.qts);
+
+        qtest_writel(h.qts, hdm + 0x20, 0);
+        g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 0);
+        qtest_writel(h.qts, hdm + 0x20, 1 << 9);
+        g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+        g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0x1122334455667788ULL);
+    }
+
+    /* a reset clears the decoders: the mapping goes away */
+    qtest_qmp_assert_success(h.qts, "{'execute': 'system_reset'}");
+    host_enable(&h, false);
+    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);
+    {
+        g_autofree char *mtree = qtest_hmp(h.qts, "info mtree");
+
+        g_assert_null(strstr(mtree, "cxl-shm-direct"));
+    }
+    qtest_quit(h.qts);
+}
+
+/*
+ * A 2-way interleaved decoder is not mapped: accesses take the MMIO path
+ * (cxl_type3_read/write), which must see the same image and pool.  With
+ * one device behind a passthrough host bridge, HPA offset 2 * D reaches
+ * DPA D for D a multiple of 256.
+ */
+static void test_mmio_path(void)
+{
+    g_autofree char *pool = pool_path("mmio.pool");
+    uint64_t nc = COH_SIZE + 0x100, hdm;
+    Host h;
+
+    host_start(&h, pool, 0, false);
+    hdm = find_hdm(h.qts);
+    qtest_writel(h.qts, hdm + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x14, h.hpa >> 32);
+    qtest_writel(h.qts, hdm + 0x18, (2 * POOL_SIZE) & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x1c, (2 * POOL_SIZE) >> 32);
+    qtest_writel(h.qts, hdm + 0x20, (1 << 9) | (1 << 4));   /* 2 ways */
+    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);
+
+    mem_wq(&h, 2 * 0x1000, 0x77);                   /* coherent */
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x77);
+    mem_wq(&h, 2 * nc, 0x88);                       /* non-coherent */
+    g_assert_cmphex(mem_rq(&h, 2 * nc), ==, 0x88);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0);
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0x88);
+    qtest_quit(h.qts);
+}
+
+/* Every doorbell operation on both areas */
+static void test_doorbell(void)
+{
+    g_autofree char *pool = pool_path("doorbell.pool");
+    uint64_t nc = COH_SIZE + 0x10000;
+    Host h;
+
+    host_start(&h, pool, 0, true);
+
+    /* writeback: exactly the dirty lines */
+    mem_wq(&h, nc, 0xaaaa);
+    mem_wq(&h, nc + 3 * LINE + 8, 0xbbbb);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0);
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, 8 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 2);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0xaaaa);
+    g_assert_cmphex(pool_rq(pool, nc + 3 * LINE + 8), ==, 0xbbbb);
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, 8 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
+
+    /* invalidate drops every line of the range, writing dirty ones back */
+    mem_wq(&h, nc + LINE, 0xcccc);
+    g_assert_cmpuint(doorbell(&h, OP_INV, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 4);
+    g_assert_cmphex(pool_rq(pool, nc + LINE), ==, 0xcccc);
+    g_assert_cmphex(mem_rq(&h, nc + LINE), ==, 0xcccc);
+
+    /* flush = writeback + invalidate */
+    mem_wq(&h, nc + 2 * LINE, 0xdddd);
+    g_assert_cmpuint(doorbell(&h, OP_FLUSH, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc + 2 * LINE), ==, 0xdddd);
+
+    /* coherent window: stores reach the pool at once, ops touch nothing */
+    mem_wq(&h, 0x40, 0xeeee);
+    g_assert_cmphex(pool_rq(pool, 0x40), ==, 0xeeee);
+    g_assert_cmpuint(doorbell(&h, OP_FLUSH, 0, 64 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
+    /* a range across the boundary only touches the non-coherent part */
+    g_assert_cmpuint(doorbell(&h, OP_INV, COH_SIZE - 4 * LINE, 8 * LINE),
+                     ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 4);
+
+    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS), ==, 2);
+    g_assert_cmpuint(r64(&h, R_STAT_INV_OPS), ==, 2);
+    g_assert_cmpuint(r64(&h, R_STAT_FLUSH_OPS), ==, 2);
+    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 4);
+    g_assert_cmpuint(r64(&h, R_STAT_INV_LINES), ==, 9);
+    g_assert_cmpuint(r64(&h, R_STAT_NATIVE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, 0);
+
+    /* the whole device in one operation */
+    g_assert_cmpuint(doorbell(&h, OP_FLUSH, 0, POOL_SIZE), ==, 0);
+    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, (POOL_SIZE - COH_SIZE) / LINE);
+
+    /* latency: charged per line touched, changed at run time over QMP */
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cxl-shm-set-latency', "
+                             "'arguments': {'path': '/machine/peripheral/shm0',"
+                             " 'latency-ns': 10000}}");
+    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 10000);
+    {
+        int64_t t0 = g_get_monotonic_time();
+
+        g_assert_cmpuint(doorbell(&h, OP_WB, nc, 1000 * LINE), ==, 0);
+        /* 1000 lines x 10 us */
+        g_assert_cmpint(g_get_monotonic_time() - t0, >=, 10000);
+    }
+
+    qtest_quit(h.qts);
+}
+
+/* Refused operations set a status and change nothing */
+static void test_refused_ops(void)
+{
+    g_autofree char *pool = pool_path("refused-ops.pool");
+    uint64_t nc = COH_SIZE + 0x20000;
+    static const struct {
+        uint32_t op;
+        uint64_t off, len;
+        uint32_t status;
+    } bad[] = {
+        { OP_WB, POOL_SIZE, LINE, 1 },                  /* out of range */
+        { OP_FLUSH, POOL_SIZE - LINE, 2 * LINE, 1 },    /* past the end */
+        { OP_INV, 0xffffffffffffffc0ULL, 2 * LINE, 1 }, /* overflow */
+        { OP_WB, COH_SIZE + 0x20008, LINE, 2 },         /* offset unaligned */
+        { OP_WB, COH_SIZE + 0x20000, 32, 2 },           /* len unaligned */
+        { OP_FLUSH, COH_SIZE + 0x20000, 0, 3 },         /* zero length */
+        { 0, COH_SIZE + 0x20000, LINE, 4 },             /* reserved op */
+        { 4, COH_SIZE + 0x20000, LINE, 4 },
+        { 0xffffffff, COH_SIZE + 0x20000, LINE, 4 },
+    };
+    Host h;
+    int i;
+
+    host_start(&h, pool, 0, true);
+    mem_wq(&h, nc, 0x1234);
+    for (i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_assert_cmpuint(doorbell(&h, bad[i].op, bad[i].off, bad[i].len), ==,
+                         bad[i].status);
+        g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
+        g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, i + 1);
+        /* nothing written back, nothing dropped */
+        g_assert_cmphex(pool_rq(pool, nc), ==, 0);
+        g_assert_cmphex(mem_rq(&h, nc), ==, 0x1234);
+    }
+    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS) + r64(&h, R_STAT_INV_OPS) +
+                     r64(&h, R_STAT_FLUSH_OPS), ==, 0);
+    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 0);
+    /* a good op after the refused ones works */
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0x1234);
+    qtest_quit(h.qts);
+}
+
+/* Two QEMUs on one pool: the visibility matrix */
+static void test_two_hosts(void)
+{
+    g_autofree char *pool = pool_path("two.pool");
+    uint64_t nc = COH_SIZE + 0x40000;
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
+    g_assert_cmphex(r64(&b, R_HOST_LIVE), ==, 3);
+
+    /* coherent window: seen by the other host at once */
+    mem_wq(&a, 0x2000, 0xc0ffee);
+    g_assert_cmphex(mem_rq(&b, 0x2000), ==, 0xc0ffee);
+    mem_wq(&b, 0x2008, 0xbeef);
+    g_assert_cmphex(mem_rq(&a, 0x2008), ==, 0xbeef);
+
+    /* non-coherent: needs writeback by the writer AND invalidate by reader */
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* b caches the line */
+    mem_wq(&a, nc, 0xa1);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* not written back */
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* stale: b's image */
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xa1);      /* now visible */
+
+    /* writeback of a line a did not change never clobbers b's data */
+    mem_wq(&b, nc + LINE, 0xb2);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + LINE, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, 16 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&a, R_DB_LINES), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + LINE), ==, 0xb2);
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc + LINE, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc + LINE), ==, 0xb2);
+
+    /* false sharing clobbers: the whole line is written back */
+    mem_wq(&a, nc + 2 * LINE, 0xa3);                /* bytes 0..7 */
+    mem_wq(&b, nc + 2 * LINE + 8, 0xb3);            /* bytes 8..15 */
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + 2 * LINE), ==, 0);   /* a's lost */
+    g_assert_cmphex(pool_rq(pool, nc + 2 * LINE + 8), ==, 0xb3);
+    g_assert_cmpuint(doorbell(&a, OP_FLUSH, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc + 2 * LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc + 2 * LINE + 8), ==, 0xb3);
+
+    qtest_quit(b.qts);
+    /* a clean exit leaves the slot "left" */
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    qtest_quit(a.qts);
+}
+
+/* A host that dies loses its dirty lines; survivors see it; it rejoins */
+static void test_failure_rejoin(void)
+{
+    g_autofree char *pool = pool_path("failure.pool");
+    uint64_t nc = COH_SIZE + 0x80000;
+    Host a, b;
+    pid_t pid;
+    int status;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    g_assert_cmpuint(r64(&a, R_HOST_GEN(1)), ==, 1);
+
+    mem_wq(&b, 0x3000, 0x5a5a);                     /* coherent: survives */
+    mem_wq(&b, nc, 0x1111);                         /* flushed: survives */
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, LINE), ==, 0);
+    mem_wq(&b, nc + LINE, 0x2222);                  /* dirty: lost */
+
+    pid = qtest_pid(b.qts);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    /* b's QTestState is abandoned: libqtest would report the SIGKILL */
+
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 2);     /* failed */
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmphex(mem_rq(&a, 0x3000), ==, 0x5a5a);
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc, 2 * LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0x1111);
+    g_assert_cmphex(mem_rq(&a, nc + LINE), ==, 0);
+
+    /* a restarted host rejoins with the next generation */
+    host_start(&b, pool, 1, true);
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r64(&a, R_HOST_GEN(1)), ==, 2);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(1)), ==, 2);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0x1111);    /* fresh image */
+
+    /* QMP shows the same host table */
+    {
+        QDict *rsp = qtest_qmp(a.qts, "{'execute': 'query-cxl-shm'}");
+        QList *l = qdict_get_qlist(rsp, "return");
+        QDict *info = qobject_to(QDict, qlist_peek(l));
+        QList *hosts = qdict_get_qlist(info, "hosts");
+        QDict *h1;
+
+        g_assert_cmpuint(qlist_size(hosts), ==, 4);
+        qlist_pop(hosts);
+        h1 = qobject_to(QDict, qlist_peek(hosts));
+        g_assert_cmpstr(qdict_get_str(info, "mode"), ==, "direct");
+        g_assert_cmpint(qdict_get_int(info, "coherent-size"), ==, COH_SIZE);
+        g_assert_true(qdict_get_bool(info, "direct-mapped"));
+        g_assert_cmpstr(qdict_get_str(h1, "state"), ==, "live");
+        g_assert_cmpint(qdict_get_int(h1, "generation"), ==, 2);
+        qobject_unref(rsp);
+    }
+
+    /* a host id held by a live QEMU is refused: see refused-config */
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/* Refused configurations: error text, and the pool left byte-identical */
+
+/* Digest of the content (holes read as zeros), mode and size of a file */
+static char *file_digest(const char *path)
+{
+    g_autoptr(GChecksum) ck = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autofree uint8_t *buf = g_malloc(MiB);
+    int fd = open(path, O_RDONLY);
+    off_t data = 0, hole;
+    struct stat st;
+
+    if (fd < 0) {
+        return g_strdup("missing");
+    }
+    g_assert_cmpint(fstat(fd, &st), ==, 0);
+    /* hash the data extents and where they are: holes are zeros */
+    while ((data = lseek(fd, data, SEEK_DATA)) >= 0) {
+        hole = lseek(fd, data, SEEK_HOLE);
+        g_assert_cmpint(hole, >, data);
+        while (data < hole) {
+            size_t n = MIN(hole - data, MiB);
+            size_t k;
+
+            g_assert_cmpint(pread(fd, buf, n, data), ==, n);
+            /* zeros may be stored or a hole: hash non-zero 4 KiB blocks */
+            for (k = 0; k < n; k += 4096) {
+                size_t len = MIN(4096, n - k);
+                uint64_t at = data + k;
+
+                if (buf[k] || memcmp(buf + k, buf + k + 1, len - 1)) {
+                    g_checksum_update(ck, (uint8_t *)&at, sizeof(at));
+                    g_checksum_update(ck, buf + k, len);
+                }
+            }
+            data += n;
+        }
+    }
+    close(fd);
+    return g_strdup_printf("%s/%o/%lld", g_checksum_get_string(ck),
+                           st.st_mode & 07777, (long long)st.st_size);
+}
+
+static char *run_qemu(const char *args, int *exit_status)
+{
+    const char *qemu = g_getenv("QTEST_QEMU_BINARY");
+    g_autofree char *cmd = g_strdup_printf(
+        "timeout 30 %s -accel qtest -display none -S -qtest null %s",
+        qemu, args);
+    g_autofree char *out = NULL;
+    char *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    return err;
+}
+
+static void patch_pool(const char *pool, uint64_t off, const void *data,
+                       size_t len)
+{
+    int fd = open(pool, O_WRONLY);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, data, len, off), ==, len);
+    close(fd);
+}
+
+static void make_pool(const char *pool)
+{
+    g_autofree char *args = host_args(pool, 0, NULL);
+    QTestState *qts = qtest_init(args);
+
+    qtest_quit(qts);
+}
+
+typedef enum {
+    POOL_GOOD,          /* a valid pool made by cxl-shm */
+    POOL_MISSING,
+    POOL_TEXT,          /* some other file */
+    POOL_BAD_MAGIC,
+    POOL_VERSION,       /* version 2 with a valid checksum */
+    POOL_CORRUPT,       /* geometry changed, checksum not */
+    POOL_SHORT,         /* truncated data */
+    POOL_LIVE,          /* host 0 is held by a running QEMU */
+} PoolKind;
+
+static const struct {
+    const char *name;
+    PoolKind kind;
+    const char *extra;      /* replaces cxl-shm options, %s = pool */
+    const char *error;      /* expected in stderr */
+} refused[] = {
+    { "no-pool", POOL_GOOD, "size=256M", "property 'pool' is required" },
+    { "size-zero", POOL_GOOD, "pool=%s,size=0", "property 'size'" },
+    { "size-unaligned", POOL_GOOD, "pool=%s,size=100M", "property 'size'" },
+    { "size-huge", POOL_GOOD, "pool=%s,size=2T", "1 TiB" },
+    { "coherent-unaligned", POOL_GOOD,
+      "pool=%s,size=256M,coherent-size=3M", "property 'coherent-size'" },
+    { "coherent-too-big", POOL_GOOD,
+      "pool=%s,size=256M,coherent-size=512M", "[0, size=268435456]" },
+    { "max-hosts-zero", POOL_GOOD, "pool=%s,size=256M,max-hosts=0",
+      "property 'max-hosts' is 0 (allowed: [1, 32])" },
+    { "max-hosts-33", POOL_GOOD, "pool=%s,size=256M,max-hosts=33",
+      "property 'max-hosts' is 33" },
+    { "host-id-range", POOL_GOOD, "pool=%s,size=256M,max-hosts=4,host-id=4",
+      "property 'host-id' is 4 (allowed: [0, max-hosts-1=3])" },
+    { "mode-timed", POOL_GOOD, "pool=%s,size=256M,mode=timed",
+      "mode 'timed' is not implemented yet" },
+    { "mode-bogus", POOL_GOOD, "pool=%s,size=256M,mode=fast",
+      "property 'mode' is 'fast' (allowed: direct)" },
+    { "latency", POOL_GOOD, "pool=%s,size=256M,latency-ns=70000",
+      "property 'latency-ns' is 70000" },
+    { "bandwidth", POOL_GOOD, "pool=%s,size=256M,bandwidth-mbs=0",
+      "property 'bandwidth-mbs' is 0" },
+    { "pool-mode", POOL_GOOD, "pool=%s,size=256M,pool-mode=0400",
+      "property 'pool-mode'" },
+    { "memdev", POOL_GOOD, "pool=%s,size=256M,volatile-memdev=m0",
+      "must not be set" },
+    { "geometry-size", POOL_GOOD, "pool=%s,size=512M,coherent-size=64M,"
+      "max-hosts=4", "has another geometry" },
+    { "geometry-coherent", POOL_GOOD, "pool=%s,size=256M,"
+      "coherent-size=32M,max-hosts=4", "has another geometry" },
+    { "geometry-hosts", POOL_GOOD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=8", "has another geometry" },
+    { "not-a-pool", POOL_TEXT, "pool=%s,size=256M",
+      "is not a cxlpod pool" },
+    { "bad-magic", POOL_BAD_MAGIC, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "bad magic" },
+    { "version", POOL_VERSION, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "has format version 2" },
+    { "corrupt", POOL_CORRUPT, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "corrupt header" },
+    { "truncated", POOL_SHORT, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "bytes long" },
+    { "host-in-use", POOL_LIVE, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4,host-id=0", "host-id 0 is in use" },
+    { "no-directory", POOL_MISSING, "pool=%s/nodir/x.pool,size=256M",
+      "cannot open pool" },
+};
+
+static void test_refused_config(void)
+{
+    g_autofree char *good = pool_path("good.pool");
+    int i;
+
+    make_pool(good);
+    for (i = 0; i < ARRAY_SIZE(refused); i++) {
+        g_autofree char *pool = pool_path("refused.pool");
+        g_autofree char *opts = NULL;
+        g_autofree char *args = NULL;
+        g_autofree char *before = NULL;
+        g_autofree char *after = NULL;
+        g_autofree char *err = NULL;
+        g_autofree char *cmd = NULL;
+        QTestState *live = NULL;
+        int status;
+
+        switch (refused[i].kind) {
+        case POOL_MISSING:
+            break;
+        case POOL_TEXT:
+            g_assert_true(g_file_set_contents(pool, "hello, world\n", -1,
+                                              NULL));
+            break;
+        default:
+            cmd = g_strdup_printf("cp --sparse=always %s %s", good, pool);
+            g_assert_cmpint(system(cmd), ==, 0);
+            break;
+        }
+        if (refused[i].kind == POOL_BAD_MAGIC) {
+            patch_pool(pool, 0, "XXXX", 4);
+        } else if (refused[i].kind == POOL_VERSION) {
+            /* version 2, checksum made valid: a future format */
+            uint8_t hdr[0x48];
+            uint32_t ver = 2, crc;
+            g_autofree char *ck = NULL;
+
+            pool_pread(pool, 0, hdr, sizeof(hdr));
+            memcpy(hdr + 8, &ver, 4);
+            crc = 0;
+            /* crc32c as QEMU computes it (qemu/crc32c.h) */
+            {
+                int k, b;
+                uint32_t c = 0xffffffff;
+
+                for (k = 0; k < sizeof(hdr); k++) {
+                    c ^= hdr[k];
+                    for (b = 0; b < 8; b++) {
+                        c = (c >> 1) ^ (0x82f63b78 & -(c & 1));
+                    }
+                }
+                crc = c ^ 0xffffffff;
+            }
+            patch_pool(pool, 0, hdr, sizeof(hdr));
+            patch_pool(pool, 0x48, &crc, 4);
+        } else if (refused[i].kind == POOL_CORRUPT) {
+            uint64_t coh = 128 * MiB;
+
+            patch_pool(pool, 0x20, &coh, 8);
+        } else if (refused[i].kind == POOL_SHORT) {
+            g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE / 2), ==, 0);
+        } else if (refused[i].kind == POOL_LIVE) {
+            g_autofree char *largs = host_args(pool, 0, NULL);
+
+            live = qtest_init(largs);
+        }
+
+        opts = g_strdup_printf(refused[i].extra, tmpdir);
+        if (strstr(refused[i].extra, "%s") &&
+            refused[i].kind != POOL_MISSING) {
+            g_free(opts);
+            opts = g_strdup_printf(refused[i].extra, pool);
+        }
+        args = g_strdup_printf(
+            "%s-machine q35,cxl=on -m 128M -nodefaults "
+            "-object memory-backend-ram,id=m0,size=256M "
+            "-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1 "
+            "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+            "-device cxl-shm,bus=rp0,%s "
+            "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G", fw_args(),
+            opts);
+
+        before = file_digest(pool);
+        err = run_qemu(args, &status);
+        after = file_digest(pool);
+        if (g_test_verbose()) {
+            g_test_message("%s: %s", refused[i].name, err);
+        }
+        g_assert_cmpint(status, ==, 1);
+        if (!strstr(err, refused[i].error)) {
+            g_test_message("case %s: expected '%s' in: %s", refused[i].name,
+                           refused[i].error, err);
+            g_assert_not_reached();
+        }
+        g_assert_cmpstr(before, ==, after);
+        if (live) {
+            qtest_quit(live);
+        }
+        unlink(pool);
+    }
+    unlink(good);
+}
+
+/* N QEMUs starting at once on a missing pool agree on one pool */
+static void test_concurrent_join(void)
+{
+    g_autofree char *pool = pool_path("race.pool");
+    QTestState *q[4];
+    Host h;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        g_autofree char *args = host_args(pool, i, NULL);
+
+        q[i] = qtest_init_without_qmp_handshake(args);
+    }
+    for (i = 0; i < 4; i++) {
+        qtest_qmp_handshake(q[i], NULL);
+    }
+    h.qts = q[3];
+    host_enable(&h, false);
+    g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 0xf);
+    for (i = 0; i < 4; i++) {
+        g_assert_cmpuint(r64(&h, R_HOST_GEN(i)), ==, 1);
+        qtest_quit(q[i]);
+    }
+}
+
+/* CDAT over DOE (extended config space: q35 ECAM at 0xb0000000) */
+
+#define ECAM_BASE       0xb0000000ULL
+#define DOE_CAP         0x190
+
+static uint32_t cdat_read_entry(QTestState *qts, uint64_t doe, int handle,
+                                uint32_t *buf, int max)
+{
+    uint32_t len, rsp;
+    int i;
+
+    qtest_writel(qts, doe + 0x10, 0x00021e98);  /* CXL, table access */
+    qtest_writel(qts, doe + 0x10, 3);
+    qtest_writel(qts, doe + 0x10, handle << 16); /* read entry, CDAT */
+    qtest_writel(qts, doe + 0x08, 1u << 31);     /* go */
+    g_assert_cmphex(qtest_readl(qts, doe + 0x0c) & (1u << 31), !=, 0);
+    g_assert_cmphex(qtest_readl(qts, doe + 0x14), ==, 0x00021e98);
+    qtest_writel(qts, doe + 0x14, 0);
+    len = qtest_readl(qts, doe + 0x14);
+    qtest_writel(qts, doe + 0x14, 0);
+    rsp = qtest_readl(qts, doe + 0x14);
+    qtest_writel(qts, doe + 0x14, 0);
+    g_assert_cmpuint(len - 3, <=, max);
+    for (i = 0; i < len - 3; i++) {
+        buf[i] = qtest_readl(qts, doe + 0x14);
+        qtest_writel(qts, doe + 0x14, 0);
+    }
+    return rsp >> 16;   /* next entry handle */
+}
+
+static void test_cdat(void)
+{
+    g_autofree char *pool = pool_path("cdat.pool");
+    g_autofree char *args = host_args(pool, 0,
+                                      ",latency-ns=180,bandwidth-mbs=20000");
+    uint64_t doe = ECAM_BASE + (DEV_BUS << 20) + DOE_CAP;
+    uint32_t e[64];
+    int handle = 0, ndsmas = 0, ndslbis = 0;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, false);
+    cfg_writel(h.qts, 0, 0, 0x64, ECAM_BASE >> 32);
+    cfg_writel(h.qts, 0, 0, 0x60, (uint32_t)ECAM_BASE | 1);
+    g_assert_cmphex(qtest_readl(h.qts, doe) & 0xffff, ==, 0x2e);
+
+    handle = cdat_read_entry(h.qts, doe, 0, e, ARRAY_SIZE(e)); /* header */
+    while (handle != 0xffff) {
+        uint8_t *b = (uint8_t *)e;
+
+        handle = cdat_read_entry(h.qts, doe, handle, e, ARRAY_SIZE(e));
+        if (b[0] == 0) {            /* DSMAS */
+            uint64_t base, len;
+
+            memcpy(&base, b + 8, 8);
+            memcpy(&len, b + 16, 8);
+            if (b[4] == 0) {
+                g_assert_cmphex(b[5], ==, 0x18);    /* SHAREABLE|COHERENT */
+                g_assert_cmphex(base, ==, 0);
+                g_assert_cmphex(len, ==, COH_SIZE);
+            } else {
+                g_assert_cmphex(b[5], ==, 0x08);    /* SHAREABLE only */
+                g_assert_cmphex(base, ==, COH_SIZE);
+                g_assert_cmphex(len, ==, POOL_SIZE - COH_SIZE);
+            }
+            ndsmas++;
+        } else if (b[0] == 1) {     /* DSLBIS */
+            uint64_t unit;
+            uint16_t val;
+
+            memcpy(&unit, b + 8, 8);
+            memcpy(&val, b + 16, 2);
+            if (b[6] <= 2) {        /* access/read/write latency */
+                g_assert_cmpuint(unit * val, ==, 180 * 1000);
+            } else {                /* bandwidth */
+                g_assert_cmpuint(unit * val, ==, 20000);
+            }
+            ndslbis++;
+        }
+    }
+    g_assert_cmpint(ndsmas, ==, 2);
+    g_assert_cmpint(ndslbis, ==, 8);
+    qtest_quit(h.qts);
+}
+
+/*
+ * Native cache maintenance under TCG.  A 64 KiB firmware (no BIOS runs)
+ * enters protected mode with PAE paging whose tables the test writes:
+ * linear 0x200000 -> the non-coherent area, 0x400000 -> the coherent
+ * window.  It stores to four lines, clwb / clflushopt / clflush the first
+ * three, does a lock xadd and 10000000 lock incl in the coherent window,
+ * sets a flag at 0x5000 and halts.  Source (GNU as, --32):
+ *
+ *     .code16
+ *     .org 0xf000
+ * start16: cli
+ *     lgdtl %cs:(gdtdesc - start16 + 0xf000)
+ *     movl %cr0, %eax; orl $1, %eax; movl %eax, %cr0
+ *     ljmpl $0x08, $(0xffff0000 + start32 - start16 + 0xf000)
+ *     .code32
+ * start32: movw $0x10, %ax; movw %ax, %ds; movw %ax, %es; movw %ax, %ss
+ *     movl $0x1000, %eax; movl %eax, %cr3
+ *     movl %cr4, %eax; orl $0x20, %eax; movl %eax, %cr4
+ *     movl %cr0, %eax; orl $0x80000000, %eax; movl %eax, %cr0
+ *     movl $0x11111111, 0x200000; clwb 0x200000
+ *     movl $0x22222222, 0x200040; clflushopt 0x200040
+ *     movl $0x33333333, 0x200080; clflush 0x200080
+ *     movl $0x44444444, 0x2000c0
+ *     movl $1, %eax; lock xaddl %eax, 0x400000
+ *     movl $10000000, %ecx
+ * 2:  lock incl 0x400008; decl %ecx; jnz 2b
+ *     movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ *     .p2align 3
+ * gdt: .quad 0, 0x00cf9a000000ffff, 0x00cf92000000ffff
+ * gdtdesc: .word 23; .long 0xffff0000 + gdt - start16 + 0xf000
+ *     .code16
+ *     .org 0xfff0
+ *     jmp start16
+ */
+static const uint8_t fw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xc0, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x11,
+    0x11, 0x11, 0x66, 0x0f, 0xae, 0x35, 0x00, 0x00, 0x20, 0x00, 0xc7, 0x05,
+    0x40, 0x00, 0x20, 0x00, 0x22, 0x22, 0x22, 0x22, 0x66, 0x0f, 0xae, 0x3d,
+    0x40, 0x00, 0x20, 0x00, 0xc7, 0x05, 0x80, 0x00, 0x20, 0x00, 0x33, 0x33,
+    0x33, 0x33, 0x0f, 0xae, 0x3d, 0x80, 0x00, 0x20, 0x00, 0xc7, 0x05, 0xc0,
+    0x00, 0x20, 0x00, 0x44, 0x44, 0x44, 0x44, 0xb8, 0x01, 0x00, 0x00, 0x00,
+    0xf0, 0x0f, 0xc1, 0x05, 0x00, 0x00, 0x40, 0x00, 0xb9, 0x80, 0x96, 0x98,
+    0x00, 0xf0, 0xff, 0x05, 0x08, 0x00, 0x40, 0x00, 0x49, 0x75, 0xf6, 0xc7,
+    0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0xa8, 0xf0, 0xff, 0xff,
+};
+static const uint8_t fw_reset[] = { 0xe9, 0x0d, 0xf0 };
+
+/* Start a paused TCG host (-smp 1) that runs the firmware above */
+static void fw_host_start(Host *h, const char *pool, int host_id)
+{
+    g_autofree char *fw = g_build_filename(tmpdir, "fw.bin", NULL);
+    g_autofree uint8_t *img = g_malloc0(0x10000);
+    g_autofree char *args = host_args(pool, host_id, NULL);
+    g_autofree char *all = NULL;
+    uint64_t pdpt[4] = { 0x2001, 0, 0, 0x3001 };
+    uint64_t pd0[3], pd3 = 0xffe00083;
+
+    memcpy(img + 0xf000, fw_code, sizeof(fw_code));
+    memcpy(img + 0xfff0, fw_reset, sizeof(fw_reset));
+    g_assert_true(g_file_set_contents(fw, (char *)img, 0x10000, NULL));
+
+    /* CXLSHM_TEST_TCG overrides the TCG options, e.g. "tcg,thread=single" */
+    all = g_strdup_printf("%s -accel %s -smp 1 -cpu max -S -bios %s", args,
+                          g_getenv("CXLSHM_TEST_TCG") ?: "tcg", fw);
+    h->qts = qtest_init(all);
+    host_enable(h, true);
+    /* TCG: native ops (bit 0), atomics (bit 1), direct mapping (bit 2) */
+    g_assert_cmphex(r32(h, R_CAPS), ==, 7);
+
+    pd0[0] = 0x83;
+    pd0[1] = (h->hpa + COH_SIZE) | 0x83;
+    pd0[2] = h->hpa | 0x83;
+    qtest_memwrite(h->qts, 0x1000, pdpt, sizeof(pdpt));
+    qtest_memwrite(h->qts, 0x2000, pd0, sizeof(pd0));
+    qtest_memwrite(h->qts, 0x3000 + 511 * 8, &pd3, sizeof(pd3));
+}
+
+static void fw_host_wait(Host *h)
+{
+    int i;
+
+    for (i = 0; i < 3000 && qtest_readl(h->qts, 0x5000) != 1; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(qtest_readl(h->qts, 0x5000), ==, 1);
+}
+
+static void test_native_tcg(void)
+{
+    g_autofree char *pool = pool_path("native.pool");
+    Host h;
+
+    fw_host_start(&h, pool, 0);
+    mem_wq(&h, 0, 41);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0xc0), ==, 0);  /* no flush */
+    g_assert_cmphex(mem_rq(&h, COH_SIZE + 0xc0), ==, 0x44444444);
+    g_assert_cmphex(pool_rq(pool, 0), ==, 42);               /* lock xadd */
+    g_assert_cmpuint(pool_rq(pool, 8), ==, 10000000);
+    g_assert_cmpuint(r64(&h, R_STAT_NATIVE), ==, 3);
+    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 3);
+    g_assert_cmpuint(r64(&h, R_STAT_INV_LINES), ==, 2);
+    qtest_quit(h.qts);
+}
+
+/* Two -smp 1 TCG guests, 10000000 lock incl each on one counter: exact */
+static void test_atomics_tcg(void)
+{
+    g_autofree char *pool = pool_path("atomics.pool");
+    Host a, b;
+
+    fw_host_start(&a, pool, 0);
+    fw_host_start(&b, pool, 1);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    qtest_qmp_assert_success(b.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    fw_host_wait(&b);
+    g_assert_cmpuint(pool_rq(pool, 8), ==, 20000000);
+    g_assert_cmpuint(pool_rq(pool, 0), ==, 2);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/*
+ * Benchmark (run with -m perf): sequential 4-byte loads cycling over
+ * 32 MiB (256 MiB loaded; 8 MiB on the MMIO paths), by a firmware like the
+ * one above (after paging is on):
+ *
+ *     movl 0x5004, %esi; movl 0x5008, %ecx; xorl %edx, %edx
+ * 1:  addl (%esi), %edx; addl $4, %esi; decl %ecx; jnz 1b
+ *     movl %edx, 0x500c; movl $1, 0x5000
+ * 2:  hlt; jmp 2b
+ *
+ * Linear 0x40000000 is mapped with 2 MiB pages to guest RAM, the coherent
+ * window, the non-coherent area, the MMIO path of cxl-shm (2-way decoder)
+ * or a stock cxl-type3.  Wall time from "cont" to the done flag.
+ */
+static const uint8_t bench_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x88, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0x8b, 0x35, 0x04, 0x50, 0x00, 0x00, 0x8b, 0x0d,
+    0x08, 0x50, 0x00, 0x00, 0x31, 0xd2, 0x03, 0x16, 0x83, 0xc6, 0x04, 0x49,
+    0x75, 0xf8, 0x89, 0x15, 0x0c, 0x50, 0x00, 0x00, 0xc7, 0x05, 0x00, 0x50,
+    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x8d, 0xb4, 0x00,
+    0x00, 0x8d, 0x74, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0x70, 0xf0, 0xff, 0xff,
+};
+
+#define BENCH_SPAN      (32 * MiB)     /* distinct memory read */
+#define BENCH_FAST      (256 * MiB)    /* bytes loaded, RAM-speed paths */
+#define BENCH_SLOW      (8 * MiB)      /* bytes loaded, MMIO paths */
+
+typedef enum {
+    BENCH_RAM, BENCH_COHERENT, BENCH_NONCOHERENT, BENCH_MMIO, BENCH_STOCK,
+} BenchKind;
+
+static double bench_run(BenchKind kind)
+{
+    static const char *const names[] = {
+        "guest RAM", "cxl-shm coherent", "cxl-shm non-coherent",
+        "cxl-shm MMIO path", "stock cxl-type3",
+    };
+    g_autofree char *pool = pool_path("bench.pool");
+    g_autofree char *fw = g_build_filename(tmpdir, "bench.bin", NULL);
+    g_autofree uint8_t *img = g_malloc0(0x10000);
+    g_autofree char *args = NULL;
+    g_autofree char *all = NULL;
+    uint64_t pdpt[4] = { 0x2001, 0x4001, 0, 0x3001 };
+    uint64_t pd0 = 0x83, pd3 = 0xffe00083, pd1[512];
+    uint64_t bytes = kind >= BENCH_MMIO ? BENCH_SLOW : BENCH_FAST;
+    uint32_t params[2] = { 0x40000000, bytes / 4 };
+    uint64_t target, hdm;
+    int64_t t0, t1;
+    double mbs;
+    Host h;
+    int i;
+
+    memcpy(img + 0xf000, bench_code, sizeof(bench_code));
+    memcpy(img + 0xfff0, fw_reset, sizeof(fw_reset));
+    g_assert_true(g_file_set_contents(fw, (char *)img, 0x10000, NULL));
+    if (kind == BENCH_STOCK) {
+        args = g_strdup_printf(
+            "%s-machine q35,cxl=on -m 128M -nodefaults "
+            "-object memory-backend-ram,id=vmem0,size=256M "
+            "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+            "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+            "-device cxl-type3,bus=rp0,volatile-memdev=vmem0,id=t3 "
+            "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+            fw_args(), PXB_BUS);
+    } else {
+        args = host_args(pool, 0, NULL);
+    }
+    all = g_strdup_printf("%s -accel tcg -smp 1 -cpu max -S -bios %s",
+                          args, fw);
+    h.qts = qtest_init(all);
+    host_enable(&h, kind != BENCH_MMIO);
+    if (kind == BENCH_MMIO) {
+        hdm = find_hdm(h.qts);
+        qtest_writel(h.qts, hdm + 0x10, h.hpa & 0xf0000000);
+        qtest_writel(h.qts, hdm + 0x14, h.hpa >> 32);
+        qtest_writel(h.qts, hdm + 0x18, (2 * POOL_SIZE) & 0xf0000000);
+        qtest_writel(h.qts, hdm + 0x1c, (2 * POOL_SIZE) >> 32);
+        qtest_writel(h.qts, hdm + 0x20, (1 << 9) | (1 << 4));
+    }
+    switch (kind) {
+    case BENCH_RAM:
+        target = 32 * MiB;
+        break;
+    case BENCH_NONCOHERENT:
+        target = h.hpa + COH_SIZE;
+        break;
+    default:
+        target = h.hpa;
+        break;
+    }
+    for (i = 0; i < ARRAY_SIZE(pd1); i++) {
+        /* 1 GiB of linear space cycling over BENCH_SPAN */
+        pd1[i] = (target + i * 2 * MiB % BENCH_SPAN) | 0x83;
+    }
+    qtest_memwrite(h.qts, 0x1000, pdpt, sizeof(pdpt));
+    qtest_memwrite(h.qts, 0x2000, &pd0, sizeof(pd0));
+    qtest_memwrite(h.qts, 0x4000, pd1, sizeof(pd1));
+    qtest_memwrite(h.qts, 0x3000 + 511 * 8, &pd3, sizeof(pd3));
+    qtest_memwrite(h.qts, 0x5004, params, sizeof(params));
+
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    while (qtest_readl(h.qts, 0x5000) != 1) {
+        g_usleep(500);
+    }
+    t1 = g_get_monotonic_time();
+    qtest_quit(h.qts);
+
+    mbs = (double)bytes / MiB / ((t1 - t0) / 1e6);
+    g_test_message("bench: %-22s %8.1f MiB/s  %7.1f ns per 4-byte load",
+                   names[kind], mbs, (t1 - t0) * 1e3 / (bytes / 4));
+    return mbs;
+}
+
+static void test_bench(void)
+{
+    double ram = bench_run(BENCH_RAM);
+    double coh = bench_run(BENCH_COHERENT);
+    double nc = bench_run(BENCH_NONCOHERENT);
+    double mmio = bench_run(BENCH_MMIO);
+    double stock = bench_run(BENCH_STOCK);
+
+    g_test_message("bench: coherent/RAM %.2f  non-coherent/RAM %.2f  "
+                   "coherent/stock %.1fx  MMIO path/stock %.2f",
+                   coh / ram, nc / ram, coh / stock, mmio / stock);
+}
+
+int main(int argc, char **argv)
+{
+    int ret;
+
+    g_test_init(&argc, &argv, NULL);
+    tmpdir = g_dir_make_tmp("cxl-shm-test-XXXXXX", NULL);
+    g_assert_nonnull(tmpdir);
+
+    qtest_add_func("/cxl-shm/identify", test_identify);
+    qtest_add_func("/cxl-shm/mmio-path", test_mmio_path);
+    qtest_add_func("/cxl-shm/doorbell", test_doorbell);
+    qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
+    qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
+    qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
+    qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);
+    qtest_add_func("/cxl-shm/refused-config", test_refused_config);
+    qtest_add_func("/cxl-shm/cdat", test_cdat);
+    qtest_add_func("/cxl-shm/native-tcg", test_native_tcg);
+    qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);
+    if (g_test_perf()) {
+        qtest_add_func("/cxl-shm/bench", test_bench);
+    }
+
+    ret = g_test_run();
+    {
+        GDir *dir = g_dir_open(tmpdir, 0, NULL);
+        const char *name;
+
+        while (dir && (name = g_dir_read_name(dir))) {
+            g_autofree char *path = g_build_filename(tmpdir, name, NULL);
+
+            unlink(path);
+        }
+        if (dir) {
+            g_dir_close(dir);
+        }
+    }
+    rmdir(tmpdir);
+    g_free(tmpdir);
+    return ret;
+}
