@@ -62,7 +62,9 @@
 
 enum pool_device { DEV_CXL_TYPE3, DEV_CXL_SHM };
 /* The pool device used when --device is not given: a one-line switch. */
-#define DEFAULT_DEVICE DEV_CXL_TYPE3
+#define DEFAULT_DEVICE DEV_CXL_SHM
+/* cxl-shm coherent window unless --coherent-size says otherwise */
+#define DEFAULT_COHERENT_SIZE (64 * MIB)
 
 enum accel { ACCEL_AUTO, ACCEL_TCG, ACCEL_KVM };
 
@@ -990,7 +992,7 @@ static void add_pool_device_args(struct strv *a, const struct opts *o, int host)
                             o->max_hosts ? o->max_hosts : o->nhosts);
         buf_puts(&dev, s);
         free(s);
-        if (o->coherent_size_given) {
+        {
             char *cs = fmt_size(o->coherent_size);
             s = xasprintf(",coherent-size=%s", cs);
             buf_puts(&dev, s);
@@ -1417,7 +1419,7 @@ static void usage(FILE *f)
 "      --pool PATH         pool file (default WORKDIR/pool.img)\n"
 "      --size SIZE         pool size, multiple of 256M (default 256M)\n"
 "      --device cxl-type3|cxl-shm  pool device (default %s)\n"
-"      --coherent-size SIZE  cxl-shm coherent window\n"
+"      --coherent-size SIZE  cxl-shm coherent window (default 64M)\n"
 "      --latency-ns NS     cxl-shm injected latency\n"
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
 "      --device-opt K=V    extra device property (repeatable)\n"
@@ -1497,6 +1499,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
     o->nhosts = 2;
     o->accel = ACCEL_AUTO;
     o->size = 256 * MIB;
+    o->coherent_size = DEFAULT_COHERENT_SIZE;
     o->latency_ns = -1;
     o->device = DEFAULT_DEVICE;
     o->mem = xstrdup("512M");
