@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 
 "$CXLPOD_QEMU" -device help > "$WORK/devices"
-for d in cxl-type3 cxl-rp pxb-cxl; do
+for d in cxl-type3 cxl-shm cxl-rp pxb-cxl; do
     grep -q "name \"$d\"" "$WORK/devices" || fail "QEMU lacks device $d"
 done
 truncate -s 256M "$WORK/pool.img"
@@ -18,4 +18,4 @@ printf 'info qtree\nquit\n' | timeout 60 "$CXLPOD_QEMU" -S -display none -monito
 for d in pxb-cxl cxl-rp cxl-type3; do
     grep -q "dev: $d" "$WORK/qtree" || { cat "$WORK/qtree"; fail "qtree lacks $d"; }
 done
-pass "$("$CXLPOD_QEMU" --version | head -n1) lists pxb-cxl, cxl-rp, cxl-type3"
+pass "$("$CXLPOD_QEMU" --version | head -n1) lists pxb-cxl, cxl-rp, cxl-type3, cxl-shm"

@@ -22,5 +22,25 @@ token() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 
 # expect_in TEXT FILE-OR-STRING-DESCRIPTION CONTENT
 expect_line() {  # expect_line HOST REGEX
-    out "$1" | grep -Eq -- "$2" || { echo "--- host$1 output:"; out "$1"; fail "host$1: no line matching '$2'"; }
+    out "$1" | grep -E -- "$2" >/dev/null || { echo "--- host$1 output:"; out "$1"; fail "host$1: no line matching '$2'"; }
+}
+
+# The cxl-shm pool used by the device and tool tests: 256 MiB, 64 MiB of it
+# the coherent window.
+SHM=(--device cxl-shm --size 256M --coherent-size 64M)
+
+# json_of HOST TOOL : the --json line tool TOOL printed on guest HOST
+json_of() { out "$1" | grep -F "{\"tool\":\"$2\"" | tail -n1; }
+
+# litmus_outcome HOST METHOD TEST AREA PROTO : one cell of a litmus result
+litmus_outcome() {
+    json_of "$1" cxlpod-litmus | jq -r --arg m "$2" --arg t "$3" --arg a "$4" --arg p "$5" \
+        '.results[] | select(.method==$m and .test==$t and .area==$a and .proto==$p) | .outcome'
+}
+
+# expect_litmus HOST METHOD TEST AREA PROTO REGEX
+expect_litmus() {
+    local got
+    got=$(litmus_outcome "$1" "$2" "$3" "$4" "$5")
+    [[ $got =~ $6 ]] || fail "host$1 $2 $3/$4/$5: outcome '$got', expected /$6/"
 }
