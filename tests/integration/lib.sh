@@ -11,8 +11,8 @@ trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
-# pod ARGS... : run the launcher with a fresh work dir under $WORK
-pod() { "$CXLPOD_LAUNCH" -w "$WORK/pod" "$@"; }
+# pod ARGS... : run the launcher with a fresh work dir (and pool) under $WORK
+pod() { rm -rf "$WORK/pod"; "$CXLPOD_LAUNCH" -w "$WORK/pod" "$@"; }
 
 # out I : what guest I's job printed in the last pod run
 out() { cat "$WORK/pod/host$1.out"; }
