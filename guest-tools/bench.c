@@ -4,6 +4,10 @@
  * and per MiB, for guest RAM (malloc), the coherent window and the
  * non-coherent area, side by side with ratios to RAM.
  *
+ * With --raw and no cxl-shm device (e.g. a stock cxl-type3 region) the
+ * whole /dev/daxN.M is measured as one area named "dax" (backend raw-dax,
+ * no coherence operations).
+ *
  * Runs on one host; with several hosts at once each uses its own slice
  * (rank / nhosts) of each area.
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -13,23 +17,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct res {
-	const char *name;
+struct ops {
 	bool ok;
-	size_t size;
-	double lat_ns, read_mbps, write_mbps;
-	bool have_ops;
+	enum cxlpod_method method;
 	double wb_line_ns, inv_line_ns, flush_line_ns;
 	double wb_mib_us, inv_mib_us, flush_mib_us;
 };
 
+struct res {
+	const char *name;
+	bool ok;
+	size_t size, lat_size, lat_small_size;
+	double lat_ns, lat_small_ns, read_mbps, write_mbps;
+	int nops; /* measured methods, ops[0] is the primary one */
+	struct ops ops[2];
+};
+
 static double min_time = 0.2;
+static int repeat = 1; /* best of this many runs of each measurement */
 
 /* Sattolo's algorithm: one random cycle over all lines. */
-static void build_chase(uint8_t *buf, size_t size, uint64_t seed)
+static int build_chase(uint8_t *buf, size_t size, uint64_t seed)
 {
 	size_t n = size / 64;
 	uint32_t *perm = malloc(n * sizeof(*perm));
+	if (!perm)
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		perm[i] = i;
 	for (size_t i = n - 1; i > 0; i--) {
@@ -41,6 +54,7 @@ static void build_chase(uint8_t *buf, size_t size, uint64_t seed)
 	for (size_t i = 0; i < n; i++)
 		*(void **)(buf + (size_t)perm[i] * 64) = buf + (size_t)perm[(i + 1) % n] * 64;
 	free(perm);
+	return 0;
 }
 
 static double chase(uint8_t *buf, size_t size)
@@ -48,8 +62,12 @@ static double chase(uint8_t *buf, size_t size)
 	size_t n = size / 64;
 	size_t loads = n < 100000 ? 100000 : n;
 	void *volatile sink;
+	void **q = (void **)buf;
+	/* one untimed lap: the first touch of a page (fault, TLB fill) is not
+	 * part of the load latency */
+	for (size_t i = 0; i < n; i++)
+		q = *q;
 	for (;;) {
-		void **q = (void **)buf;
 		double t0 = now_s();
 		for (size_t i = 0; i < loads; i += 8) {
 			q = *q; q = *q; q = *q; q = *q;
@@ -64,6 +82,7 @@ static double chase(uint8_t *buf, size_t size)
 	}
 }
 
+/* 64-bit loads, four independent sums */
 static double read_bw(uint8_t *buf, size_t size)
 {
 	volatile uint64_t sink;
@@ -72,7 +91,7 @@ static double read_bw(uint8_t *buf, size_t size)
 		double t0 = now_s();
 		uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 		for (size_t r = 0; r < reps; r++) {
-			const uint64_t *p = (const uint64_t *)buf;
+			const volatile uint64_t *p = (const volatile uint64_t *)buf;
 			for (size_t i = 0; i < size / 8; i += 4) {
 				s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3];
 			}
@@ -86,13 +105,23 @@ static double read_bw(uint8_t *buf, size_t size)
 	}
 }
 
+/* 64-bit stores of varying values (so the compiler cannot turn the loop
+ * into memset, whose `rep stosb` TCG runs byte by byte) */
+static void fill(uint8_t *buf, size_t size, uint64_t v)
+{
+	volatile uint64_t *p = (volatile uint64_t *)buf;
+	for (size_t i = 0; i < size / 8; i += 4) {
+		p[i] = v + i; p[i + 1] = v + i + 1; p[i + 2] = v + i + 2; p[i + 3] = v + i + 3;
+	}
+}
+
 static double write_bw(uint8_t *buf, size_t size)
 {
 	size_t reps = 1;
 	for (;;) {
 		double t0 = now_s();
 		for (size_t r = 0; r < reps; r++)
-			memset(buf, (int)r, size);
+			fill(buf, size, r);
 		__asm__ volatile("" ::: "memory");
 		double dt = now_s() - t0;
 		if (dt >= min_time || reps > 100000)
@@ -115,6 +144,7 @@ static int per_line(cxlpod *p, uint8_t *buf, size_t lines, opfn op, bool dirty, 
 		if (e)
 			return e;
 	}
+	cxlpod_fence(p);
 	*ns = (now_s() - t0) * 1e9 / lines;
 	return 0;
 }
@@ -132,75 +162,223 @@ static int per_mib(cxlpod *p, uint8_t *buf, size_t size, opfn op, bool dirty, do
 		int e = op(p, b, 1u << 20);
 		if (e)
 			return e;
+		cxlpod_fence(p);
 		total += now_s() - t0;
 	}
 	*us = total * 1e6 / mibs;
 	return 0;
 }
 
-static int measure(struct tool *t, struct res *r, uint8_t *buf, size_t size, bool ops,
-		   size_t op_lines)
+static int measure_ops(struct tool *t, struct ops *o, uint8_t *buf, size_t size, size_t op_lines)
+{
+	/* warm-up, untimed: the first write-back of each pool page pays
+	 * for page faults / block allocation in the pool file */
+	for (size_t i = 0; i < size; i += 64)
+		buf[i] ^= 1;
+	if (cxlpod_flush(t->p, buf, size)) {
+		fprintf(stderr, "%s: flush: %s\n", t->name, cxlpod_errmsg());
+		return EXIT_SETUP;
+	}
+	cxlpod_fence(t->p);
+	if (per_line(t->p, buf, op_lines, cxlpod_writeback, true, &o->wb_line_ns) ||
+	    per_line(t->p, buf, op_lines, cxlpod_invalidate, false, &o->inv_line_ns) ||
+	    per_line(t->p, buf, op_lines, cxlpod_flush, true, &o->flush_line_ns) ||
+	    per_mib(t->p, buf, size, cxlpod_writeback, true, &o->wb_mib_us) ||
+	    per_mib(t->p, buf, size, cxlpod_invalidate, false, &o->inv_mib_us) ||
+	    per_mib(t->p, buf, size, cxlpod_flush, true, &o->flush_mib_us)) {
+		fprintf(stderr, "%s: coherence op failed: %s\n", t->name, cxlpod_errmsg());
+		return EXIT_SETUP;
+	}
+	o->ok = true;
+	return 0;
+}
+
+/* Measure one area: bandwidth on [buf, buf+size), latency on
+ * [buf, buf+lat_size), then the coherence operations with each method. */
+static int measure(struct tool *t, struct res *r, uint8_t *buf, size_t size, size_t lat_size,
+		   const enum cxlpod_method *methods, int nmethods, size_t op_lines)
 {
 	r->size = size;
-	memset(buf, 0, size);
-	r->write_mbps = write_bw(buf, size);
-	r->read_mbps = read_bw(buf, size);
-	build_chase(buf, size, 42);
-	r->lat_ns = chase(buf, size);
-	r->have_ops = ops;
-	if (ops) {
-		/* warm-up, untimed: the first write-back of each pool page pays
-		 * for page faults / block allocation in the pool file */
-		for (size_t i = 0; i < size; i += 64)
-			buf[i] ^= 1;
-		if (cxlpod_flush(t->p, buf, size)) {
-			fprintf(stderr, "%s: flush: %s\n", t->name, cxlpod_errmsg());
-			return EXIT_SETUP;
-		}
-		if (per_line(t->p, buf, op_lines, cxlpod_writeback, true, &r->wb_line_ns) ||
-		    per_line(t->p, buf, op_lines, cxlpod_invalidate, false, &r->inv_line_ns) ||
-		    per_line(t->p, buf, op_lines, cxlpod_flush, true, &r->flush_line_ns) ||
-		    per_mib(t->p, buf, size, cxlpod_writeback, true, &r->wb_mib_us) ||
-		    per_mib(t->p, buf, size, cxlpod_invalidate, false, &r->inv_mib_us) ||
-		    per_mib(t->p, buf, size, cxlpod_flush, true, &r->flush_mib_us)) {
-			fprintf(stderr, "%s: coherence op failed: %s\n", t->name, cxlpod_errmsg());
-			return EXIT_SETUP;
-		}
-		cxlpod_fence(t->p);
+	r->lat_size = lat_size;
+	fill(buf, size > lat_size ? size : lat_size, 0);
+	r->write_mbps = r->read_mbps = 0;
+	r->lat_ns = r->lat_small_ns = 0;
+	for (int k = 0; k < repeat; k++) {
+		double w = write_bw(buf, size), rd = read_bw(buf, size);
+		r->write_mbps = w > r->write_mbps ? w : r->write_mbps;
+		r->read_mbps = rd > r->read_mbps ? rd : r->read_mbps;
 	}
+	if (build_chase(buf, lat_size, 42)) {
+		fprintf(stderr, "%s: out of memory\n", t->name);
+		return EXIT_SETUP;
+	}
+	for (int k = 0; k < repeat; k++) {
+		double l = chase(buf, lat_size);
+		r->lat_ns = (k == 0 || l < r->lat_ns) ? l : r->lat_ns;
+	}
+	if (r->lat_small_size) {
+		/* a working set whose pages fit the (emulated) TLB: the cost of
+		 * one dependent load without page walks */
+		if (build_chase(buf, r->lat_small_size, 43)) {
+			fprintf(stderr, "%s: out of memory\n", t->name);
+			return EXIT_SETUP;
+		}
+		for (int k = 0; k < repeat; k++) {
+			double l = chase(buf, r->lat_small_size);
+			r->lat_small_ns = (k == 0 || l < r->lat_small_ns) ? l : r->lat_small_ns;
+		}
+	}
+	r->nops = 0;
+	for (int m = 0; m < nmethods; m++) {
+		if (cxlpod_set_method(t->p, methods[m])) {
+			fprintf(stderr, "%s: %s\n", t->name, cxlpod_errmsg());
+			return EXIT_SETUP;
+		}
+		struct ops *o = &r->ops[r->nops++];
+		o->method = methods[m];
+		int rc = measure_ops(t, o, buf, size, op_lines < size / 64 ? op_lines : size / 64);
+		if (rc)
+			return rc;
+	}
+	if (nmethods)
+		cxlpod_set_method(t->p, methods[0]);
 	r->ok = true;
 	return 0;
 }
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+static void usage(void)
+{
+	printf("usage: cxlpod-bench [--size BYTES(16M)] [--lat-size BYTES] [--pool-size BYTES]\n"
+	       "                    [--pool-lat-size BYTES] [--lat-small BYTES] [--repeat N]\n"
+	       "                    [--min-time S(0.2)] [--quick]\n"
+	       "                    [--method doorbell|native|both] [--raw] [--touch-all] [options]\n"
+	       "  --size           bandwidth buffer per area (RAM and pool areas)\n"
+	       "  --lat-size       pointer-chase working set (default: --size)\n"
+	       "  --pool-size      bandwidth buffer in the pool areas (default: --size)\n"
+	       "  --pool-lat-size  chase working set in the pool areas (default: --lat-size)\n"
+	       "  --lat-small      also chase over this small set (64K..; e.g. 256K: pages that\n"
+	       "                   fit the TLB, so no page walks), reported as lat_small_ns\n"
+	       "  --repeat N       run each measurement N times, report the best (1)\n"
+	       "  --min-time       minimum duration of each timed measurement\n"
+	       "  --method both    coherence-operation costs with the doorbell and natively\n"
+	       "  --raw            measure a plain dax device (stock cxl-type3), area \"dax\"\n"
+	       "  --touch-all      no benchmark: store to every line of this host's pool\n"
+	       "                   areas, write the non-coherent area back, exit (for host\n"
+	       "                   memory measurements)\n"
+	       "%s",
+	       tool_common_usage());
+}
+
+/* --touch-all: dirty every line of both areas (whole pool of this host) and
+ * write the non-coherent area back, so the device holds its largest image. */
+static int touch_all(struct tool *t)
+{
+	double t0 = now_s();
+	fill(t->coh, t->coh_len & ~(size_t)31, 0x5a5a);
+	fill(t->nc, t->nc_len & ~(size_t)31, 0xa5a5);
+	if (t->nc_len && cxlpod_writeback(t->p, t->nc, t->nc_len)) {
+		fprintf(stderr, "%s: writeback: %s\n", t->name, cxlpod_errmsg());
+		return EXIT_SETUP;
+	}
+	cxlpod_fence(t->p);
+	double dt = now_s() - t0;
+	if (t->json) {
+		struct jbuf j;
+		j_begin(&j);
+		j_common(&j, t);
+		j_bool(&j, "ok", true);
+		j_str(&j, "action", "touch-all");
+		j_uint(&j, "coherent_bytes", t->coh_len);
+		j_uint(&j, "noncoherent_bytes", t->nc_len);
+		j_dbl(&j, "seconds", dt);
+		j_end_print(&j);
+	} else {
+		printf("cxlpod-bench: touched %zu MiB of the coherent window and %zu MiB of the "
+		       "non-coherent area (written back) in %.2f s\n",
+		       t->coh_len >> 20, t->nc_len >> 20, dt);
+	}
+	return 0;
+}
+
+static void j_ops(struct jbuf *j, const struct ops *o)
+{
+	j_dbl(j, "wb_line_ns", o->wb_line_ns);
+	j_dbl(j, "inv_line_ns", o->inv_line_ns);
+	j_dbl(j, "flush_line_ns", o->flush_line_ns);
+	j_dbl(j, "wb_MiB_us", o->wb_mib_us);
+	j_dbl(j, "inv_MiB_us", o->inv_mib_us);
+	j_dbl(j, "flush_MiB_us", o->flush_mib_us);
+}
+
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-bench", .rank = -1};
-	size_t size = 16u << 20;
+	size_t size = 16u << 20, lat_size = 0, pool_size = 0, pool_lat_size = 0, lat_small = 0;
 	size_t op_lines = 4096;
+	bool touch = false;
 	for (int i = 1; i < argc; i++) {
 		int r = tool_common_opt(&t, argc, argv, &i);
 		if (r < 0)
 			return EXIT_USAGE;
 		if (r)
 			continue;
-		if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-			size = parse_size_arg(argv[++i]);
-		} else if (!strcmp(argv[i], "--quick")) {
+		const char *a = argv[i];
+		size_t *szp = !strcmp(a, "--size")            ? &size
+			      : !strcmp(a, "--lat-size")      ? &lat_size
+			      : !strcmp(a, "--pool-size")     ? &pool_size
+			      : !strcmp(a, "--pool-lat-size") ? &pool_lat_size
+							      : NULL;
+		if (szp && i + 1 < argc) {
+			*szp = parse_size_arg(argv[++i]);
+			if (*szp < (1u << 20)) {
+				fprintf(stderr, "cxlpod-bench: %s must be at least 1M\n", a);
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--lat-small") && i + 1 < argc) {
+			lat_small = parse_size_arg(argv[++i]) & ~(size_t)0xffff;
+			if (lat_small < (64u << 10) || lat_small > (1u << 20)) {
+				fprintf(stderr, "cxlpod-bench: --lat-small must be 64K..1M\n");
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--repeat") && i + 1 < argc) {
+			repeat = atoi(argv[++i]);
+			if (repeat < 1 || repeat > 100) {
+				fprintf(stderr, "cxlpod-bench: --repeat must be 1..100\n");
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--min-time") && i + 1 < argc) {
+			min_time = atof(argv[++i]);
+			if (!(min_time > 0 && min_time < 3600)) {
+				fprintf(stderr, "cxlpod-bench: bad --min-time\n");
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--quick")) {
 			size = 2u << 20;
 			op_lines = 1024;
 			min_time = 0.05;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: cxlpod-bench [--size BYTES(16M)] [--quick] [options]\n%s",
-			       tool_common_usage());
+		} else if (!strcmp(a, "--touch-all")) {
+			touch = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage();
 			return 0;
 		} else {
-			fprintf(stderr, "cxlpod-bench: unknown option %s\n", argv[i]);
+			fprintf(stderr, "cxlpod-bench: unknown option %s\n", a);
 			return EXIT_USAGE;
 		}
 	}
-	size &= ~(size_t)((1u << 20) - 1);
+	const size_t MiB = 1u << 20;
+	size &= ~(MiB - 1);
+	if (!lat_size)
+		lat_size = size;
+	if (!pool_size)
+		pool_size = size;
+	if (!pool_lat_size)
+		pool_lat_size = lat_size;
+	lat_size &= ~(MiB - 1);
+	pool_size &= ~(MiB - 1);
+	pool_lat_size &= ~(MiB - 1);
 	if (size == 0) {
 		fprintf(stderr, "cxlpod-bench: --size must be at least 1M\n");
 		return EXIT_USAGE;
@@ -208,92 +386,152 @@ int main(int argc, char **argv)
 	int rc = tool_open(&t);
 	if (rc)
 		return rc;
+	if (touch) {
+		rc = touch_all(&t);
+		tool_close(&t);
+		return rc;
+	}
+	bool raw = t.info.backend == CXLPOD_BACKEND_RAW_DAX;
 
-	struct res res[3] = {{.name = "ram"}, {.name = "coherent"}, {.name = "noncoherent"}};
-	uint8_t *ram = aligned_alloc(2u << 20, size);
+	/* which methods the coherence operations are measured with */
+	enum cxlpod_method methods[2];
+	int nmethods = 0;
+	if (!raw) {
+		if (t.method_both) {
+			methods[nmethods++] = CXLPOD_METHOD_DOORBELL;
+			if (t.info.native_usable)
+				methods[nmethods++] = CXLPOD_METHOD_NATIVE;
+			else if (!t.json)
+				printf("cxlpod-bench: native method not usable here, skipped\n");
+		} else {
+			methods[nmethods++] = t.info.method;
+		}
+	}
+
+	struct res res[3] = {{.name = "ram"}, {.name = raw ? "dax" : "coherent"},
+			     {.name = "noncoherent"}};
+	for (int i = 0; i < 3; i++)
+		res[i].lat_small_size = lat_small;
+	size_t ram_len = size > lat_size ? size : lat_size;
+	uint8_t *ram = aligned_alloc(2u << 20, ram_len);
 	if (!ram) {
 		fprintf(stderr, "cxlpod-bench: out of memory\n");
 		return EXIT_SETUP;
 	}
 	/* each host uses its own slice of each area */
-	size_t coh_slice = (t.coh_len / t.nhosts) & ~(size_t)((1u << 20) - 1);
-	size_t nc_slice = (t.nc_len / t.nhosts) & ~(size_t)((1u << 20) - 1);
-	size_t coh_size = size < coh_slice ? size : coh_slice;
-	size_t nc_size = size < nc_slice ? size : nc_slice;
-	if (op_lines * 64 > size)
-		op_lines = size / 64;
+	size_t coh_slice = (t.coh_len / t.nhosts) & ~(MiB - 1);
+	size_t nc_slice = (t.nc_len / t.nhosts) & ~(MiB - 1);
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+	/* an area smaller than asked for is measured whole (its slice) */
+	size_t coh_bw = MIN(pool_size, coh_slice), coh_lat = MIN(pool_lat_size, coh_slice);
+	size_t nc_bw = MIN(pool_size, nc_slice), nc_lat = MIN(pool_lat_size, nc_slice);
 
 	if (!t.json)
-		printf("cxlpod-bench: host %d/%d, method %s, buffer %zu MiB\n", t.rank, t.nhosts,
-		       cxlpod_method_name(t.info.method), size >> 20);
-	if ((rc = measure(&t, &res[0], ram, size, false, 0)))
+		printf("cxlpod-bench: host %d/%d, backend %s, method %s, RAM %zu MiB (chase %zu "
+		       "MiB), pool areas %zu MiB (chase %zu MiB)\n",
+		       t.rank, t.nhosts, cxlpod_backend_name(t.info.backend),
+		       raw ? "none" : t.method_both ? "both" : cxlpod_method_name(t.info.method),
+		       size >> 20, lat_size >> 20, pool_size >> 20, pool_lat_size >> 20);
+	if ((rc = measure(&t, &res[0], ram, size, lat_size, NULL, 0, 0)))
 		return rc;
-	if (coh_size && (rc = measure(&t, &res[1], t.coh + t.rank * coh_slice, coh_size, true,
-				      op_lines < coh_size / 64 ? op_lines : coh_size / 64)))
+	if (coh_slice && (rc = measure(&t, &res[1], t.coh + t.rank * coh_slice, coh_bw, coh_lat,
+				       methods, nmethods, op_lines)))
 		return rc;
-	if (nc_size) {
+	if (nc_slice) {
 		uint8_t *b = t.nc + t.rank * nc_slice;
-		if (cxlpod_flush(t.p, b, nc_size)) {
+		if (cxlpod_flush(t.p, b, nc_bw > nc_lat ? nc_bw : nc_lat)) {
 			fprintf(stderr, "cxlpod-bench: flush: %s\n", cxlpod_errmsg());
 			return EXIT_SETUP;
 		}
-		if ((rc = measure(&t, &res[2], b, nc_size, true,
-				  op_lines < nc_size / 64 ? op_lines : nc_size / 64)))
+		if ((rc = measure(&t, &res[2], b, nc_bw, nc_lat, methods, nmethods, op_lines)))
 			return rc;
 	}
 
 	if (!t.json) {
-		printf("%-12s %8s %10s %12s %12s\n", "area", "MiB", "lat ns", "read MB/s",
-		       "write MB/s");
+		printf("%-12s %5s %5s %10s %12s %12s", "area", "MiB", "chase", "lat ns",
+		       "read MB/s", "write MB/s");
+		if (lat_small)
+			printf(" %10s", "lat(small)");
+		printf("\n");
 		for (int i = 0; i < 3; i++) {
 			if (!res[i].ok) {
-				printf("%-12s (area too small, skipped)\n", res[i].name);
+				if (!(raw && i == 2))
+					printf("%-12s (area too small, skipped)\n", res[i].name);
 				continue;
 			}
-			printf("%-12s %8zu %10.1f %12.0f %12.0f   x%.2f lat, x%.2f read, x%.2f write vs ram\n",
-			       res[i].name, res[i].size >> 20, res[i].lat_ns, res[i].read_mbps,
-			       res[i].write_mbps, ratio(res[i].lat_ns, res[0].lat_ns),
-			       ratio(res[i].read_mbps, res[0].read_mbps),
-			       ratio(res[i].write_mbps, res[0].write_mbps));
+			printf("%-12s %5zu %5zu %10.1f %12.0f %12.0f", res[i].name,
+			       res[i].size >> 20, res[i].lat_size >> 20, res[i].lat_ns,
+			       res[i].read_mbps, res[i].write_mbps);
+			if (lat_small)
+				printf(" %10.1f", res[i].lat_small_ns);
+			if (i > 0)
+				printf("   x%.2f lat, x%.2f read, x%.2f write vs ram",
+				       ratio(res[i].lat_ns, res[0].lat_ns),
+				       ratio(res[i].read_mbps, res[0].read_mbps),
+				       ratio(res[i].write_mbps, res[0].write_mbps));
+			printf("\n");
 		}
-		printf("coherence operations (%s):\n", cxlpod_method_name(t.info.method));
-		printf("%-12s %12s %12s %12s %12s %12s %12s\n", "area", "wb ns/line", "inv ns/line",
-		       "flush ns/line", "wb us/MiB", "inv us/MiB", "flush us/MiB");
-		for (int i = 1; i < 3; i++)
-			if (res[i].ok)
-				printf("%-12s %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f\n",
-				       res[i].name, res[i].wb_line_ns, res[i].inv_line_ns,
-				       res[i].flush_line_ns, res[i].wb_mib_us, res[i].inv_mib_us,
-				       res[i].flush_mib_us);
+		for (int m = 0; m < nmethods; m++) {
+			printf("coherence operations (%s):\n", cxlpod_method_name(methods[m]));
+			printf("%-12s %12s %12s %13s %12s %12s %12s\n", "area", "wb ns/line",
+			       "inv ns/line", "flush ns/line", "wb us/MiB", "inv us/MiB",
+			       "flush us/MiB");
+			for (int i = 1; i < 3; i++) {
+				const struct ops *o = &res[i].ops[m];
+				if (res[i].ok && m < res[i].nops)
+					printf("%-12s %12.1f %12.1f %13.1f %12.1f %12.1f %12.1f\n",
+					       res[i].name, o->wb_line_ns, o->inv_line_ns,
+					       o->flush_line_ns, o->wb_mib_us, o->inv_mib_us,
+					       o->flush_mib_us);
+			}
+		}
 		if (t.info.backend == CXLPOD_BACKEND_LOOPBACK)
 			printf("(loopback: coherence operations are no-ops)\n");
+		if (raw)
+			printf("(raw dax: no cxl-shm registers, no coherence operations)\n");
 	} else {
 		struct jbuf j;
 		j_begin(&j);
 		j_common(&j, &t);
 		j_bool(&j, "ok", true);
 		j_uint(&j, "size", size);
-		j_str(&j, "mode", t.info.mode == CXLPOD_MODE_TIMED ? "timed" : "direct");
+		j_uint(&j, "lat_size", lat_size);
+		j_uint(&j, "pool_size", pool_size);
+		j_uint(&j, "pool_lat_size", pool_lat_size);
+		j_uint(&j, "lat_small_size", lat_small);
+		j_int(&j, "repeat", repeat);
+		j_str(&j, "mode", raw ? "raw" : t.info.mode == CXLPOD_MODE_TIMED ? "timed" : "direct");
 		j_uint(&j, "latency_ns", t.info.latency_ns);
+		j_str(&j, "dax", t.info.dax);
+		j_uint(&j, "pool_bytes", t.info.size);
+		j_uint(&j, "coherent_size", t.info.coherent_size);
 		j_obj_begin(&j, "areas");
 		for (int i = 0; i < 3; i++) {
 			if (!res[i].ok)
 				continue;
 			j_obj_begin(&j, res[i].name);
 			j_uint(&j, "size", res[i].size);
+			j_uint(&j, "lat_size", res[i].lat_size);
 			j_dbl(&j, "lat_ns", res[i].lat_ns);
+			if (lat_small)
+				j_dbl(&j, "lat_small_ns", res[i].lat_small_ns);
 			j_dbl(&j, "read_MBps", res[i].read_mbps);
 			j_dbl(&j, "write_MBps", res[i].write_mbps);
 			if (i > 0) {
 				j_dbl(&j, "lat_ratio", ratio(res[i].lat_ns, res[0].lat_ns));
 				j_dbl(&j, "read_ratio", ratio(res[i].read_mbps, res[0].read_mbps));
 				j_dbl(&j, "write_ratio", ratio(res[i].write_mbps, res[0].write_mbps));
-				j_dbl(&j, "wb_line_ns", res[i].wb_line_ns);
-				j_dbl(&j, "inv_line_ns", res[i].inv_line_ns);
-				j_dbl(&j, "flush_line_ns", res[i].flush_line_ns);
-				j_dbl(&j, "wb_MiB_us", res[i].wb_mib_us);
-				j_dbl(&j, "inv_MiB_us", res[i].inv_mib_us);
-				j_dbl(&j, "flush_MiB_us", res[i].flush_mib_us);
+			}
+			if (res[i].nops) {
+				/* the primary method's costs at the top level */
+				j_ops(&j, &res[i].ops[0]);
+				j_obj_begin(&j, "ops");
+				for (int m = 0; m < res[i].nops; m++) {
+					j_obj_begin(&j, cxlpod_method_name(res[i].ops[m].method));
+					j_ops(&j, &res[i].ops[m]);
+					j_obj_end(&j);
+				}
+				j_obj_end(&j);
 			}
 			j_obj_end(&j);
 		}

@@ -370,6 +370,80 @@ static int open_device(cxlpod *p, const char *pci, const char *dax, unsigned fla
 	return 0;
 }
 
+/* ---- open: raw dax (no cxl-shm registers) ------------------------------------ */
+static int first_dax(char *out, size_t n)
+{
+	DIR *d = opendir("/sys/bus/dax/devices");
+	if (!d)
+		return fail(ENODEV, "raw dax: no /sys/bus/dax/devices (dax driver not loaded?)");
+	struct dirent *e;
+	char best[256] = "";
+	while ((e = readdir(d))) {
+		char dev[300];
+		if (strncmp(e->d_name, "dax", 3) || strlen(e->d_name) >= sizeof(best))
+			continue;
+		snprintf(dev, sizeof(dev), "/dev/%s", e->d_name);
+		if (access(dev, F_OK))
+			continue;
+		if (!*best || strcmp(e->d_name, best) < 0) /* lowest name: dax0.0 first */
+			snprintf(best, sizeof(best), "%s", e->d_name);
+	}
+	closedir(d);
+	if (!*best)
+		return fail(ENODEV, "raw dax: no /dev/daxN.M found");
+	snprintf(out, n, "/dev/%s", best);
+	return 0;
+}
+
+static int open_raw_dax(cxlpod *p, const char *dax)
+{
+	char dpath[256], spath[512], buf[64];
+	int err;
+	if (dax && *dax)
+		snprintf(dpath, sizeof(dpath), "%s", dax);
+	else if ((err = first_dax(dpath, sizeof(dpath))))
+		return err;
+	const char *name = strrchr(dpath, '/');
+	name = name ? name + 1 : dpath;
+	snprintf(spath, sizeof(spath), "/sys/bus/dax/devices/%s/size", name);
+	if (read_sysfs(spath, buf, sizeof(buf)))
+		return fail(ENODEV, "raw dax: cannot read %s (not a dax device?)", spath);
+	uint64_t size = strtoull(buf, NULL, 0);
+	if (size == 0 || size % CXLPOD_LINE)
+		return fail(EIO, "raw dax: %s has size %llu", dpath, (unsigned long long)size);
+	int fd = open(dpath, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return fail(errno, "open %s: %s", dpath, strerror(errno));
+	size_t len = (size + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return fail(e, "mmap %s (%zu bytes): %s", dpath, len, strerror(e));
+	}
+	p->backend = CXLPOD_BACKEND_RAW_DAX;
+	p->base = m;
+	p->map_len = len;
+	p->dax_fd = fd;
+	p->nhosts_env = env_uint("CXLPOD_NHOSTS", 1);
+	if (p->nhosts_env < 1 || p->nhosts_env > CXLPOD_MAX_HOSTS)
+		p->nhosts_env = 1;
+	struct cxlpod_info *in = &p->info;
+	in->backend = CXLPOD_BACKEND_RAW_DAX;
+	in->version = 0;
+	in->host_id = env_uint("CXLPOD_HOST_ID", 0);
+	in->max_hosts = p->nhosts_env;
+	in->size = size;
+	in->coherent_size = size; /* stock devices: one host, fully coherent */
+	in->line_size = CXLPOD_LINE;
+	in->mode = CXLPOD_MODE_DIRECT;
+	in->latency_ns = 0;
+	in->caps = 0;
+	snprintf(in->pci, sizeof(in->pci), "none");
+	snprintf(in->dax, sizeof(in->dax), "%s", dpath);
+	return 0;
+}
+
 int cxlpod_set_method(cxlpod *p, enum cxlpod_method m)
 {
 	if (!p)
@@ -406,6 +480,7 @@ const char *cxlpod_backend_name(enum cxlpod_backend b)
 	case CXLPOD_BACKEND_DEVICE: return "device";
 	case CXLPOD_BACKEND_LOOPBACK: return "loopback";
 	case CXLPOD_BACKEND_MODEL: return "model";
+	case CXLPOD_BACKEND_RAW_DAX: return "raw-dax";
 	}
 	return "unknown";
 }
@@ -436,8 +511,25 @@ int cxlpod_open(cxlpod **out, const struct cxlpod_opts *opts)
 		return fail(ENOMEM, "out of memory");
 	p->dax_fd = p->bar_fd = -1;
 	cpu_features(&p->info);
+	const char *raw = getenv("CXLPOD_RAW_DAX");
+	if (raw && *raw && strcmp(raw, "0"))
+		o.flags |= CXLPOD_OPEN_RAW_DAX;
 	int err = (o.loopback && *o.loopback) ? open_loopback(p, o.loopback)
 					      : open_device(p, o.pci, o.dax, o.flags);
+	/* no cxl-shm device at all (and none asked for by address): a plain dax
+	 * device, if the caller accepts one */
+	if (err == ENODEV && !(o.loopback && *o.loopback) && !p->regs &&
+	    (o.flags & CXLPOD_OPEN_RAW_DAX) && !(o.pci && *o.pci) &&
+	    !(o.flags & CXLPOD_OPEN_REGS_ONLY)) {
+		char save[sizeof(errbuf)];
+		memcpy(save, errbuf, sizeof(save));
+		err = open_raw_dax(p, o.dax);
+		if (err) {
+			char why[sizeof(errbuf)];
+			memcpy(why, errbuf, sizeof(why));
+			fail(err, "%s; %s", save, why);
+		}
+	}
 	if (!err) {
 		p->info.native_usable =
 		    p->info.cpu_clflushopt &&
@@ -653,7 +745,7 @@ static int coherence_op(cxlpod *p, int op, const void *addr, size_t len, const c
 	if (start >= end)
 		return 0;
 	p->st.lib_bytes += end - start;
-	if (p->backend == CXLPOD_BACKEND_LOOPBACK)
+	if (p->backend == CXLPOD_BACKEND_LOOPBACK || p->backend == CXLPOD_BACKEND_RAW_DAX)
 		return 0; /* everything is coherent */
 	if (p->backend == CXLPOD_BACKEND_MODEL)
 		return model_op(p, op, start, end);

@@ -138,6 +138,9 @@ enum cxlpod_backend {
 	CXLPOD_BACKEND_LOOPBACK = 2, /* plain shared file, all coherent */
 	CXLPOD_BACKEND_MODEL = 3,    /* shared file + software model of the
 					non-coherent area (testing) */
+	CXLPOD_BACKEND_RAW_DAX = 4,  /* a plain dax device without the cxl-shm
+					register block (e.g. stock cxl-type3),
+					only with CXLPOD_OPEN_RAW_DAX */
 };
 
 enum cxlpod_method {
@@ -166,13 +169,24 @@ struct cxlpod_opts {
 	const char *pci;           /* PCI address "0000:0d:00.0"; env CXLPOD_PCI */
 	const char *dax;           /* "/dev/dax0.0"; env CXLPOD_DAX */
 	enum cxlpod_method method; /* env CXLPOD_METHOD=doorbell|native */
-	unsigned flags;            /* CXLPOD_OPEN_* */
+	unsigned flags;            /* CXLPOD_OPEN_*; env CXLPOD_RAW_DAX=1 adds
+				      CXLPOD_OPEN_RAW_DAX */
 };
 
 /* Open the device's registers only (identity, host table, statistics),
  * without mapping the pool: for diagnostics when no dax device exists.
  * cxlpod_area() then fails with ENODEV, the coherence ops with EINVAL. */
 #define CXLPOD_OPEN_REGS_ONLY 0x1u
+/* Raw dax fallback: when no cxl-shm device is found (and no PCI address was
+ * given), map a plain dax device instead (opts.dax / CXLPOD_DAX, else the
+ * first /dev/daxN.M), e.g. the region of a stock cxl-type3 device, so that
+ * tools can measure it.  Also enabled by the environment CXLPOD_RAW_DAX=1.
+ * The whole device is then the "coherent window" (stock devices are
+ * single-host and fully coherent), the coherence operations are no-ops,
+ * caps is 0, host id / host count come from CXLPOD_HOST_ID / CXLPOD_NHOSTS,
+ * version is 0, pci is "none", backend is CXLPOD_BACKEND_RAW_DAX ("raw-dax").
+ * Without it, a missing cxl-shm device is ENODEV as before. */
+#define CXLPOD_OPEN_RAW_DAX 0x2u
 
 struct cxlpod_info {
 	enum cxlpod_backend backend;
@@ -226,7 +240,7 @@ int cxlpod_area_of(cxlpod *p, const void *addr, enum cxlpod_area *area);
  * (on loopback only the CPU is checked). */
 int cxlpod_set_method(cxlpod *p, enum cxlpod_method m);
 const char *cxlpod_method_name(enum cxlpod_method m);
-/* "device", "loopback" or "model" */
+/* "device", "loopback", "model" or "raw-dax" */
 const char *cxlpod_backend_name(enum cxlpod_backend b);
 
 /* Coherence operations on [addr, addr+len) (see the top of this file).

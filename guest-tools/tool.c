@@ -82,6 +82,9 @@ const char *tool_common_usage(void)
 	       "  --nhosts N      number of hosts taking part (default CXLPOD_NHOSTS, else 1)\n"
 	       "  --method M      doorbell | native (default CXLPOD_METHOD, else doorbell)\n"
 	       "  --loopback SPEC use a plain file: path[:coherent[:size]] (no QEMU)\n"
+	       "  --raw           without a cxl-shm device, use a plain /dev/daxN.M (e.g. stock\n"
+	       "                  cxl-type3; CXLPOD_DAX picks one) as one coherent area,\n"
+	       "                  backend raw-dax (also CXLPOD_RAW_DAX=1)\n"
 	       "  --timeout S     give up waiting for peers after S seconds (default 120)\n"
 	       "  --json          print one machine-readable JSON line at the end\n"
 	       "exit codes: 0 ok, 1 usage, 2 setup, 3 wrong result / corruption detected,\n"
@@ -117,6 +120,10 @@ int tool_common_opt(struct tool *t, int argc, char **argv, int *i)
 		t->timeout_s = atof(argv[++*i]);
 		return 1;
 	}
+	if (!strcmp(a, "--raw")) {
+		setenv("CXLPOD_RAW_DAX", "1", 1);
+		return 1;
+	}
 	if (!strcmp(a, "--loopback")) {
 		NEEDARG();
 		setenv("CXLPOD_LOOPBACK", argv[++*i], 1);
@@ -133,7 +140,9 @@ int tool_common_opt(struct tool *t, int argc, char **argv, int *i)
 			t->method_both = true;
 		else {
 			fprintf(stderr, "%s: --method doorbell|native%s\n", t->name,
-				!strcmp(t->name, "cxlpod-litmus") ? "|both" : "");
+				(!strcmp(t->name, "cxlpod-litmus") || !strcmp(t->name, "cxlpod-bench"))
+					? "|both"
+					: "");
 			return -1;
 		}
 		return 1;
