@@ -15,6 +15,10 @@ BASE_STAMP=$BUILD/qemu-src.base        # Debian version the tree was made from
 PATCH_STAMP=$BUILD/qemu-src.patches    # hash of the applied patch set
 export CCACHE_DIR=${CCACHE_DIR:-$BUILD/ccache}
 
+# One build at a time (the demo, the tests and the benchmark all call this).
+exec 9>"$BUILD/.qemu-build.lock"
+flock 9
+
 command -v meson >/dev/null && command -v ninja >/dev/null && command -v dpkg-source >/dev/null \
     || die "build tools missing: run scripts/deps.sh (as root) first"
 
