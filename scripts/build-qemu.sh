@@ -56,18 +56,29 @@ for f in /hw/cxlpod /configs/devices/x86_64-softmmu/cxlpod.mak; do
     grep -qx "$f" "$SRC/.git/info/exclude" || echo "$f" >> "$SRC/.git/info/exclude"
 done
 
-# 3. Patches: re-applied from the base only when the set changed.  git only
-#    rewrites files that differ, so untouched sources keep their mtimes.
+# 3. Patches: when the set changed, the patched tree is first built in a
+#    scratch git index (base + every patch), so a patch that does not apply
+#    stops the build before the work tree is touched.  The work tree is then
+#    moved to that tree with a two-way read-tree, which rewrites only files
+#    whose content differs: unchanged sources keep their mtimes and ninja
+#    recompiles only what the patch set really changed.
 shopt -s nullglob; PATCHES=("$TOP"/patches/*.patch); shopt -u nullglob
 sum=$(cat /dev/null "${PATCHES[@]}" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$PATCH_STAMP" 2>/dev/null)" != "$sum" ]; then
-    rm -f "$PATCH_STAMP"
-    (cd "$SRC" && git reset -q --hard cxlpod-base && git clean -fdq -e /hw/cxlpod -e /configs/devices/x86_64-softmmu/cxlpod.mak)
+    next=$SRC/.git/cxlpod-next.index
+    rm -f "$next"
+    (cd "$SRC" && GIT_INDEX_FILE=$next git read-tree cxlpod-base)
     for p in "${PATCHES[@]}"; do
-        (cd "$SRC" && git apply --index --whitespace=nowarn "$p") 2>"$LOGDIR/patch.log" \
-            || { cat "$LOGDIR/patch.log" >&2; die "patch $(basename "$p") does not apply to QEMU $(cat "$BASE_STAMP")"; }
-        log "applied $(basename "$p")"
+        (cd "$SRC" && GIT_INDEX_FILE=$next git apply --cached --whitespace=nowarn "$p") 2>"$LOGDIR/patch.log" \
+            || { cat "$LOGDIR/patch.log" >&2; rm -f "$next"; die "patch $(basename "$p") does not apply to QEMU $(cat "$BASE_STAMP")"; }
     done
+    tree=$(cd "$SRC" && GIT_INDEX_FILE=$next git write-tree) && rm -f "$next"
+    rm -f "$PATCH_STAMP"
+    (cd "$SRC" && { git read-tree -u -m "$(git write-tree)" "$tree" 2>/dev/null ||
+                    { git reset -q --hard && git read-tree -u -m HEAD "$tree"; }; } &&
+        git clean -fdq -e /hw/cxlpod -e /configs/devices/x86_64-softmmu/cxlpod.mak) \
+        || die "could not move $SRC to the patched tree"
+    log "applied ${#PATCHES[@]} patches: $(cd "$SRC" && git diff --name-only HEAD | wc -l) QEMU files differ from Debian's"
     echo "$sum" > "$PATCH_STAMP"
 fi
 
