@@ -687,34 +687,14 @@ static int model_op(cxlpod *p, int op, uint64_t start, uint64_t end)
 	return 0;
 }
 
-/*
- * Native ops touch (load) each page first.  On hardware a cache-maintenance
- * instruction on a page that is not mapped yet faults and is retried after
- * the kernel maps it; QEMU's TCG hook (patch 0003) translates the address
- * without faulting and silently drops the operation when the page is not
- * mapped in this process yet.  A load maps it; it is harmless (a load
- * never makes a line dirty).
- */
-#define PREFAULT(a, last)                                                                      \
-	do {                                                                                   \
-		uintptr_t _pg = (uintptr_t)(a) & ~(uintptr_t)4095;                             \
-		if (_pg != (last)) {                                                           \
-			(void)*(volatile const char *)(a);                                     \
-			(last) = _pg;                                                          \
-		}                                                                              \
-	} while (0)
-
 static void native_op(cxlpod *p, int op, uint8_t *a, uint8_t *end)
 {
-	uintptr_t last = 0;
 	if (op == OP_WB && p->info.cpu_clwb) {
 		for (; a < end; a += CXLPOD_LINE) {
-			PREFAULT(a, last);
 			__asm__ volatile("clwb %0" : "+m"(*(volatile char *)a));
 		}
 	} else {
 		for (; a < end; a += CXLPOD_LINE) {
-			PREFAULT(a, last);
 			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)a));
 		}
 	}
