@@ -61,11 +61,9 @@
  * has them AND the device reports CXLPOD_CAP_NATIVE_OPS, i.e. the emulator
  * routes them to the device).  The method is chosen explicitly with
  * cxlpod_set_method() (or CXLPOD_METHOD=doorbell|native) and reported by
- * cxlpod_get_info(); nothing falls back silently.  The native method loads
- * one byte of each page before its first instruction there: QEMU's TCG
- * hook drops the operation on a page this process has not mapped yet
- * (hardware would fault and retry); do the same if you issue the
- * instructions yourself.
+ * cxlpod_get_info(); nothing falls back silently.  As on hardware, a
+ * native instruction on a page this process has not mapped yet faults the
+ * page in and is retried.
  *
  * Loopback backend: with CXLPOD_LOOPBACK=/path/file[:coherent_size[:size]]
  * (sizes accept K/M/G suffixes; defaults 16M and 64M) or opts.loopback,
