@@ -41,18 +41,13 @@ finish() {
 
 # Build.  A step that fails is a failed test; the tests that need it are
 # not run (they could only fail the same way).
-for step in deps qemu tools guest; do
+for step in $(bash "$TOP/scripts/build-all.sh" --steps); do
     t0=$(date +%s)
-    case $step in
-    deps)  bash "$TOP/scripts/deps.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
-    qemu)  bash "$TOP/scripts/build-qemu.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
-    tools) bash "$TOP/scripts/build-tools.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
-    guest) bash "$TOP/scripts/build-guest.sh" >"$RESULTS/build-$step.log" 2>&1 ;;
-    esac
+    bash "$TOP/scripts/$step.sh" >"$RESULTS/$step.log" 2>&1
     rc=$?
     if [ "$rc" != 0 ]; then
-        record "build-$step" "$rc" $(( $(date +%s) - t0 ))
-        tail -n 5 "$RESULTS/build-$step.log"
+        record "$step" "$rc" $(( $(date +%s) - t0 ))
+        tail -n 5 "$RESULTS/$step.log"
         finish
     fi
 done
