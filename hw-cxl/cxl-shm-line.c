@@ -1,0 +1,380 @@
+/*
+ * cxl-shm: line engine (see cxl-shm-line.h for the rules)
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/atomic.h"
+#include "qemu/processor.h"
+#include "cxl-shm-line.h"
+
+/*
+ * A lock word is 0 when free; its holder writes a tag naming itself:
+ * bit 63 set, host id in bits 56..62, undo slot in bits 48..55 and the low
+ * 48 bits of the host's generation.
+ */
+#define TAG_HELD                (1ULL << 63)
+#define TAG_GEN_MASK            ((1ULL << 48) - 1)
+#define SPINS_BEFORE_CHECK      4096
+
+static inline uint64_t tag_make(uint32_t host, int slot, uint64_t gen)
+{
+    return TAG_HELD | ((uint64_t)host << 56) | ((uint64_t)slot << 48) |
+           (gen & TAG_GEN_MASK);
+}
+
+static inline uint32_t tag_host(uint64_t tag)
+{
+    return (tag >> 56) & 0x7f;
+}
+
+static inline int tag_slot(uint64_t tag)
+{
+    return (tag >> 48) & 0xff;
+}
+
+typedef struct Held {
+    uint64_t *word;
+    uint64_t tag;
+    int slot;
+} Held;
+
+static uint64_t *page_lock(CXLShmLines *l, uint64_t offset)
+{
+    return &l->locks[(offset / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS];
+}
+
+static CXLShmUndo *undo_slot(CXLShmLines *l, uint32_t host, uint64_t gen,
+                             int slot)
+{
+    return &l->undo[(host * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
+}
+
+static inline void read8(const uint64_t *src, uint64_t *dst)
+{
+    int i;
+
+    for (i = 0; i < CXLSHM_LINE_WORDS; i++) {
+        dst[i] = qatomic_read(&src[i]);
+    }
+}
+
+static inline void write8(uint64_t *dst, const uint64_t *src)
+{
+    int i;
+
+    for (i = 0; i < CXLSHM_LINE_WORDS; i++) {
+        qatomic_set(&dst[i], src[i]);
+    }
+}
+
+static inline bool same8(const uint64_t *a, const uint64_t *b)
+{
+    return memcmp(a, b, CXLSHM_LINE) == 0;
+}
+
+/*
+ * A consistent copy of an image line that vCPUs may be storing into: two
+ * reads in a row that agree (a store between them shows as a difference).
+ */
+static void snapshot(const uint64_t *img, uint64_t *snap)
+{
+    uint64_t again[CXLSHM_LINE_WORDS];
+    int tries;
+
+    read8(img, snap);
+    for (tries = 0; tries < 64; tries++) {
+        smp_rmb();
+        read8(img, again);
+        if (same8(snap, again)) {
+            return;
+        }
+        memcpy(snap, again, CXLSHM_LINE);
+    }
+}
+
+/* Each thread of this process takes an undo slot while it holds a lock */
+static int slot_claim(CXLShmLines *l)
+{
+    static int next;
+    static __thread int hint = -1;
+    int i;
+
+    if (hint < 0) {
+        hint = qatomic_fetch_inc(&next) % CXLSHM_UNDO_SLOTS;
+    }
+    for (i = 0;; i++) {
+        int s = (hint + i) % CXLSHM_UNDO_SLOTS;
+
+        if (!qatomic_read(&l->slot_busy[s]) &&
+            !qatomic_xchg(&l->slot_busy[s], 1)) {
+            return s;
+        }
+        if (i && s == hint) {
+            sched_yield();
+        }
+    }
+}
+
+/* A dead writer's unfinished pool write: put the old line back */
+static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
+{
+    uint32_t host = tag_host(tag);
+    int slot = tag_slot(tag);
+    CXLShmUndo *u;
+    uint64_t off;
+
+    if (host >= CXLSHM_MAX_HOSTS || slot >= CXLSHM_UNDO_SLOTS) {
+        return;
+    }
+    u = undo_slot(l, host, tag, slot);
+    if (qatomic_read(&u->armed) != tag) {
+        return;
+    }
+    off = qatomic_read(&u->offset);
+    if (off % CXLSHM_LINE == 0 && off >= l->coherent_size &&
+        off < l->size && page_lock(l, off) == word) {
+        write8((uint64_t *)(l->pool + off), (const uint64_t *)u->old);
+    }
+    smp_wmb();
+    qatomic_set(&u->armed, 0);
+}
+
+static bool owner_alive(CXLShmLines *l, uint64_t tag)
+{
+    uint32_t host = tag_host(tag);
+
+    if (host == l->host_id) {
+        /* our own threads, or an earlier life of this host */
+        return (tag & TAG_GEN_MASK) == (l->generation & TAG_GEN_MASK);
+    }
+    return !l->owner_alive || l->owner_alive(l->opaque, host,
+                                             tag & TAG_GEN_MASK);
+}
+
+static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
+{
+    unsigned spins = 0;
+
+    h->word = page_lock(l, offset);
+    h->slot = slot_claim(l);
+    h->tag = tag_make(l->host_id, h->slot, l->generation);
+    for (;;) {
+        uint64_t old = qatomic_read(h->word);
+
+        if (!old) {
+            if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
+                return;
+            }
+            continue;
+        }
+        if (++spins < SPINS_BEFORE_CHECK) {
+            cpu_relax();
+            continue;
+        }
+        spins = 0;
+        if (!owner_alive(l, old)) {
+            if (qatomic_cmpxchg(h->word, old, h->tag) == old) {
+                rollback(l, h->word, old);
+                return;
+            }
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+static void unlock_page(CXLShmLines *l, Held *h)
+{
+    qatomic_store_release(h->word, 0);
+    qatomic_store_release(&l->slot_busy[h->slot], 0);
+}
+
+/* Write one pool line, logged so that a death half-way is rolled back */
+static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
+                       const uint64_t *src)
+{
+    CXLShmUndo *u = undo_slot(l, l->host_id, l->generation, h->slot);
+    uint64_t *pool = (uint64_t *)(l->pool + off);
+
+    qatomic_set(&u->offset, off);
+    read8(pool, (uint64_t *)u->old);
+    smp_wmb();
+    qatomic_set(&u->armed, h->tag);
+    smp_wmb();
+    write8(pool, src);
+    smp_wmb();
+    qatomic_set(&u->armed, 0);
+}
+
+static void report_conflict(CXLShmLines *l, uint64_t off,
+                            const uint64_t *base, const uint64_t *theirs,
+                            const uint64_t *mine, CXLShmLineCount *n)
+{
+    const uint8_t *b = (const uint8_t *)base;
+    const uint8_t *t = (const uint8_t *)theirs;
+    const uint8_t *m = (const uint8_t *)mine;
+    CXLShmConflict c;
+    int i;
+
+    c.offset = off;
+    c.mask = 0;
+    for (i = 0; i < CXLSHM_LINE; i++) {
+        /* another host changed byte i since our fetch, and we overwrite it */
+        if (t[i] != b[i] && m[i] != t[i]) {
+            c.mask |= 1ULL << i;
+        }
+    }
+    if (!c.mask) {
+        return;
+    }
+    n->conflicts++;
+    if (l->conflict) {
+        memcpy(c.base, base, CXLSHM_LINE);
+        memcpy(c.theirs, theirs, CXLSHM_LINE);
+        memcpy(c.mine, mine, CXLSHM_LINE);
+        l->conflict(l->opaque, &c);
+    }
+}
+
+/* One non-coherent line, its page lock held */
+static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
+                        uint64_t off, CXLShmLineCount *n)
+{
+    uint64_t i = off - l->coherent_size;
+    uint64_t *img = (uint64_t *)(l->image + i);
+    uint64_t *twin = (uint64_t *)(l->twin + i);
+    uint64_t *pool = (uint64_t *)(l->pool + off);
+    uint64_t snap[CXLSHM_LINE_WORDS], base[CXLSHM_LINE_WORDS];
+    uint64_t cur[CXLSHM_LINE_WORDS];
+    int w;
+
+    snapshot(img, snap);
+    read8(twin, base);
+    if (op != CXLSHM_LINE_DROP && !same8(snap, base)) {
+        read8(pool, cur);
+        if (!same8(cur, base)) {
+            report_conflict(l, off, base, cur, snap, n);
+        }
+        pool_write(l, h, off, snap);
+        /* the pool before the twin: a line whose twin is new is in the pool */
+        smp_wmb();
+        write8(twin, snap);
+        memcpy(base, snap, CXLSHM_LINE);
+        n->written++;
+    }
+    if (op == CXLSHM_LINE_WRITEBACK) {
+        return;
+    }
+    read8(pool, cur);
+    for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+        if (base[w] != cur[w]) {
+            qatomic_set(&twin[w], cur[w]);
+        }
+    }
+    for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+        /* a word stored since the snapshot stays: it is newer */
+        if (snap[w] != cur[w]) {
+            qatomic_cmpxchg(&img[w], snap[w], cur[w]);
+        }
+    }
+}
+
+/* Does the line need the lock?  Reads only; see the header */
+static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off)
+{
+    uint64_t i = off - l->coherent_size;
+    const uint64_t *img = (const uint64_t *)(l->image + i);
+    const uint64_t *twin = (const uint64_t *)(l->twin + i);
+
+    if (!same8(img, twin)) {
+        return true;
+    }
+    return op != CXLSHM_LINE_WRITEBACK &&
+           !same8((const uint64_t *)(l->pool + off), twin);
+}
+
+void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                      uint64_t len, CXLShmLineCount *n)
+{
+    uint64_t start = MAX(offset, l->coherent_size);
+    uint64_t end = offset + len;
+    uint64_t page, off;
+
+    if (start >= end) {
+        return;
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched += (end - start) / CXLSHM_LINE;
+    }
+    for (page = start; page < end;
+         page = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) + CXLSHM_LOCK_PAGE) {
+        uint64_t stop = MIN(end, QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) +
+                                 CXLSHM_LOCK_PAGE);
+        Held h = { NULL };
+
+        for (off = page; off < stop; off += CXLSHM_LINE) {
+            if (!line_needs_work(l, op, off)) {
+                continue;
+            }
+            if (!h.word) {
+                lock_page(l, off, &h);
+            }
+            line_locked(l, &h, op, off, n);
+        }
+        if (h.word) {
+            unlock_page(l, &h);
+        }
+    }
+}
+
+void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
+{
+    uint64_t start = MAX(offset, l->coherent_size);
+    uint64_t end = MIN(offset + len, l->size);
+    uint64_t page, off;
+
+    for (page = start; page < end; page += CXLSHM_LOCK_PAGE) {
+        Held h;
+
+        lock_page(l, page, &h);
+        for (off = page; off < MIN(end, page + CXLSHM_LOCK_PAGE);
+             off += CXLSHM_LINE) {
+            uint64_t i = off - l->coherent_size;
+            uint64_t cur[CXLSHM_LINE_WORDS];
+
+            read8((const uint64_t *)(l->pool + off), cur);
+            if (!same8(cur, (const uint64_t *)(l->image + i))) {
+                write8((uint64_t *)(l->image + i), cur);
+            }
+            if (!same8(cur, (const uint64_t *)(l->twin + i))) {
+                write8((uint64_t *)(l->twin + i), cur);
+            }
+        }
+        unlock_page(l, &h);
+    }
+}
+
+void cxl_shm_lines_recover_own(CXLShmLines *l)
+{
+    int i;
+
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
+        uint64_t *word = &l->locks[i];
+        uint64_t old = qatomic_read(word);
+
+        if (old && tag_host(old) == l->host_id &&
+            (old & TAG_GEN_MASK) != (l->generation & TAG_GEN_MASK)) {
+            uint64_t mine = tag_make(l->host_id, 0, l->generation);
+
+            /* take it over, roll the dead writer back, then free it */
+            if (qatomic_cmpxchg(word, old, mine) == old) {
+                rollback(l, word, old);
+                qatomic_store_release(word, 0);
+            }
+        }
+    }
+}

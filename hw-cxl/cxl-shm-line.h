@@ -1,0 +1,111 @@
+/*
+ * cxl-shm: line engine, the per-64-byte-line coherence operations
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Everything that moves a line between a host's image of the
+ * non-coherent area and the shared pool goes through here.  The rules
+ * (docs/device.md, "Line operations"):
+ *
+ * - A line is copied to or from the pool whole and atomically: every pool
+ *   line is the 64 bytes of one writeback, every fetched line the 64
+ *   bytes of one pool state.  Writers and fetchers of a pool page are
+ *   serialised by a lock word in the pool's metadata, shared by all
+ *   hosts; a pool write is logged (old bytes) first, so a host that dies
+ *   in the middle of one leaves the line as it was, and the next host
+ *   that needs the lock rolls it back.
+ * - A host never loses its own store: the guest's vCPUs keep storing
+ *   into the image while a line is written back or re-fetched, so the
+ *   image is read as a consistent snapshot and replaced word by word with
+ *   compare-and-swap against that snapshot; a word stored in between is
+ *   kept (it happened after the fetch) and leaves the line dirty.
+ * - Dirtiness is "image differs from twin", the twin being the pool's
+ *   line as this host last fetched or wrote it.
+ *
+ * The engine has no QEMU dependencies beyond qemu/atomic.h, so the unit
+ * tests build it for the host and run it from several processes.
+ */
+
+#ifndef HW_CXLPOD_CXL_SHM_LINE_H
+#define HW_CXLPOD_CXL_SHM_LINE_H
+
+#define CXLSHM_LINE             64
+#define CXLSHM_LINE_WORDS       (CXLSHM_LINE / 8)
+#define CXLSHM_LOCK_PAGE        4096    /* pool bytes covered by one lock */
+#define CXLSHM_NR_LOCKS         8192    /* lock words in the metadata */
+#define CXLSHM_UNDO_SLOTS       64      /* per host and bank */
+#define CXLSHM_MAX_HOSTS        32
+
+/* One pool write in progress (docs/pool-format.md, "Undo slots") */
+typedef struct CXLShmUndo {
+    uint64_t armed;             /* lock tag of the writer, 0 when idle */
+    uint64_t offset;            /* pool offset of the line */
+    uint8_t old[CXLSHM_LINE];   /* the line before the write */
+    uint8_t reserved[48];
+} CXLShmUndo;
+
+typedef enum CXLShmLineOp {
+    CXLSHM_LINE_WRITEBACK,      /* copy a dirty line to the pool, keep it */
+    CXLSHM_LINE_FLUSH,          /* writeback if dirty, then fetch again */
+    CXLSHM_LINE_DROP,           /* fetch again, dirty bytes are lost */
+} CXLShmLineOp;
+
+/* A writeback that overwrote another host's data */
+typedef struct CXLShmConflict {
+    uint64_t offset;            /* pool offset of the line */
+    uint64_t mask;              /* bit i: byte i of the other data lost */
+    uint8_t base[CXLSHM_LINE];  /* the line when this host fetched it */
+    uint8_t theirs[CXLSHM_LINE];/* the pool line just before the write */
+    uint8_t mine[CXLSHM_LINE];  /* what this host wrote */
+} CXLShmConflict;
+
+typedef struct CXLShmLineCount {
+    uint64_t written;           /* lines copied to the pool */
+    uint64_t fetched;           /* lines dropped and fetched again */
+    uint64_t conflicts;         /* writebacks over another host's data */
+} CXLShmLineCount;
+
+typedef struct CXLShmLines {
+    uint8_t *pool;              /* pool data, offset 0 = DPA 0 */
+    uint8_t *image;             /* image, offset 0 = DPA coherent_size */
+    uint8_t *twin;
+    uint64_t coherent_size;
+    uint64_t size;
+    uint64_t *locks;            /* CXLSHM_NR_LOCKS words, shared */
+    CXLShmUndo *undo;           /* [host][bank][slot], shared */
+    uint32_t host_id;
+    uint64_t generation;
+    /* is the owner (host, generation) of a held lock still running? */
+    bool (*owner_alive)(void *opaque, uint32_t host, uint64_t generation);
+    /* called for each conflict, with the page lock held: keep it short */
+    void (*conflict)(void *opaque, const CXLShmConflict *c);
+    void *opaque;
+    int slot_busy[CXLSHM_UNDO_SLOTS];   /* this process's threads */
+} CXLShmLines;
+
+/*
+ * [offset, offset + len): lines of the non-coherent area (the caller has
+ * validated alignment and bounds; coherent lines are skipped).
+ * Thread-safe, lock-free for lines that need no work.
+ */
+void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                      uint64_t len, CXLShmLineCount *n);
+
+/*
+ * Make image and twin a copy of the pool over [offset, offset + len)
+ * (page aligned), dropping whatever the image held; the vCPUs must be
+ * stopped.  Pages that are zero in the pool and were never touched in
+ * the image stay unpopulated.
+ */
+void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len);
+
+/*
+ * Release every lock still held by an earlier generation of this host
+ * (it died holding it), rolling back its unfinished pool writes.  Call at
+ * join, before the first operation.
+ */
+void cxl_shm_lines_recover_own(CXLShmLines *l);
+
+#endif

@@ -1,0 +1,17 @@
+/* Host-only stand-in for QEMU's qemu/atomic.h (the subset the engine uses) */
+#ifndef CXLPOD_SHIM_ATOMIC_H
+#define CXLPOD_SHIM_ATOMIC_H
+#define qatomic_read(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define qatomic_set(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+#define qatomic_store_release(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#define qatomic_xchg(p, v) __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST)
+#define qatomic_fetch_inc(p) __atomic_fetch_add(p, 1, __ATOMIC_SEQ_CST)
+#define qatomic_cmpxchg(p, o, n) ({ \
+    __typeof__(*(p)) _old = (o); \
+    __atomic_compare_exchange_n(p, &_old, n, false, __ATOMIC_SEQ_CST, \
+                                __ATOMIC_SEQ_CST); \
+    _old; })
+#define smp_rmb() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define smp_wmb() __atomic_thread_fence(__ATOMIC_RELEASE)
+#define smp_mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif

@@ -1,0 +1,21 @@
+/*
+ * Host-only stand-in for QEMU's qemu/osdep.h, enough to build the cxl-shm
+ * line engine (hw-cxl/cxl-shm-line.c) into the unit tests.
+ */
+#ifndef CXLPOD_SHIM_OSDEP_H
+#define CXLPOD_SHIM_OSDEP_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <sched.h>
+
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+#ifndef MAX
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
+#define QEMU_ALIGN_DOWN(n, m) ((n) / (m) * (m))
+#define QEMU_ALIGN_UP(n, m) QEMU_ALIGN_DOWN((n) + (m) - 1, (m))
+#endif

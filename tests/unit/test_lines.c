@@ -1,0 +1,442 @@
+/*
+ * Unit tests of the cxl-shm line engine (hw-cxl/cxl-shm-line.c), built
+ * for the host: several threads of one host and several processes (hosts)
+ * on one shared pool, as the device runs it.
+ *
+ *   own-stores   vCPU threads store into lines another thread flushes:
+ *                no store is ever lost
+ *   torn         hosts write whole-line tags into the same lines and fetch
+ *                them: every line holds one tag
+ *   rollback     a writer that died half-way through a pool write: the next
+ *                locker restores the line
+ *   conflict     a writeback over another host's newer bytes is reported
+ *                with the right mask
+ *   exact        only dirty lines are written back; a fetch sees others'
+ *                writebacks
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "qemu/osdep.h"
+#include "cxl-shm-line.h"
+
+#define COH     (64 * 1024)
+#define SIZE    (1024 * 1024)
+#define NC      (SIZE - COH)
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+        if (!(cond)) { \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            printf(__VA_ARGS__); \
+            printf("\n"); \
+            failures++; \
+        } \
+    } while (0)
+
+static uint8_t *pool;
+static uint64_t *locks;
+static CXLShmUndo *undo;
+
+static void *shared(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert(p != MAP_FAILED);
+    return p;
+}
+
+static void *private(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert(p != MAP_FAILED);
+    return p;
+}
+
+static void pod_reset(void)
+{
+    memset(pool, 0, SIZE);
+    memset(locks, 0, CXLSHM_NR_LOCKS * 8);
+    memset(undo, 0, CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
+           sizeof(CXLShmUndo));
+}
+
+static uint64_t conflicts_seen, conflict_mask, conflict_off;
+
+static void on_conflict(void *opaque, const CXLShmConflict *c)
+{
+    (void)opaque;
+    conflicts_seen++;
+    conflict_mask = c->mask;
+    conflict_off = c->offset;
+}
+
+static bool dead_hosts_alive(void *opaque, uint32_t host, uint64_t gen)
+{
+    (void)opaque;
+    (void)gen;
+    return host != 7;   /* host 7 is the one that "died" */
+}
+
+static void host_init(CXLShmLines *l, uint32_t id)
+{
+    memset(l, 0, sizeof(*l));
+    l->pool = pool;
+    l->image = private(NC);
+    l->twin = private(NC);
+    l->coherent_size = COH;
+    l->size = SIZE;
+    l->locks = locks;
+    l->undo = undo;
+    l->host_id = id;
+    l->generation = 1;
+    l->owner_alive = dead_hosts_alive;
+    l->conflict = on_conflict;
+}
+
+static void host_free(CXLShmLines *l)
+{
+    munmap(l->image, NC);
+    munmap(l->twin, NC);
+}
+
+static uint64_t *img_word(CXLShmLines *l, uint64_t off, int w)
+{
+    return (uint64_t *)(l->image + off - COH) + w;
+}
+
+/* --- own-stores ------------------------------------------------------- */
+
+#define OS_LINES        8
+#define OS_WRITERS      3
+#define OS_ROUNDS       2000000
+
+static CXLShmLines os_host;
+static volatile int os_done;
+static uint64_t os_lost[OS_WRITERS];
+
+static void *os_writer(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    uint64_t last[OS_LINES] = { 0 };
+    uint64_t r;
+    int i;
+
+    for (r = 1; r <= OS_ROUNDS; r++) {
+        for (i = 0; i < OS_LINES; i++) {
+            uint64_t *w = img_word(&os_host, COH + 4096 + i * 64, t);
+
+            if (__atomic_load_n(w, __ATOMIC_RELAXED) != last[i]) {
+                os_lost[t]++;
+            }
+            __atomic_store_n(w, r, __ATOMIC_RELAXED);
+            last[i] = r;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * The old device's invalidate, for the sensitivity check: copy the pool
+ * line over the image while the vCPUs run.
+ */
+static void naive_flush(CXLShmLines *l, uint64_t off, uint64_t len)
+{
+    uint64_t o;
+
+    for (o = off; o < off + len; o += 64) {
+        uint8_t *img = l->image + o - COH, *twin = l->twin + o - COH;
+
+        if (memcmp(img, twin, 64)) {
+            memcpy(pool + o, img, 64);
+            memcpy(twin, img, 64);
+        }
+        memcpy(img, pool + o, 64);
+        memcpy(twin, pool + o, 64);
+    }
+}
+
+static int os_naive;
+
+static void *os_flusher(void *arg)
+{
+    CXLShmLineCount n = { 0 };
+
+    (void)arg;
+    while (!os_done) {
+        if (os_naive) {
+            naive_flush(&os_host, COH + 4096, OS_LINES * 64);
+            continue;
+        }
+        cxl_shm_lines_op(&os_host, CXLSHM_LINE_FLUSH, COH + 4096,
+                         OS_LINES * 64, &n);
+        cxl_shm_lines_op(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
+                         OS_LINES * 64, &n);
+    }
+    return NULL;
+}
+
+static uint64_t own_stores_run(int naive)
+{
+    pthread_t w[OS_WRITERS], f;
+    uint64_t lost = 0;
+    int i;
+
+    pod_reset();
+    host_init(&os_host, 0);
+    os_naive = naive;
+    os_done = 0;
+    memset(os_lost, 0, sizeof(os_lost));
+    pthread_create(&f, NULL, os_flusher, NULL);
+    for (i = 0; i < OS_WRITERS; i++) {
+        pthread_create(&w[i], NULL, os_writer, (void *)(intptr_t)i);
+    }
+    for (i = 0; i < OS_WRITERS; i++) {
+        pthread_join(w[i], NULL);
+        lost += os_lost[i];
+    }
+    os_done = 1;
+    pthread_join(f, NULL);
+    return lost;
+}
+
+static void test_own_stores(void)
+{
+    uint64_t naive = own_stores_run(1);
+    uint64_t lost = own_stores_run(0);
+    int i;
+
+    printf("own-stores: the old device's copy-over lost %llu stores "
+           "(sensitivity check)\n", (unsigned long long)naive);
+    CHECK(lost == 0, "%llu of %d stores lost", (unsigned long long)lost,
+          OS_WRITERS * OS_LINES * OS_ROUNDS);
+    /* and the last values reach the pool */
+    {
+        CXLShmLineCount n = { 0 };
+
+        cxl_shm_lines_op(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
+                         OS_LINES * 64, &n);
+        for (i = 0; i < OS_WRITERS; i++) {
+            uint64_t v = *((uint64_t *)(pool + COH + 4096) + i);
+
+            CHECK(v == OS_ROUNDS, "word %d in the pool is %llu", i,
+                  (unsigned long long)v);
+        }
+    }
+    printf("own-stores: %d writers x %d lines x %d rounds, %llu lost\n",
+           OS_WRITERS, OS_LINES, OS_ROUNDS, (unsigned long long)lost);
+    host_free(&os_host);
+}
+
+/* --- torn ------------------------------------------------------------- */
+
+#define TORN_HOSTS      3
+#define TORN_LINES      16
+#define TORN_ROUNDS     20000
+
+static int torn_child(uint32_t id)
+{
+    CXLShmLines l;
+    uint64_t round, torn = 0, off;
+    int i, w;
+
+    host_init(&l, id);
+    for (round = 1; round <= TORN_ROUNDS; round++) {
+        CXLShmLineCount n = { 0 };
+        uint64_t tag = ((uint64_t)id << 32) | round;
+
+        for (i = 0; i < TORN_LINES; i++) {
+            off = COH + 8192 + i * 64;
+            for (w = 0; w < 8; w++) {
+                *img_word(&l, off, w) = tag;
+            }
+        }
+        cxl_shm_lines_op(&l, CXLSHM_LINE_WRITEBACK, COH + 8192,
+                         TORN_LINES * 64, &n);
+        cxl_shm_lines_op(&l, CXLSHM_LINE_DROP, COH + 8192,
+                         TORN_LINES * 64, &n);
+        for (i = 0; i < TORN_LINES; i++) {
+            off = COH + 8192 + i * 64;
+            for (w = 1; w < 8; w++) {
+                if (*img_word(&l, off, w) != *img_word(&l, off, 0)) {
+                    torn++;
+                    break;
+                }
+            }
+        }
+    }
+    if (torn) {
+        printf("host %u: %llu torn lines fetched\n", id,
+               (unsigned long long)torn);
+    }
+    return torn ? 1 : 0;
+}
+
+static void test_torn(void)
+{
+    pid_t pid[TORN_HOSTS];
+    int i, st, bad = 0, w;
+
+    pod_reset();
+    for (i = 0; i < TORN_HOSTS; i++) {
+        pid[i] = fork();
+        assert(pid[i] >= 0);
+        if (pid[i] == 0) {
+            _exit(torn_child(i));
+        }
+    }
+    for (i = 0; i < TORN_HOSTS; i++) {
+        waitpid(pid[i], &st, 0);
+        bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    CHECK(bad == 0, "%d hosts fetched torn lines", bad);
+    for (i = 0; i < TORN_LINES; i++) {
+        const uint64_t *p = (const uint64_t *)(pool + COH + 8192 + i * 64);
+
+        for (w = 1; w < 8; w++) {
+            CHECK(p[w] == p[0], "pool line %d torn", i);
+        }
+    }
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
+        CHECK(locks[i] == 0, "lock %d left held", i);
+    }
+    printf("torn: %d hosts x %d lines x %d rounds, %d hosts saw torn lines\n",
+           TORN_HOSTS, TORN_LINES, TORN_ROUNDS, bad);
+}
+
+/* --- rollback --------------------------------------------------------- */
+
+static void test_rollback(void)
+{
+    CXLShmLines l;
+    CXLShmLineCount n = { 0 };
+    uint64_t off = COH + 3 * 4096 + 128;
+    uint64_t gen = 5, slot = 2;
+    uint64_t tag = (1ULL << 63) | (7ULL << 56) | (slot << 48) | gen;
+    CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
+    uint64_t *p = (uint64_t *)(pool + off);
+    int w;
+
+    pod_reset();
+    /* host 7 (gen 5) locked the page, logged the old line, wrote half */
+    for (w = 0; w < 8; w++) {
+        p[w] = 0x1111;
+        ((uint64_t *)u->old)[w] = 0x1111;
+    }
+    u->offset = off;
+    u->armed = tag;
+    for (w = 0; w < 4; w++) {
+        p[w] = 0x2222;
+    }
+    locks[(off / 4096) % CXLSHM_NR_LOCKS] = tag;
+
+    host_init(&l, 0);
+    cxl_shm_lines_op(&l, CXLSHM_LINE_FLUSH, off, 64, &n);
+    for (w = 0; w < 8; w++) {
+        CHECK(p[w] == 0x1111, "pool word %d is 0x%llx after rollback", w,
+              (unsigned long long)p[w]);
+        CHECK(*img_word(&l, off, w) == 0x1111, "fetched word %d torn", w);
+    }
+    CHECK(u->armed == 0, "undo slot still armed");
+    CHECK(locks[(off / 4096) % CXLSHM_NR_LOCKS] == 0, "lock not released");
+    printf("rollback: a dead writer's half-written line restored\n");
+    host_free(&l);
+}
+
+/* --- conflict ----------------------------------------------------------- */
+
+static void test_conflict(void)
+{
+    CXLShmLines a, b;
+    CXLShmLineCount n = { 0 };
+    uint64_t off = COH + 5 * 4096;
+
+    pod_reset();
+    host_init(&a, 0);
+    host_init(&b, 1);
+    conflicts_seen = 0;
+    /* b writes bytes 8..15 and publishes; a, stale, writes bytes 0..7 */
+    *img_word(&b, off, 1) = 0xbbbbbbbbbbbbbbbbULL;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    CHECK(n.conflicts == 0 && conflicts_seen == 0, "b had no conflict");
+    *img_word(&a, off, 0) = 0xaaaaaaaaaaaaaaaaULL;
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    CHECK(n.conflicts == 1, "%llu conflicts", (unsigned long long)n.conflicts);
+    CHECK(conflicts_seen == 1 && conflict_off == off &&
+          conflict_mask == 0xff00ULL, "conflict at 0x%llx mask 0x%llx",
+          (unsigned long long)conflict_off,
+          (unsigned long long)conflict_mask);
+    /* false sharing clobbers: b's bytes are gone from the pool */
+    CHECK(*(uint64_t *)(pool + off + 8) == 0, "b's word survived");
+    /* a line a fetched again and wrote is no conflict */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, off, 64, &n);
+    *img_word(&a, off, 2) = 1;
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    CHECK(n.conflicts == 1, "spurious conflict");
+    printf("conflict: reported with mask 0x%llx\n",
+           (unsigned long long)conflict_mask);
+    host_free(&a);
+    host_free(&b);
+}
+
+/* --- exact ------------------------------------------------------------ */
+
+static void test_exact(void)
+{
+    CXLShmLines a, b;
+    CXLShmLineCount n = { 0 };
+    uint64_t base = COH + 16 * 4096;
+
+    pod_reset();
+    host_init(&a, 0);
+    host_init(&b, 1);
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
+    CHECK(n.written == 0, "clean lines written back");
+    *img_word(&a, base + 64, 3) = 42;
+    *img_word(&a, base + 4096 + 128, 0) = 43;
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
+    CHECK(n.written == 2, "%llu lines written", (unsigned long long)n.written);
+    CHECK(*img_word(&b, base + 64, 3) == 0, "b saw a's store unfetched");
+    n = (CXLShmLineCount){ 0 };
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, base, 8 * 4096, &n);
+    CHECK(n.fetched == 8 * 64, "%llu lines dropped",
+          (unsigned long long)n.fetched);
+    CHECK(*img_word(&b, base + 64, 3) == 42 &&
+          *img_word(&b, base + 4096 + 128, 0) == 43, "b missed a's lines");
+    /* drop loses a dirty line */
+    *img_word(&b, base, 0) = 7;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_DROP, base, 64, &n);
+    CHECK(*img_word(&b, base, 0) == 0 && *(uint64_t *)(pool + base) == 0,
+          "drop kept or wrote the dirty line");
+    /* coherent lines are skipped */
+    n = (CXLShmLineCount){ 0 };
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, 0, COH, &n);
+    CHECK(n.fetched == 0 && n.written == 0, "coherent lines touched");
+    printf("exact: dirty lines only, fetch sees the other host\n");
+    host_free(&a);
+    host_free(&b);
+}
+
+int main(void)
+{
+    pool = shared(SIZE);
+    locks = shared(CXLSHM_NR_LOCKS * 8);
+    undo = shared(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
+                  sizeof(CXLShmUndo));
+    test_exact();
+    test_conflict();
+    test_rollback();
+    test_own_stores();
+    test_torn();
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
