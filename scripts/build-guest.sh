@@ -176,7 +176,8 @@ done
 # linux-headers-$KREL, the -common package and linux-kbuild it depends on.
 # It is rebuilt only when its source or the headers change.  If it cannot be
 # built the image is still built without it, and says why in
-# /cxlpod/kmod.status (and $GUEST/kmod.status); tests that need it fail on that.
+# /cxlpod/kmod.status and in the "kmod" line of <initramfs>.inputs ("kmod
+# <sha256>" or "kmod none: <reason>"); tests that need it fail on that.
 KMOD_SRC=$TOP/guest-tools/kmod
 KMOD_DIR=$GUEST/kmod-$KREL
 HDIR=$GUEST/headers-$KREL
@@ -247,11 +248,7 @@ build_kmod() {
     log "cache module: built ($KMOD)"
 }
 build_kmod || true
-if [ -n "$KMOD" ]; then
-    echo "built $KREL" >"$GUEST/kmod.status"
-else
-    echo "not built: $KMOD_WHY" >"$GUEST/kmod.status"
-fi
+if [ -n "$KMOD" ]; then KMOD_STATUS="built $KREL"; else KMOD_STATUS="not built: $KMOD_WHY"; fi
 
 # ---------------------------------------------------------------- inputs hash
 TOOLS=()
@@ -311,7 +308,7 @@ else
         mkdir -p "$stage/lib/modules/$KREL/extra"
         cp "$KMOD" "$stage/lib/modules/$KREL/extra/cxlpod_cache.ko"
     fi
-    cat "$GUEST/kmod.status" >"$stage/cxlpod/kmod.status"
+    echo "$KMOD_STATUS" >"$stage/cxlpod/kmod.status"
     for f in ${TOOLS[@]+"${TOOLS[@]}"}; do
         file -L "$f" 2>/dev/null | grep "dynamically linked" >/dev/null && warn "guest tool $(basename "$f") is dynamically linked; it will not run in the guest"
         install -m 0755 "$f" "$stage/cxlpod/bin/"
