@@ -26,7 +26,8 @@
  * instructions): the writer does with libcxlpod what the instruction must
  * do to its lines: wbinvd = flush + fence, wbnoinvd = writeback + fence.
  * invd has no library equivalent (invalidate writes dirty lines back): it
- * is left out.  Every rank must be given --emulate; the module is not used.
+ * is left out.  Every rank must be given --emulate; the module is not used,
+ * and it also runs on the loopback and model backends.
  *
  * Exit codes: 0 every check as expected; 3 a wrong result; 2 setup (no
  * device, no /proc/cxlpod-cache: the module is not in the image, see
@@ -180,8 +181,9 @@ int main(int argc, char **argv)
 	int rc = tool_open(&t);
 	if (rc)
 		return rc;
-	if (t.info.backend != CXLPOD_BACKEND_DEVICE) {
-		fprintf(stderr, "cxlpod-wbinvd: needs the cxl-shm device (backend is %s)\n",
+	if (t.info.backend != CXLPOD_BACKEND_DEVICE && !emulate) {
+		fprintf(stderr, "cxlpod-wbinvd: needs the cxl-shm device (backend is %s; "
+				"only --emulate runs elsewhere)\n",
 			cxlpod_backend_name(t.info.backend));
 		return EXIT_SETUP;
 	}
