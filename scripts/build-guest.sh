@@ -169,6 +169,87 @@ for m in "${ORDER[@]}"; do
     case $(basename "$m") in kmem.ko*) die "module list would contain kmem ($m); refusing" ;; esac
 done
 
+# ---------------------------------------------------------------- cache module
+# guest-tools/kmod/ (cxlpod_cache.ko: /proc/cxlpod-cache runs wbinvd, wbnoinvd
+# or invd) is built out of tree against Debian's headers for $KREL, taken like
+# the kernel (apt-get download + dpkg -x into headers-$KREL/, never installed):
+# linux-headers-$KREL, the -common package and linux-kbuild it depends on.
+# It is rebuilt only when its source or the headers change.  If it cannot be
+# built the image is still built without it, and says why in
+# /cxlpod/kmod.status and in the "kmod" line of <initramfs>.inputs ("kmod
+# <sha256>" or "kmod none: <reason>"); tests that need it fail on that.
+KMOD_SRC=$TOP/guest-tools/kmod
+KMOD_DIR=$GUEST/kmod-$KREL
+HDIR=$GUEST/headers-$KREL
+KMOD=""         # the built .ko, or empty
+KMOD_WHY=""     # why it is not built
+KVER=$(sed -n 's/^deb=[^_]*_\([^_]*\)_.*/\1/p' "$KDIR/.stamp" 2>/dev/null || true)
+
+kmod_fail() { KMOD_WHY=$*; warn "cache module not built: $*"; return 1; }
+
+fetch_headers() {
+    local hpkg=linux-headers-$KREL deps pkgs log=$LOGDIR/guest-headers-download.log tmp d l t
+    [ -f "$HDIR/.stamp" ] && return 0
+    [ -n "$KVER" ] || { kmod_fail "no package version in $KDIR/.stamp"; return 1; }
+    deps=$(apt-cache show "$hpkg=$KVER" 2>/dev/null | sed -n 's/^Depends: //p' | head -n1)
+    [ -n "$deps" ] || { kmod_fail "apt-cache knows no $hpkg=$KVER (the guest kernel's headers); run apt-get update"; return 1; }
+    pkgs=("$hpkg=$KVER")
+    for d in $(printf '%s\n' "$deps" | tr ',|' '\n\n' | sed 's/(.*//; s/ //g'); do
+        case $d in
+            linux-headers-*-common) pkgs+=("$d=$KVER") ;;
+            linux-kbuild-*) pkgs+=("$d=$KVER") ;;
+        esac
+    done
+    [ ${#pkgs[@]} = 3 ] || { kmod_fail "$hpkg=$KVER: expected a -common and a linux-kbuild dependency, got: $deps"; return 1; }
+    log "headers $KREL: apt-get download ${pkgs[*]}"
+    tmp=$(mktemp -d "$GUEST/.headers-tmp.XXXXXX")
+    if ! (cd "$tmp" && timeout 900 apt-get -o Acquire::Retries=2 -o Acquire::http::Timeout=30 \
+            -o APT::Sandbox::User=root download "${pkgs[@]}") >"$log" 2>&1; then
+        rm -rf "$tmp"; kmod_fail "apt-get download ${pkgs[*]} failed; see $log"; return 1
+    fi
+    mkdir "$tmp/root"
+    for d in "$tmp"/*.deb; do
+        dpkg -x "$d" "$tmp/root" || { rm -rf "$tmp"; kmod_fail "dpkg -x $(basename "$d") failed"; return 1; }
+    done
+    # The packages' absolute symlinks (lib/modules/*/build, source) and the
+    # flavour Makefile's "include /usr/src/...-common/Makefile" point into
+    # the host's /usr/src: make them relative to the extracted tree.
+    while IFS= read -r l; do
+        t=$(readlink "$l")
+        ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$tmp/root$t")" "$l"
+    done < <(find "$tmp/root" -type l -lname '/*')
+    sed -i 's|^include /usr/src/|include ../|' "$tmp/root/usr/src/$hpkg/Makefile"
+    [ -f "$tmp/root/usr/src/$hpkg/scripts/Makefile.build" ] && [ -f "$tmp/root/usr/src/$hpkg/.config" ] \
+        || { rm -rf "$tmp"; kmod_fail "the extracted headers have no usable usr/src/$hpkg (scripts/, .config)"; return 1; }
+    printf 'packages=%s\n' "${pkgs[*]}" >"$tmp/root/.stamp"
+    rm -rf "$HDIR"; mv "$tmp/root" "$HDIR"; rm -rf "$tmp"
+    log "headers $KREL: extracted to $HDIR"
+}
+
+build_kmod() {
+    local want log=$LOGDIR/guest-kmod.log
+    [ -f "$KMOD_SRC/Kbuild" ] || { kmod_fail "missing $KMOD_SRC/Kbuild"; return 1; }
+    want=$( { echo "$KREL"; (cd "$KMOD_SRC" && sha256sum Kbuild *.c); } | sha256sum | cut -d' ' -f1)
+    if [ -f "$KMOD_DIR/cxlpod_cache.ko" ] && [ "$(cat "$KMOD_DIR/.stamp" 2>/dev/null)" = "$want" ]; then
+        KMOD=$KMOD_DIR/cxlpod_cache.ko; log "cache module: up to date"; return 0
+    fi
+    fetch_headers || return 1
+    command -v make >/dev/null || { kmod_fail "make not found; run scripts/deps.sh"; return 1; }
+    rm -rf "$KMOD_DIR"; mkdir -p "$KMOD_DIR"
+    cp "$KMOD_SRC"/Kbuild "$KMOD_SRC"/*.c "$KMOD_DIR/"
+    # No BTF for this module (it would need pahole; nothing uses it).
+    if ! make -C "$HDIR/usr/src/linux-headers-$KREL" M="$KMOD_DIR" CONFIG_DEBUG_INFO_BTF_MODULES= \
+            modules >"$log" 2>&1 || [ ! -f "$KMOD_DIR/cxlpod_cache.ko" ]; then
+        grep -E 'error|Error' "$log" | head -n 10 >&2
+        kmod_fail "make of $KMOD_SRC against headers-$KREL failed; see $log"; return 1
+    fi
+    echo "$want" >"$KMOD_DIR/.stamp"
+    KMOD=$KMOD_DIR/cxlpod_cache.ko
+    log "cache module: built ($KMOD)"
+}
+build_kmod || true
+if [ -n "$KMOD" ]; then KMOD_STATUS="built $KREL"; else KMOD_STATUS="not built: $KMOD_WHY"; fi
+
 # ---------------------------------------------------------------- inputs hash
 TOOLS=()
 if [ -d "$TOOLS_DIR" ]; then
@@ -180,6 +261,7 @@ inputs_hash() {
         echo "kernel $KREL"
         sha256sum "$INIT_SRC" "$0" /bin/busybox | sed 's|  .*/|  |'
         for m in "${ORDER[@]}"; do echo "module $m"; done
+        if [ -n "$KMOD" ]; then echo "kmod $(sha256sum <"$KMOD" | cut -d' ' -f1)"; else echo "kmod none: $KMOD_WHY"; fi
         for f in ${TOOLS[@]+"${TOOLS[@]}"}; do echo "tool $(basename "$f") $(sha256sum <"$f" | cut -d' ' -f1)"; done
         if [ -n "$EXTRA" ]; then
             (cd "$EXTRA" && find . \( -type f -o -type l -o -type d \) -printf '%p %y %m %s %l\n' | LC_ALL=C sort
@@ -222,6 +304,11 @@ else
         esac
         echo "/lib/modules/$KREL/$m" >>"$stage/cxlpod/modules"
     done
+    if [ -n "$KMOD" ]; then
+        mkdir -p "$stage/lib/modules/$KREL/extra"
+        cp "$KMOD" "$stage/lib/modules/$KREL/extra/cxlpod_cache.ko"
+    fi
+    echo "$KMOD_STATUS" >"$stage/cxlpod/kmod.status"
     for f in ${TOOLS[@]+"${TOOLS[@]}"}; do
         file -L "$f" 2>/dev/null | grep "dynamically linked" >/dev/null && warn "guest tool $(basename "$f") is dynamically linked; it will not run in the guest"
         install -m 0755 "$f" "$stage/cxlpod/bin/"
@@ -243,7 +330,7 @@ else
     { echo "$HASH"; cat "$INITRD.inputs.new"; } >"$INITRD.inputs"
     rm -f "$INITRD.inputs.new"
     rm -rf "$stage"; trap - EXIT
-    log "initramfs: built ($(du -k "$INITRD" | cut -f1) KiB, ${#ORDER[@]} modules, ${#TOOLS[@]} tools${EXTRA:+, extra $EXTRA})"
+    log "initramfs: built ($(du -k "$INITRD" | cut -f1) KiB, ${#ORDER[@]} modules, ${#TOOLS[@]} tools, $([ -n "$KMOD" ] && echo cache module || echo NO cache module)${EXTRA:+, extra $EXTRA})"
 fi
 
 echo "$GUEST/vmlinuz"
