@@ -30,7 +30,14 @@
 QEMU_BUILD_BUG_ON(sizeof(CXLPoolHeader) != 0x50);
 QEMU_BUILD_BUG_ON(sizeof(CXLPoolHost) != 128);
 QEMU_BUILD_BUG_ON(CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
-                  sizeof(CXLPoolHost) > CXLPOOL_LOCK_OFFSET);
+                  sizeof(CXLPoolHost) > CXLPOOL_LINELOCK_OFFSET);
+QEMU_BUILD_BUG_ON(CXLPOOL_LINELOCK_OFFSET + CXLSHM_NR_LOCKS * 8 >
+                  CXLPOOL_UNDO_OFFSET);
+QEMU_BUILD_BUG_ON(sizeof(CXLShmUndo) != 128);
+QEMU_BUILD_BUG_ON(CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 *
+                  CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo) >
+                  CXLPOOL_LOCK_OFFSET);
+QEMU_BUILD_BUG_ON(CXLSHM_STAT_NR > ARRAY_SIZE(((CXLPoolHost *)0)->stats));
 
 const char *cxl_shm_host_state_name(uint32_t state)
 {
@@ -207,6 +214,24 @@ static void pool_reap_locked(CXLShmState *s)
     }
 }
 
+/*
+ * Line engine: is the writer (@host, low 48 bits of @gen) of a held line
+ * lock still running?  Called after a long spin, without any lock.
+ */
+static bool pool_owner_alive(void *opaque, uint32_t host, uint64_t gen)
+{
+    CXLShmState *s = opaque;
+    CXLPoolHost *e;
+
+    if (host >= s->max_hosts) {
+        return false;
+    }
+    e = &s->hosts[host];
+    return qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
+           (qatomic_read(&e->generation) & ((1ULL << 48) - 1)) == gen &&
+           pool_host_locked(s->fd, host);
+}
+
 void cxl_shm_pool_refresh_hosts(CXLShmState *s)
 {
     uint32_t i;
@@ -331,6 +356,17 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     qatomic_set(&me->state, CXLPOOL_HOST_LIVE);
     s->joined = true;
 
+    /* line locks and undo slots; locks an earlier life of ours left held */
+    s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
+    s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
+    s->lines.host_id = s->host_id;
+    s->lines.generation = s->generation;
+    s->lines.coherent_size = s->coherent_size;
+    s->lines.size = s->size;
+    s->lines.owner_alive = pool_owner_alive;
+    s->lines.opaque = s;
+    cxl_shm_lines_recover_own(&s->lines);
+
     pool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);
     return true;
@@ -343,6 +379,29 @@ fail_close:
     return false;
 }
 
+/*
+ * A reset host is a failed host that rejoins at once: new generation (the
+ * other hosts see it in the host table), same slot and liveness lock.
+ * No line operation may be running (the vCPUs are stopped).
+ */
+void cxl_shm_pool_rejoin(CXLShmState *s)
+{
+    CXLPoolHost *me;
+
+    if (!s->joined) {
+        return;
+    }
+    pool_flock(s->fd, LOCK_EX);
+    me = &s->hosts[s->host_id];
+    s->generation = qatomic_read(&me->generation) + 1;
+    me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
+    qatomic_set(&me->generation, s->generation);
+    s->lines.generation = s->generation;
+    cxl_shm_lines_recover_own(&s->lines);
+    pool_flock(s->fd, LOCK_UN);
+    trace_cxl_shm_pool_rejoin(s->pool_path, s->host_id, s->generation);
+}
+
 void cxl_shm_pool_sync_stats(CXLShmState *s)
 {
     int i;
@@ -351,7 +410,8 @@ void cxl_shm_pool_sync_stats(CXLShmState *s)
         return;
     }
     for (i = 0; i < CXLSHM_STAT_NR; i++) {
-        qatomic_set(&s->hosts[s->host_id].stats[i], s->stats[i]);
+        qatomic_set(&s->hosts[s->host_id].stats[i],
+                    qatomic_read(&s->stats[i]));
     }
 }
 

@@ -25,6 +25,11 @@ static CxlShmStats *cxl_shm_stats(const uint64_t *v)
     st->bytes_written_back = st->lines_written_back * CXLPOOL_LINE;
     st->bytes_invalidated = st->lines_invalidated * CXLPOOL_LINE;
     st->errors = qatomic_read(&v[CXLSHM_STAT_ERRORS]);
+    st->conflicts = qatomic_read(&v[CXLSHM_STAT_CONFLICTS]);
+    st->lines_evicted = qatomic_read(&v[CXLSHM_STAT_EVICTED]);
+    st->nt_lines = qatomic_read(&v[CXLSHM_STAT_NT_LINES]);
+    st->deferred = qatomic_read(&v[CXLSHM_STAT_DEFERRED]);
+    st->resets = qatomic_read(&v[CXLSHM_STAT_RESETS]);
     return st;
 }
 
@@ -56,6 +61,8 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     info->generation = s->generation;
     info->direct_mapped = cxl_shm_direct_active(s);
     info->caps = cxl_shm_caps(s);
+    info->writeback = g_strdup(s->wb_deferred ? "deferred" : "immediate");
+    info->evict_rate = s->evict_rate;
 
     htail = &info->hosts;
     for (i = 0; s->hosts && i < s->max_hosts; i++) {
@@ -98,5 +105,5 @@ void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
                    latency_ns);
         return;
     }
-    CXL_SHM(obj)->latency_ns = latency_ns;
+    qatomic_set(&CXL_SHM(obj)->latency_ns, latency_ns);
 }

@@ -15,6 +15,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <sys/sysinfo.h>
 #include "qemu/units.h"
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
@@ -34,6 +35,11 @@
 #include "system/system.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
+#include "exec/cpu-common.h"
+#include "hw/boards.h"
+#include "migration/blocker.h"
+#include "qemu/rcu.h"
+#include "qemu/madvise.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
@@ -64,6 +70,7 @@ enum {
 #define CXLSHM_SIZE_MAX         (1 * TiB)
 #define CXLSHM_LATENCY_MAX      65535
 #define CXLSHM_BANDWIDTH_MAX    65535
+#define CXLSHM_EVICT_MAX        100000
 
 static const char *const op_names[] = {
     [CXLSHM_OP_WRITEBACK] = "writeback",
@@ -112,72 +119,181 @@ uint32_t cxl_shm_caps(CXLShmState *s)
     return caps;
 }
 
-/* Charge the configured latency: a busy-wait on the host clock */
+/*
+ * Charge the configured latency: a busy-wait on the host clock.  Never
+ * called with the BQL held.
+ */
 static void cxl_shm_charge(CXLShmState *s, uint64_t lines)
 {
+    uint32_t lat = qatomic_read(&s->latency_ns);
     int64_t end;
 
-    if (!s->latency_ns || !lines) {
+    if (!lat || !lines) {
         return;
     }
-    end = get_clock() + (int64_t)MIN(lines * s->latency_ns, INT64_MAX / 2);
+    end = get_clock() + (int64_t)MIN(lines * lat, INT64_MAX / 2);
     while (get_clock() < end) {
         /* spin */
     }
 }
 
-/*
- * Coherence work on the non-coherent lines of [offset, offset + len), which
- * the caller has validated.  Writeback copies exactly the lines whose image
- * differs from the twin, whole; invalidate writes such lines back first
- * and reloads image and twin from the pool.  Returns lines touched.
- */
-static uint64_t cxl_shm_lines(CXLShmState *s, int op, uint64_t offset,
-                              uint64_t len, uint64_t *wb, uint64_t *inv)
+static void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
 {
-    uint64_t start = MAX(offset, s->coherent_size);
-    uint64_t end = offset + len;
-    uint64_t l;
-    uint8_t line[CXLPOOL_LINE];
-
-    *wb = 0;
-    *inv = 0;
-    if (start >= end) {
-        return 0;
+    if (n->written) {
+        qatomic_add(&s->stats[CXLSHM_STAT_WB_LINES], n->written);
     }
-    for (l = start; l < end; l += CXLPOOL_LINE) {
-        uint64_t i = l - s->coherent_size;
-        uint8_t *img = s->image + i;
-        uint8_t *twin = s->twin + i;
-        uint8_t *pool = s->pool + l;
+    if (n->fetched) {
+        qatomic_add(&s->stats[CXLSHM_STAT_INV_LINES], n->fetched);
+    }
+    if (n->conflicts) {
+        qatomic_add(&s->stats[CXLSHM_STAT_CONFLICTS], n->conflicts);
+    }
+}
 
-        /* every op writes a dirty line back first */
-        if (memcmp(img, twin, CXLPOOL_LINE) != 0) {
-            memcpy(line, img, CXLPOOL_LINE);
-            memcpy(pool, line, CXLPOOL_LINE);
-            memcpy(twin, line, CXLPOOL_LINE);
-            (*wb)++;
+/* Line engine callback: one writeback that overwrote another host's data */
+static void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
+{
+    CXLShmState *s = opaque;
+    g_autoptr(GString) j = NULL;
+    int i;
+
+    trace_cxl_shm_conflict(s->host_id, s->generation, c->offset, c->mask);
+    if (!s->conflict_fp) {
+        return;
+    }
+    j = g_string_new(NULL);
+    g_string_append_printf(j, "{\"host\":%u,\"generation\":%" PRIu64
+                           ",\"offset\":%" PRIu64 ",\"line\":\"0x%" PRIx64
+                           "\",\"time_ns\":%" PRId64 ",\"lost_mask\":\"0x%016"
+                           PRIx64 "\",\"lost_bytes\":%d", s->host_id,
+                           s->generation, c->offset, c->offset,
+                           qemu_clock_get_ns(QEMU_CLOCK_REALTIME), c->mask,
+                           ctpop64(c->mask));
+    g_string_append(j, ",\"base\":\"");
+    for (i = 0; i < CXLPOOL_LINE; i++) {
+        g_string_append_printf(j, "%02x", c->base[i]);
+    }
+    g_string_append(j, "\",\"theirs\":\"");
+    for (i = 0; i < CXLPOOL_LINE; i++) {
+        g_string_append_printf(j, "%02x", c->theirs[i]);
+    }
+    g_string_append(j, "\",\"mine\":\"");
+    for (i = 0; i < CXLPOOL_LINE; i++) {
+        g_string_append_printf(j, "%02x", c->mine[i]);
+    }
+    g_string_append(j, "\"}\n");
+    qemu_mutex_lock(&s->conflict_lock);
+    fputs(j->str, s->conflict_fp);
+    fflush(s->conflict_fp);
+    qemu_mutex_unlock(&s->conflict_lock);
+}
+
+static void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                          uint64_t len, CXLShmLineCount *n)
+{
+    if (s->nc_size) {
+        cxl_shm_lines_op(&s->lines, op, off, len, n);
+    }
+}
+
+/*
+ * The whole non-coherent area (wbinvd, wbnoinvd, invd).  Pages that are
+ * absent from image, twin and pool alike hold zeros everywhere and need
+ * nothing; mincore() finds them, unless swap could hide a dirty page.
+ */
+static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
+                          CXLShmLineCount *n)
+{
+    const uint64_t chunk = 2 * MiB;
+    const size_t pages = chunk / CXLSHM_PAGE;
+    g_autofree unsigned char *vi = g_malloc(pages);
+    g_autofree unsigned char *vt = g_malloc(pages);
+    g_autofree unsigned char *vp = g_malloc(pages);
+    uint64_t off;
+
+    for (off = 0; off < s->nc_size; off += chunk) {
+        uint64_t len = MIN(chunk, s->nc_size - off);
+        uint64_t dpa = s->coherent_size + off;
+        size_t i, np = len / CXLSHM_PAGE;
+
+        if (!s->skip_unresident ||
+            mincore(s->image + off, len, vi) < 0 ||
+            mincore(s->twin + off, len, vt) < 0 ||
+            mincore(s->pool + dpa, len, vp) < 0) {
+            cxl_shm_range(s, op, dpa, len, n);
+            continue;
         }
-        if (op != CXLSHM_OP_WRITEBACK) {
-            /* reload; equal lines are left alone so pages stay unpopulated */
-            memcpy(line, pool, CXLPOOL_LINE);
-            if (memcmp(img, line, CXLPOOL_LINE) != 0) {
-                memcpy(img, line, CXLPOOL_LINE);
+        for (i = 0; i < np; i++) {
+            if ((vi[i] | vt[i] | vp[i]) & 1) {
+                cxl_shm_range(s, op, dpa + i * CXLSHM_PAGE, CXLSHM_PAGE, n);
+            } else if (op != CXLSHM_LINE_WRITEBACK) {
+                n->fetched += CXLSHM_PAGE / CXLPOOL_LINE;
             }
-            if (memcmp(twin, line, CXLPOOL_LINE) != 0) {
-                memcpy(twin, line, CXLPOOL_LINE);
-            }
-            (*inv)++;
         }
     }
-    return (end - start) / CXLPOOL_LINE;
+}
+
+static CXLShmQueue *cxl_shm_queue(CXLShmState *s, CPUState *cpu)
+{
+    if (!cpu || cpu->cpu_index < 0 ||
+        (uint32_t)cpu->cpu_index >= s->nr_queues) {
+        return NULL;
+    }
+    return &s->queues[cpu->cpu_index];
+}
+
+/* A fence point of @cpu: its queued clwb / clflushopt / NT lines land */
+static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
+{
+    CXLShmQueue *q = cxl_shm_queue(s, cpu);
+    uint32_t i, len;
+
+    if (!q || !q->len) {
+        return;
+    }
+    len = q->len;
+    for (i = 0; i < len; i++) {
+        uint64_t e = q->entry[i];
+
+        cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
+                      CXLSHM_LINE_WRITEBACK,
+                      e & ~(uint64_t)(CXLPOOL_LINE - 1), CXLPOOL_LINE, n);
+    }
+    q->len = 0;
+    trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len);
+}
+
+/* Queue one line for @cpu's next fence point (drained early when full) */
+static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
+                          bool flush, CXLShmLineCount *n)
+{
+    CXLShmQueue *q = cxl_shm_queue(s, cpu);
+
+    if (!q) {
+        cxl_shm_range(s, flush ? CXLSHM_LINE_FLUSH : CXLSHM_LINE_WRITEBACK,
+                      dpa, CXLPOOL_LINE, n);
+        return;
+    }
+    if (q->len == CXLSHM_QUEUE_LEN) {
+        /* hardware may complete a weakly ordered flush early */
+        cxl_shm_drain(s, cpu, n);
+    }
+    q->entry[q->len++] = dpa | (flush ? CXLSHM_QUEUE_FLUSH : 0);
+    qatomic_inc(&s->stats[CXLSHM_STAT_DEFERRED]);
+    cache_maint_set_pending(cpu);
 }
 
 static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
 {
+    static const CXLShmLineOp line_op[] = {
+        [CXLSHM_OP_WRITEBACK] = CXLSHM_LINE_WRITEBACK,
+        [CXLSHM_OP_INVALIDATE] = CXLSHM_LINE_FLUSH,
+        [CXLSHM_OP_FLUSH] = CXLSHM_LINE_FLUSH,
+    };
     uint64_t off = s->db_offset, len = s->db_len;
-    uint64_t wb = 0, inv = 0, touched = 0;
+    CXLShmLineCount n = { 0 };
     uint32_t st;
+    bool locked;
 
     if (op < CXLSHM_OP_WRITEBACK || op > CXLSHM_OP_FLUSH) {
         st = CXLSHM_DB_BADOP;
@@ -194,47 +310,174 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
     s->db_status = st;
     if (st != CXLSHM_DB_OK) {
         s->db_lines = 0;
-        s->stats[CXLSHM_STAT_ERRORS]++;
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
         trace_cxl_shm_op(s->host_id, "refused", off, len, 0, st);
         cxl_shm_pool_sync_stats(s);
         return;
     }
 
-    touched = cxl_shm_lines(s, op, off, len, &wb, &inv);
-    s->db_lines = op == CXLSHM_OP_WRITEBACK ? wb : inv;
-    s->stats[CXLSHM_STAT_WB_OPS + op - 1]++;
-    s->stats[CXLSHM_STAT_WB_LINES] += wb;
-    s->stats[CXLSHM_STAT_INV_LINES] += inv;
+    /*
+     * The line work and the latency charge run without the BQL: they may
+     * take long, and the line engine needs no lock of QEMU's.  The
+     * doorbell registers stay under db_lock.
+     */
+    locked = bql_locked();
+    if (locked) {
+        bql_unlock();
+    }
+    cxl_shm_range(s, line_op[op], off, len, &n);
+    cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
+                                       off + len)) / CXLPOOL_LINE);
+    if (locked) {
+        bql_lock();
+    }
+    s->db_lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op - 1]);
+    cxl_shm_count(s, &n);
     cxl_shm_pool_sync_stats(s);
     trace_cxl_shm_op(s->host_id, op_names[op], off, len, s->db_lines, st);
-    cxl_shm_charge(s, touched);
 }
 
-/* Guest clflush/clflushopt/clwb on a mapped HPA (cache-maint hook) */
-static void cxl_shm_native(void *opaque, hwaddr hpa, CacheMaintOp cop)
+/*
+ * Guest cache maintenance (system/cache-maint.h) on a directly mapped
+ * decoder: @dpa is the decoder's DPA base plus the offset in the range.
+ * Runs on the vCPU thread of @cpu without the BQL.
+ */
+static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+                           uint64_t dpa, uint64_t len)
 {
     CXLShmState *s = opaque;
-    uint64_t wb, inv, touched, dpa;
-    int op = cop == CACHE_MAINT_CLWB ? CXLSHM_OP_WRITEBACK : CXLSHM_OP_FLUSH;
-    int i;
+    CXLShmLineCount n = { 0 };
+    uint64_t l, end, lines = 0;
+    const char *what = NULL;
 
-    for (i = 0; i < CXLSHM_MAX_DECODERS; i++) {
-        CXLShmDirect *d = &s->direct[i];
-
-        if (!d->mapped || hpa < d->hpa || hpa - d->hpa >= d->size) {
-            continue;
+    switch (cop) {
+    case CACHE_MAINT_CLWB:
+    case CACHE_MAINT_CLFLUSHOPT:
+    case CACHE_MAINT_CLFLUSH:
+        dpa = QEMU_ALIGN_DOWN(dpa, CXLPOOL_LINE);
+        if (dpa < s->coherent_size || dpa >= s->size) {
+            return;
         }
-        dpa = QEMU_ALIGN_DOWN(d->dpa + (hpa - d->hpa), CXLPOOL_LINE);
-        touched = cxl_shm_lines(s, op, dpa, CXLPOOL_LINE, &wb, &inv);
-        s->stats[CXLSHM_STAT_NATIVE_OPS]++;
-        s->stats[CXLSHM_STAT_WB_LINES] += wb;
-        s->stats[CXLSHM_STAT_INV_LINES] += inv;
-        cxl_shm_pool_sync_stats(s);
-        trace_cxl_shm_native_op(s->host_id, op_names[op], hpa, dpa,
-                                op == CXLSHM_OP_WRITEBACK ? wb : inv);
-        cxl_shm_charge(s, touched);
+        qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        if (cop != CACHE_MAINT_CLFLUSH && s->wb_deferred) {
+            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, &n);
+        } else {
+            cxl_shm_range(s, cop == CACHE_MAINT_CLWB ? CXLSHM_LINE_WRITEBACK :
+                          CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
+        }
+        trace_cxl_shm_native_op(s->host_id, cop == CACHE_MAINT_CLWB ?
+                                "clwb" : cop == CACHE_MAINT_CLFLUSH ?
+                                "clflush" : "clflushopt", 0, dpa,
+                                n.written);
+        lines = 1;
+        break;
+    case CACHE_MAINT_NT_STORE:
+        /* non-temporal stores bypass the cache: in the pool by the fence */
+        end = MIN(dpa + len, s->size);
+        for (l = QEMU_ALIGN_DOWN(MAX(dpa, s->coherent_size), CXLPOOL_LINE);
+             l < end; l += CXLPOOL_LINE) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_NT_LINES]);
+            if (s->wb_deferred) {
+                cxl_shm_defer(s, cpu, l, false, &n);
+            } else {
+                cxl_shm_range(s, CXLSHM_LINE_WRITEBACK, l, CXLPOOL_LINE, &n);
+            }
+            lines++;
+        }
+        break;
+    case CACHE_MAINT_FENCE:
+        cxl_shm_drain(s, cpu, &n);
+        lines = n.written + n.fetched;
+        break;
+    case CACHE_MAINT_WBINVD:
+    case CACHE_MAINT_WBNOINVD:
+    case CACHE_MAINT_INVD:
+        /* serializing: this vCPU's queued work completes first */
+        cxl_shm_drain(s, cpu, &n);
+        what = cop == CACHE_MAINT_WBINVD ? "wbinvd" :
+               cop == CACHE_MAINT_WBNOINVD ? "wbnoinvd" : "invd";
+        cxl_shm_whole(s, cop == CACHE_MAINT_WBINVD ? CXLSHM_LINE_FLUSH :
+                      cop == CACHE_MAINT_WBNOINVD ? CXLSHM_LINE_WRITEBACK :
+                      CXLSHM_LINE_DROP, &n);
+        qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        trace_cxl_shm_whole(s->host_id, what, n.written, n.fetched);
+        lines = n.written;
+        break;
+    default:
         return;
     }
+    cxl_shm_count(s, &n);
+    cxl_shm_pool_sync_stats(s);
+    cxl_shm_charge(s, lines);
+}
+
+/* Seeded random eviction (evict-rate lines per ms of guest time) */
+
+static uint64_t cxl_shm_rand(CXLShmState *s)
+{
+    /* xorshift64*: small, fast, the same sequence for the same seed */
+    uint64_t x = s->evict_state;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    s->evict_state = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+static void cxl_shm_evict_tick(void *opaque)
+{
+    CXLShmState *s = opaque;
+    const uint64_t chunk = 2 * MiB, window = 256 * MiB;
+    uint64_t span = MIN(s->nc_size, window);
+    uint64_t first = 0, pos;
+    g_autofree unsigned char *vec = g_malloc(chunk / CXLSHM_PAGE);
+    g_autofree uint32_t *res = g_new(uint32_t, span / CXLSHM_PAGE);
+    size_t nres = 0, i;
+    uint32_t k;
+    CXLShmLineCount n = { 0 };
+
+    /*
+     * Candidates: the pages this host holds (image pages present), in a
+     * window of at most 256 MiB of the area that moves at random.
+     */
+    if (s->nc_size > window) {
+        first = (cxl_shm_rand(s) % (s->nc_size / chunk)) * chunk;
+    }
+    for (pos = 0; pos < span; pos += chunk) {
+        uint64_t off = (first + pos) % s->nc_size;
+        uint64_t len = MIN(chunk, s->nc_size - off);
+
+        if (mincore(s->image + off, len, vec) < 0) {
+            break;
+        }
+        for (i = 0; i < len / CXLSHM_PAGE; i++) {
+            if (vec[i] & 1) {
+                res[nres++] = (off / CXLSHM_PAGE) + i;
+            }
+        }
+    }
+    for (k = 0; nres && k < s->evict_rate; k++) {
+        uint64_t r = cxl_shm_rand(s);
+        uint64_t page = res[r % nres];
+        uint64_t line = (r >> 32) % (CXLSHM_PAGE / CXLPOOL_LINE);
+        uint64_t dpa = s->coherent_size + page * CXLSHM_PAGE +
+                       line * CXLPOOL_LINE;
+        uint64_t before = n.written;
+
+        /* a dirty line is written back, a clean one fetched again */
+        cxl_shm_range(s, CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
+        trace_cxl_shm_evict(s->host_id, dpa, n.written - before);
+    }
+    if (nres) {
+        qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], s->evict_rate);
+        n.fetched = 0;      /* evictions are not invalidations */
+        cxl_shm_count(s, &n);
+        cxl_shm_pool_sync_stats(s);
+    }
+    timer_mod(s->evict_timer,
+              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + SCALE_MS);
 }
 
 /* BAR5 register block */
@@ -261,7 +504,9 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     case 0x020:
         return hi ? 0 /* direct */ : CXLPOOL_LINE;
     case 0x028:
-        return hi ? cxl_shm_caps(s) : s->latency_ns;
+        return hi ? cxl_shm_caps(s) : qatomic_read(&s->latency_ns);
+    case 0x030:
+        return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case 0x100:
         v = s->db_offset;
         break;
@@ -297,7 +542,7 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
             break;
         }
         if (addr >= 0x800 && addr < 0x800 + 8 * CXLSHM_STAT_NR) {
-            v = s->stats[(addr - 0x800) / 8];
+            v = qatomic_read(&s->stats[(addr - 0x800) / 8]);
             break;
         }
         return 0;
@@ -456,7 +701,7 @@ static void cxl_shm_map(CXLShmState *s, int which)
     trace_cxl_shm_direct_map(s->host_id, which, base, dpa, map_size);
 
     if (tcg_enabled()) {
-        cache_maint_register(base, map_size, cxl_shm_native, s);
+        cache_maint_register(base, map_size, dpa, cxl_shm_native, s);
         s->native_registered[which] = true;
     }
 }
@@ -614,6 +859,21 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
                    "[1, %d])", s->bandwidth_mbs, CXLSHM_BANDWIDTH_MAX);
         return false;
     }
+    if (!s->writeback || !strcmp(s->writeback, "deferred")) {
+        s->wb_deferred = true;
+    } else if (!strcmp(s->writeback, "immediate")) {
+        s->wb_deferred = false;
+    } else {
+        error_setg(errp, "cxl-shm: property 'writeback' is '%s' (allowed: "
+                   "deferred, immediate)", s->writeback);
+        return false;
+    }
+    if (s->evict_rate > CXLSHM_EVICT_MAX) {
+        error_setg(errp, "cxl-shm: property 'evict-rate' is %u (allowed: "
+                   "[0, %d] lines per millisecond)", s->evict_rate,
+                   CXLSHM_EVICT_MAX);
+        return false;
+    }
     if (s->pool_mode > 0777 || (s->pool_mode & 0600) != 0600) {
         error_setg(errp, "cxl-shm: property 'pool-mode' is 0%o (allowed: a "
                    "file mode in [0600, 0777] with owner read and write)",
@@ -658,9 +918,41 @@ static void cxl_shm_drop_backend(CXLShmState *s)
     }
 }
 
+/*
+ * The host starts with a clean copy of the pool.  Image and twin are fresh
+ * zero pages: copy only the file's data extents, line by line under the
+ * line locks, so that a host uses memory only for the parts of the area
+ * that hold data or that it touches.
+ */
+static void cxl_shm_load_image(CXLShmState *s)
+{
+    off_t base = CXLPOOL_META_SIZE + s->coherent_size;
+    uint64_t off = 0;
+
+    while (off < s->nc_size) {
+        off_t data = lseek(s->fd, base + off, SEEK_DATA);
+        off_t hole;
+        uint64_t from, to;
+
+        if (data < 0) {
+            break;              /* only holes (zeros) left */
+        }
+        hole = lseek(s->fd, data, SEEK_HOLE);
+        if (hole < 0 || hole > base + (off_t)s->nc_size) {
+            hole = base + s->nc_size;
+        }
+        from = QEMU_ALIGN_DOWN(data - base, CXLSHM_PAGE);
+        to = QEMU_ALIGN_UP(hole - base, CXLSHM_PAGE);
+        if (to <= from) {
+            break;
+        }
+        cxl_shm_lines_load(&s->lines, s->coherent_size + from, to - from);
+        off = to;
+    }
+}
+
 static bool cxl_shm_make_image(CXLShmState *s, Error **errp)
 {
-    uint64_t off;
     void *twin;
 
     s->nc_size = s->size - s->coherent_size;
@@ -682,35 +974,11 @@ static bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     }
     s->twin = twin;
     s->image = memory_region_get_ram_ptr(&s->image_mr);
-    /*
-     * The host starts with a clean copy of the pool.  Image and twin are
-     * fresh zero pages: copy only non-zero pages of the file's data
-     * extents, so that a host uses memory only for the parts of the area
-     * that hold data or that it touches.
-     */
-    off = 0;
-    while (off < s->nc_size) {
-        off_t base = CXLPOOL_META_SIZE + s->coherent_size;
-        off_t data = lseek(s->fd, base + off, SEEK_DATA);
-        off_t hole;
-
-        if (data < 0) {
-            break;              /* only holes (zeros) left */
-        }
-        hole = lseek(s->fd, data, SEEK_HOLE);
-        if (hole < 0) {
-            hole = base + s->nc_size;
-        }
-        off = QEMU_ALIGN_DOWN(data - base, CXLSHM_PAGE);
-        for (; off < MIN(hole - base, s->nc_size); off += CXLSHM_PAGE) {
-            const uint8_t *src = s->pool + s->coherent_size + off;
-
-            if (!buffer_is_zero(src, CXLSHM_PAGE)) {
-                memcpy(s->image + off, src, CXLSHM_PAGE);
-                memcpy(s->twin + off, src, CXLSHM_PAGE);
-            }
-        }
-    }
+    s->lines.pool = s->pool;
+    s->lines.image = s->image;
+    s->lines.twin = s->twin;
+    s->lines.conflict = cxl_shm_conflict;
+    cxl_shm_load_image(s);
     /* loads and stores of the non-coherent area hit the image */
     memory_region_add_subregion_overlap(s->pool_mr, s->coherent_size,
                                         &s->image_mr, 1);
@@ -758,6 +1026,13 @@ static void cxl_shm_setup_atomics(CXLShmState *s)
     s->atomics_ok = true;
 }
 
+static bool cxl_shm_no_swap(void)
+{
+    struct sysinfo si;
+
+    return sysinfo(&si) == 0 && si.totalswap == 0;
+}
+
 static void cxl_shm_exit_notify(Notifier *n, void *data)
 {
     CXLShmState *s = container_of(n, CXLShmState, exit_notifier);
@@ -778,8 +1053,16 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_check_props(s, errp)) {
         return;
     }
+    if (s->conflict_log && *s->conflict_log) {
+        s->conflict_fp = fopen(s->conflict_log, "a");
+        if (!s->conflict_fp) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot open "
+                             "conflict-log '%s'", s->conflict_log);
+            return;
+        }
+    }
     if (!cxl_shm_pool_join(s, errp)) {
-        return;
+        goto fail_log;
     }
     if (!cxl_shm_make_backend(s, errp)) {
         goto fail_leave;
@@ -813,7 +1096,36 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     pci_register_bar(pci_dev, CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
 
+    /*
+     * The twin, the deferred queues and the pool's state live outside
+     * the guest's RAM: a migrated or restored host would write stale
+     * lines over the other hosts' data.
+     */
+    error_setg(&s->migration_blocker, "cxl-shm: a host of a pod cannot be "
+               "migrated or snapshotted (its cache image and the pool's "
+               "state are not part of the VM state)");
+    if (migrate_add_blocker(&s->migration_blocker, errp) < 0) {
+        goto fail_parent;
+    }
+
     cxl_shm_setup_atomics(s);
+    s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
+    s->queues = g_new0(CXLShmQueue, s->nr_queues);
+    s->skip_unresident = cxl_shm_no_swap();
+    qemu_mutex_init(&s->conflict_lock);
+    if (s->evict_rate && s->nc_size) {
+        /* pages, not huge pages: the eviction candidates are exact */
+        qemu_madvise(s->image, s->nc_size, QEMU_MADV_NOHUGEPAGE);
+        s->evict_state = s->evict_seed ^ (0x9e3779b97f4a7c15ULL *
+                                          (s->host_id + 1));
+        if (!s->evict_state) {
+            s->evict_state = 1;
+        }
+        s->evict_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL,
+                                      cxl_shm_evict_tick, s);
+        timer_mod(s->evict_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + SCALE_MS);
+    }
     s->exit_notifier.notify = cxl_shm_exit_notify;
     qemu_add_exit_notifier(&s->exit_notifier);
     return;
@@ -827,6 +1139,11 @@ fail_backend:
     cxl_shm_drop_backend(s);
 fail_leave:
     cxl_shm_pool_leave(s);
+fail_log:
+    if (s->conflict_fp) {
+        fclose(s->conflict_fp);
+        s->conflict_fp = NULL;
+    }
 }
 
 static void cxl_shm_exit(PCIDevice *pci_dev)
@@ -838,12 +1155,50 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     for (i = 0; i < CXLSHM_MAX_DECODERS; i++) {
         cxl_shm_unmap(s, i);
     }
+    /* a cache-maintenance callback may still run until a grace period */
+    synchronize_rcu();
+    if (s->evict_timer) {
+        timer_free(s->evict_timer);
+        s->evict_timer = NULL;
+    }
+    migrate_del_blocker(&s->migration_blocker);
     qemu_remove_exit_notifier(&s->exit_notifier);
     sc->parent_exit(pci_dev);
+    if (s->conflict_fp) {
+        fclose(s->conflict_fp);
+        s->conflict_fp = NULL;
+    }
+    qemu_mutex_destroy(&s->conflict_lock);
+    g_free(s->queues);
+    s->queues = NULL;
     s->parent_obj.hostvmem = NULL;
     cxl_shm_drop_image(s);
     cxl_shm_drop_backend(s);
     cxl_shm_pool_leave(s);
+}
+
+/*
+ * A host reset is a host failure followed by a rejoin: the lines it had
+ * not written back are lost (its queued clwb / clflushopt too), its image
+ * is fetched again from the pool, and its generation grows, which the
+ * other hosts see in the host table.  The vCPUs are stopped.
+ */
+static void cxl_shm_host_reset(CXLShmState *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->nr_queues; i++) {
+        s->queues[i].len = 0;
+    }
+    cxl_shm_pool_rejoin(s);
+    if (s->nc_size) {
+        ram_block_discard_range(s->image_mr.ram_block, 0, s->nc_size);
+        qemu_madvise(s->twin, s->nc_size, QEMU_MADV_DONTNEED);
+        cxl_shm_load_image(s);
+    }
+    qatomic_inc(&s->stats[CXLSHM_STAT_RESETS]);
+    cxl_shm_pool_sync_stats(s);
+    trace_cxl_shm_reset(s->host_id, s->generation);
 }
 
 static void cxl_shm_reset(DeviceState *dev)
@@ -861,6 +1216,11 @@ static void cxl_shm_reset(DeviceState *dev)
     s->db_len = 0;
     s->db_lines = 0;
     s->db_status = 0;
+    /* the first reset is the machine's (or the hot-plug's) own */
+    if (s->reset_once) {
+        cxl_shm_host_reset(s);
+    }
+    s->reset_once = true;
 }
 
 static const Property cxl_shm_props[] = {
@@ -873,6 +1233,10 @@ static const Property cxl_shm_props[] = {
     DEFINE_PROP_UINT32("latency-ns", CXLShmState, latency_ns, 0),
     DEFINE_PROP_UINT32("bandwidth-mbs", CXLShmState, bandwidth_mbs, 16000),
     DEFINE_PROP_UINT32("pool-mode", CXLShmState, pool_mode, 0600),
+    DEFINE_PROP_STRING("writeback", CXLShmState, writeback),
+    DEFINE_PROP_UINT32("evict-rate", CXLShmState, evict_rate, 0),
+    DEFINE_PROP_UINT64("evict-seed", CXLShmState, evict_seed, 1),
+    DEFINE_PROP_STRING("conflict-log", CXLShmState, conflict_log),
 };
 
 static void cxl_shm_class_init(ObjectClass *oc, void *data)

@@ -12,19 +12,25 @@
 #include "hw/cxl/cxl.h"
 #include "system/hostmem.h"
 #include "qemu/notify.h"
+#include "qemu/thread.h"
+#include "qemu/timer.h"
+#include "system/cache-maint.h"
+#include "cxl-shm-line.h"
 
 #define TYPE_CXL_SHM "cxl-shm"
 OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
 
 /* Pool file format (docs/pool-format.md) */
 #define CXLPOOL_MAGIC           "CXLPOOL\0"
-#define CXLPOOL_VERSION         1
+#define CXLPOOL_VERSION         2
 #define CXLPOOL_META_SIZE       (2 * MiB)
 #define CXLPOOL_HEADER_SIZE     4096
 #define CXLPOOL_HOSTS_OFFSET    0x1000
+#define CXLPOOL_LINELOCK_OFFSET 0x10000     /* CXLSHM_NR_LOCKS x 8 bytes */
+#define CXLPOOL_UNDO_OFFSET     0x20000     /* [host][bank][slot] undo */
 #define CXLPOOL_LOCK_OFFSET     0x100000
-#define CXLPOOL_LINE            64
-#define CXLPOOL_MAX_HOSTS       32
+#define CXLPOOL_LINE            CXLSHM_LINE
+#define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS
 
 enum {
     CXLPOOL_HOST_FREE = 0,
@@ -42,6 +48,11 @@ enum {
     CXLSHM_STAT_INV_LINES,
     CXLSHM_STAT_NATIVE_OPS,
     CXLSHM_STAT_ERRORS,
+    CXLSHM_STAT_CONFLICTS,      /* writebacks over another host's data */
+    CXLSHM_STAT_EVICTED,        /* lines evicted (evict-rate) */
+    CXLSHM_STAT_NT_LINES,       /* lines written by non-temporal stores */
+    CXLSHM_STAT_DEFERRED,       /* clwb/clflushopt queued until a fence */
+    CXLSHM_STAT_RESETS,         /* host resets (lines dropped, rejoined) */
     CXLSHM_STAT_NR,
 };
 
@@ -68,11 +79,19 @@ typedef struct CXLPoolHost {
     uint64_t generation;        /* 0x08 */
     uint64_t join_time_ns;      /* 0x10 */
     uint64_t leave_time_ns;     /* 0x18 */
-    uint64_t stats[8];          /* 0x20 CXLSHM_STAT_* */
-    uint8_t reserved[32];       /* 0x60 */
+    uint64_t stats[12];         /* 0x20 CXLSHM_STAT_* */
 } CXLPoolHost;
 
 #define CXLSHM_MAX_DECODERS     4
+
+/* clwb / clflushopt / non-temporal lines of one vCPU, until its next fence */
+#define CXLSHM_QUEUE_LEN        512
+#define CXLSHM_QUEUE_FLUSH      1ULL    /* low bit of an entry: flush */
+
+typedef struct CXLShmQueue {
+    uint32_t len;
+    uint64_t entry[CXLSHM_QUEUE_LEN];   /* line DPA | CXLSHM_QUEUE_FLUSH */
+} CXLShmQueue;
 
 typedef struct CXLShmDirect {
     bool mapped;
@@ -96,6 +115,10 @@ struct CXLShmState {
     uint32_t latency_ns;
     uint32_t bandwidth_mbs;
     uint32_t pool_mode;
+    char *writeback;
+    uint32_t evict_rate;
+    uint64_t evict_seed;
+    char *conflict_log;
 
     /* pool */
     int fd;
@@ -114,6 +137,18 @@ struct CXLShmState {
     uint8_t *image;
     uint8_t *twin;
 
+    /* line engine, deferred writeback, eviction, conflict report */
+    CXLShmLines lines;
+    bool wb_deferred;
+    bool skip_unresident;       /* whole-area ops may skip absent pages */
+    CXLShmQueue *queues;        /* one per possible vCPU */
+    uint32_t nr_queues;
+    QEMUTimer *evict_timer;
+    uint64_t evict_state;
+    FILE *conflict_fp;
+    QemuMutex conflict_lock;
+    bool reset_once;
+
     /* direct mode */
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
@@ -128,6 +163,7 @@ struct CXLShmState {
     uint64_t stats[CXLSHM_STAT_NR];
 
     Notifier exit_notifier;
+    Error *migration_blocker;
 };
 
 struct CXLShmClass {
@@ -139,6 +175,7 @@ struct CXLShmClass {
 
 /* cxl-shm-pool.c */
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp);
+void cxl_shm_pool_rejoin(CXLShmState *s);
 void cxl_shm_pool_leave(CXLShmState *s);
 void cxl_shm_pool_refresh_hosts(CXLShmState *s);
 void cxl_shm_pool_sync_stats(CXLShmState *s);

@@ -58,6 +58,13 @@
 #define R_STAT_INV_LINES 0x820
 #define R_STAT_NATIVE   0x828
 #define R_STAT_ERRORS   0x830
+#define R_STAT_CONFLICTS 0x838
+#define R_STAT_EVICTED  0x840
+#define R_STAT_NT_LINES 0x848
+#define R_STAT_DEFERRED 0x850
+#define R_STAT_RESETS   0x858
+#define R_WB_MODE       0x030
+#define R_EVICT_RATE    0x034
 
 #define OP_WB           1
 #define OP_INV          2
@@ -654,7 +661,7 @@ typedef enum {
     POOL_MISSING,
     POOL_TEXT,          /* some other file */
     POOL_BAD_MAGIC,
-    POOL_VERSION,       /* version 2 with a valid checksum */
+    POOL_VERSION,       /* version 3 with a valid checksum */
     POOL_CORRUPT,       /* geometry changed, checksum not */
     POOL_SHORT,         /* truncated data */
     POOL_LIVE,          /* host 0 is held by a running QEMU */
@@ -690,6 +697,12 @@ static const struct {
       "property 'bandwidth-mbs' is 0" },
     { "pool-mode", POOL_GOOD, "pool=%s,size=256M,pool-mode=0400",
       "property 'pool-mode'" },
+    { "writeback", POOL_GOOD, "pool=%s,size=256M,writeback=later",
+      "property 'writeback' is 'later' (allowed: deferred, immediate)" },
+    { "evict-rate", POOL_GOOD, "pool=%s,size=256M,evict-rate=100001",
+      "property 'evict-rate' is 100001" },
+    { "conflict-log", POOL_GOOD, "pool=%s,size=256M,"
+      "conflict-log=/nonexistent/dir/c.jsonl", "cannot open conflict-log" },
     { "memdev", POOL_GOOD, "pool=%s,size=256M,volatile-memdev=m0",
       "must not be set" },
     { "geometry-size", POOL_GOOD, "pool=%s,size=512M,coherent-size=64M,"
@@ -703,7 +716,7 @@ static const struct {
     { "bad-magic", POOL_BAD_MAGIC, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "bad magic" },
     { "version", POOL_VERSION, "pool=%s,size=256M,coherent-size=64M,"
-      "max-hosts=4", "has format version 2" },
+      "max-hosts=4", "has format version 3" },
     { "corrupt", POOL_CORRUPT, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "corrupt header" },
     { "truncated", POOL_SHORT, "pool=%s,size=256M,coherent-size=64M,"
@@ -746,9 +759,9 @@ static void test_refused_config(void)
         if (refused[i].kind == POOL_BAD_MAGIC) {
             patch_pool(pool, 0, "XXXX", 4);
         } else if (refused[i].kind == POOL_VERSION) {
-            /* version 2, checksum made valid: a future format */
+            /* version 3, checksum made valid: a future format */
             uint8_t hdr[0x48];
-            uint32_t ver = 2, crc;
+            uint32_t ver = 3, crc;
             g_autofree char *ck = NULL;
 
             pool_pread(pool, 0, hdr, sizeof(hdr));
@@ -983,17 +996,19 @@ static const uint8_t fw_code[] = {
 };
 static const uint8_t fw_reset[] = { 0xe9, 0x0d, 0xf0 };
 
-/* Start a paused TCG host (-smp 1) that runs the firmware above */
-static void fw_host_start(Host *h, const char *pool, int host_id)
+/* Start a paused TCG host (-smp 1) that runs @code at 0xf000 */
+static void fw_host_start_code(Host *h, const char *pool, int host_id,
+                               const uint8_t *code, size_t code_len,
+                               const char *extra)
 {
     g_autofree char *fw = g_build_filename(tmpdir, "fw.bin", NULL);
     g_autofree uint8_t *img = g_malloc0(0x10000);
-    g_autofree char *args = host_args(pool, host_id, NULL);
+    g_autofree char *args = host_args(pool, host_id, extra);
     g_autofree char *all = NULL;
     uint64_t pdpt[4] = { 0x2001, 0, 0, 0x3001 };
     uint64_t pd0[3], pd3 = 0xffe00083;
 
-    memcpy(img + 0xf000, fw_code, sizeof(fw_code));
+    memcpy(img + 0xf000, code, code_len);
     memcpy(img + 0xfff0, fw_reset, sizeof(fw_reset));
     g_assert_true(g_file_set_contents(fw, (char *)img, 0x10000, NULL));
 
@@ -1011,6 +1026,11 @@ static void fw_host_start(Host *h, const char *pool, int host_id)
     qtest_memwrite(h->qts, 0x1000, pdpt, sizeof(pdpt));
     qtest_memwrite(h->qts, 0x2000, pd0, sizeof(pd0));
     qtest_memwrite(h->qts, 0x3000 + 511 * 8, &pd3, sizeof(pd3));
+}
+
+static void fw_host_start(Host *h, const char *pool, int host_id)
+{
+    fw_host_start_code(h, pool, host_id, fw_code, sizeof(fw_code), NULL);
 }
 
 static void fw_host_wait(Host *h)
@@ -1062,6 +1082,229 @@ static void test_atomics_tcg(void)
     g_assert_cmpuint(pool_rq(pool, 0), ==, 2);
     qtest_quit(b.qts);
     qtest_quit(a.qts);
+}
+
+/*
+ * Deferred writeback, non-temporal stores, wbinvd and invd under TCG.  A
+ * firmware with the prologue above (cli: no interrupt is a fence point)
+ * runs in phases; it reports each phase at 0x5000 and waits at some for
+ * the test's go at 0x5010.  Source (GNU as --32, after the prologue):
+ *
+ *     movl $0x11111111, 0x200000; clwb 0x200000
+ *     movl $0x22222222, 0x200040; clflushopt 0x200040
+ *     movl $1, 0x5000
+ * 1:  cmpl $1, 0x5010; jne 1b
+ *     sfence
+ *     movl $2, 0x5000
+ *     movl $0x33333333, %eax; movnti %eax, 0x200080
+ *     movl $3, 0x5000
+ * 2:  cmpl $2, 0x5010; jne 2b
+ *     sfence
+ *     movl $4, 0x5000
+ *     movl $0x44444444, 0x2000c0
+ *     movl $0x55555555, 0x201000
+ *     movl $5, 0x5000
+ * 3:  cmpl $3, 0x5010; jne 3b
+ *     wbinvd
+ *     movl $6, 0x5000
+ *     movl $0x66666666, 0x202000
+ *     invd
+ *     movl 0x202000, %eax; movl %eax, 0x5020
+ *     movl $7, 0x5000
+ * 4:  hlt; jmp 4b
+ */
+static const uint8_t fw_fidelity[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x20, 0xf1, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x11,
+    0x11, 0x11, 0x66, 0x0f, 0xae, 0x35, 0x00, 0x00, 0x20, 0x00, 0xc7, 0x05,
+    0x40, 0x00, 0x20, 0x00, 0x22, 0x22, 0x22, 0x22, 0x66, 0x0f, 0xae, 0x3d,
+    0x40, 0x00, 0x20, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00,
+    0x00, 0x00, 0x83, 0x3d, 0x10, 0x50, 0x00, 0x00, 0x01, 0x75, 0xf7, 0x0f,
+    0xae, 0xf8, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+    0xb8, 0x33, 0x33, 0x33, 0x33, 0x0f, 0xc3, 0x05, 0x80, 0x00, 0x20, 0x00,
+    0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x83, 0x3d,
+    0x10, 0x50, 0x00, 0x00, 0x02, 0x75, 0xf7, 0x0f, 0xae, 0xf8, 0xc7, 0x05,
+    0x00, 0x50, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0xc7, 0x05, 0xc0, 0x00,
+    0x20, 0x00, 0x44, 0x44, 0x44, 0x44, 0xc7, 0x05, 0x00, 0x10, 0x20, 0x00,
+    0x55, 0x55, 0x55, 0x55, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x05, 0x00,
+    0x00, 0x00, 0x83, 0x3d, 0x10, 0x50, 0x00, 0x00, 0x03, 0x75, 0xf7, 0x0f,
+    0x09, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0xc7,
+    0x05, 0x00, 0x20, 0x20, 0x00, 0x66, 0x66, 0x66, 0x66, 0x0f, 0x08, 0xa1,
+    0x00, 0x20, 0x20, 0x00, 0xa3, 0x20, 0x50, 0x00, 0x00, 0xc7, 0x05, 0x00,
+    0x50, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x66, 0x90,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0x08, 0xf1, 0xff, 0xff,
+};
+
+static void fw_phase(Host *h, uint32_t phase)
+{
+    int i;
+
+    /* the firmware may already be past @phase if it does not wait there */
+    for (i = 0; i < 3000 && qtest_readl(h->qts, 0x5000) < phase; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(qtest_readl(h->qts, 0x5000), >=, phase);
+}
+
+static void test_fidelity_tcg(void)
+{
+    g_autofree char *pool = pool_path("fidelity.pool");
+    Host h;
+
+    fw_host_start_code(&h, pool, 0, fw_fidelity, sizeof(fw_fidelity), NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+
+    /* clwb and clflushopt without a fence: nothing in the pool yet */
+    fw_phase(&h, 1);
+    g_usleep(50000);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0);
+    g_assert_cmpuint(r64(&h, R_STAT_DEFERRED), ==, 2);
+    qtest_writel(h.qts, 0x5010, 1);
+    fw_phase(&h, 2);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
+
+    /* movnti: in the pool by the sfence, not before */
+    fw_phase(&h, 3);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0);
+    qtest_writel(h.qts, 0x5010, 2);
+    fw_phase(&h, 4);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    g_assert_cmpuint(r64(&h, R_STAT_NT_LINES), ==, 1);
+
+    /* wbinvd: every dirty line of the area */
+    fw_phase(&h, 5);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0xc0), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x1000), ==, 0);
+    qtest_writel(h.qts, 0x5010, 3);
+    fw_phase(&h, 6);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0xc0), ==, 0x44444444);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x1000), ==, 0x55555555);
+
+    /* invd: the dirty line is gone, the re-read sees the pool's 0 */
+    fw_phase(&h, 7);
+    g_assert_cmphex(qtest_readl(h.qts, 0x5020), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x2000), ==, 0);
+    g_assert_cmphex(mem_rq(&h, COH_SIZE + 0x2000), ==, 0);
+    qtest_quit(h.qts);
+}
+
+/* writeback=immediate: clwb lands at the instruction (the old behaviour) */
+static void test_immediate_tcg(void)
+{
+    g_autofree char *pool = pool_path("immediate.pool");
+    Host h;
+
+    fw_host_start_code(&h, pool, 0, fw_fidelity, sizeof(fw_fidelity),
+                       ",writeback=immediate");
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_phase(&h, 1);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
+    g_assert_cmpuint(r64(&h, R_STAT_DEFERRED), ==, 0);
+    g_assert_cmpuint(r32(&h, R_WB_MODE), ==, 1);
+    qtest_writel(h.qts, 0x5010, 1);
+    fw_phase(&h, 3);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    qtest_quit(h.qts);
+}
+
+/*
+ * A guest reset is a host failure and a rejoin: the unflushed line is
+ * lost, the image is fetched again, the generation grows and another host
+ * sees it in the host table.
+ */
+static void test_reset(void)
+{
+    g_autofree char *pool = pool_path("reset.pool");
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 1);
+
+    mem_wq(&b, COH_SIZE + 0x40, 0xb0b);             /* b publishes a line */
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
+    mem_wq(&a, COH_SIZE, 0xdead);                   /* a's dirty line */
+    mem_wq(&a, 8, 0xc0c0);                          /* coherent window */
+
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    host_enable(&a, true);
+
+    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE), ==, 0);           /* lost */
+    g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b); /* fetched */
+    g_assert_cmphex(mem_rq(&a, 8), ==, 0xc0c0);             /* survives */
+    g_assert_cmpuint(doorbell(&a, OP_FLUSH, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);        /* never lands */
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/*
+ * A writeback over bytes another host wrote back since this host fetched
+ * the line is counted and reported in the conflict log.
+ */
+static void test_conflict(void)
+{
+    g_autofree char *pool = pool_path("conflict.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "conflict.jsonl", NULL);
+    g_autofree char *extra = g_strdup_printf(",conflict-log=%s", log);
+    g_autofree char *args = host_args(pool, 0, extra);
+    g_autofree char *text = NULL;
+    g_autofree char *want = NULL;
+    Host a, b;
+
+    unlink(log);
+    a.qts = qtest_init(args);
+    host_enable(&a, true);
+    host_start(&b, pool, 1, true);
+
+    mem_wq(&b, COH_SIZE + 0x88, 0xbbbb);            /* b: bytes 8..15 */
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+    mem_wq(&a, COH_SIZE + 0x80, 0xaaaa);            /* a, stale: bytes 0..7 */
+    g_assert_cmpuint(doorbell(&a, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x88), ==, 0);  /* clobbered */
+    g_assert_cmpuint(r64(&a, R_STAT_CONFLICTS), ==, 1);
+    g_assert_cmpuint(r64(&b, R_STAT_CONFLICTS), ==, 0);
+
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    want = g_strdup_printf("\"offset\":%llu,", COH_SIZE + 0x80);
+    g_assert_nonnull(strstr(text, "{\"host\":0,\"generation\":1,"));
+    g_assert_nonnull(strstr(text, want));
+    g_assert_nonnull(strstr(text, "\"lost_mask\":\"0x0000000000000300\""));
+    g_assert_null(strchr(strchr(text, '\n') + 1, '{'));     /* one line */
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/* Seeded eviction: an unflushed line reaches the pool by itself */
+static void test_eviction(void)
+{
+    g_autofree char *pool = pool_path("evict.pool");
+    g_autofree char *args = host_args(pool, 0, ",evict-rate=1000");
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, true);
+    g_assert_cmpuint(r32(&h, R_EVICT_RATE), ==, 1000);
+    mem_wq(&h, COH_SIZE + 0x100, 0xe1e1);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0);
+    qtest_clock_step(h.qts, 50 * 1000 * 1000);      /* 50 ms guest time */
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0xe1e1);
+    g_assert_cmpuint(r64(&h, R_STAT_EVICTED), >=, 1000);
+    g_assert_cmphex(mem_rq(&h, COH_SIZE + 0x100), ==, 0xe1e1);
+    qtest_quit(h.qts);
 }
 
 /*
@@ -1216,6 +1459,11 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/cdat", test_cdat);
     qtest_add_func("/cxl-shm/native-tcg", test_native_tcg);
     qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);
+    qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
+    qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
+    qtest_add_func("/cxl-shm/reset", test_reset);
+    qtest_add_func("/cxl-shm/conflict", test_conflict);
+    qtest_add_func("/cxl-shm/eviction", test_eviction);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
     }
