@@ -87,7 +87,7 @@ static void snapshot(const uint64_t *img, uint64_t *snap)
 
     read8(img, snap);
     for (tries = 0; tries < 64; tries++) {
-        smp_rmb();
+        smp_rmb();  /* the second read is not hoisted above the first */
         read8(img, again);
         if (same8(snap, again)) {
             return;
@@ -135,11 +135,12 @@ static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
         return;
     }
     off = qatomic_read(&u->offset);
-    if (off % CXLSHM_LINE == 0 && off >= l->coherent_size &&
-        off < l->size && page_lock(l, off) == word) {
+    /* any area: the device's own media writes reach the coherent window */
+    if (off % CXLSHM_LINE == 0 && off < l->size &&
+        page_lock(l, off) == word) {
         write8((uint64_t *)(l->pool + off), (const uint64_t *)u->old);
     }
-    smp_wmb();
+    smp_wmb();  /* the line is restored before the log is disarmed */
     qatomic_set(&u->armed, 0);
 }
 
@@ -202,11 +203,11 @@ static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
 
     qatomic_set(&u->offset, off);
     read8(pool, (uint64_t *)u->old);
-    smp_wmb();
+    smp_wmb();  /* offset and old bytes are logged before the log is armed */
     qatomic_set(&u->armed, h->tag);
-    smp_wmb();
+    smp_wmb();  /* armed before the pool line changes */
     write8(pool, src);
-    smp_wmb();
+    smp_wmb();  /* the whole line is written before the log is disarmed */
     qatomic_set(&u->armed, 0);
 }
 
@@ -329,6 +330,18 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
             unlock_page(l, &h);
         }
     }
+}
+
+void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+                               const uint8_t *data)
+{
+    uint64_t src[CXLSHM_LINE_WORDS];
+    Held h = { NULL };
+
+    memcpy(src, data, CXLSHM_LINE);
+    lock_page(l, offset, &h);
+    pool_write(l, &h, offset, src);
+    unlock_page(l, &h);
 }
 
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)

@@ -94,6 +94,16 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                       uint64_t len, CXLShmLineCount *n);
 
 /*
+ * The device itself writes one whole line of its media (a mailbox
+ * command's data, not a host's store): under the line's lock and undo
+ * log, so no host ever fetches half of it.  Any area; the host images
+ * are not touched (a cached copy of a non-coherent line goes stale, as
+ * it would on hardware).  offset is line aligned and inside the pool.
+ */
+void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+                               const uint8_t *data);
+
+/*
  * Make image and twin a copy of the pool over [offset, offset + len)
  * (page aligned), dropping whatever the image held; the vCPUs must be
  * stopped.  Pages that are zero in the pool and were never touched in

@@ -1040,6 +1040,56 @@ static void cxl_shm_exit_notify(Notifier *n, void *data)
     cxl_shm_pool_leave(s);
 }
 
+/*
+ * Mailbox commands that would write the shared media behind the pod.
+ *
+ * Sanitize (CXL r3.1 8.2.9.9.5.1, opcode 4400h) erases the whole device,
+ * which here is every host's data, and the parent does it with a memset
+ * of the pool that bypasses this host's image and the line locks.  One
+ * host must never wipe the pod: the command is taken out of the command
+ * set and the Command Effects Log, so a driver does not offer it and a
+ * guest that sends it anyway gets Unsupported.  Secure Erase (4401h) is
+ * not implemented by the parent (Unsupported already).  The parent
+ * rebuilds the command set at every reset, hence the call from both
+ * realize and reset.
+ */
+#define CXLSHM_MBOX_SANITIZE    0x4400
+
+static void cxl_shm_restrict_mailbox(CXLShmState *s)
+{
+    CXLCCI *cci = &s->parent_obj.cci;
+    size_t i, j;
+
+    cci->cxl_cmd_set[CXLSHM_MBOX_SANITIZE >> 8]
+                    [CXLSHM_MBOX_SANITIZE & 0xff].handler = NULL;
+    for (i = j = 0; i < cci->cel_size; i++) {
+        if (cci->cel_log[i].opcode != CXLSHM_MBOX_SANITIZE) {
+            cci->cel_log[j++] = cci->cel_log[i];
+        }
+    }
+    cci->cel_size = j;
+}
+
+/*
+ * Clear Poison (4302h) writes 64 bytes of the command's payload into the
+ * media.  The parent copies them into the backend, i.e. the pool, with a
+ * plain memcpy: another host could fetch half of it.  Write the line as
+ * the device's own media write, whole and under the line's lock.
+ */
+static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
+                                  uint8_t *data)
+{
+    CXLShmState *s = CXL_SHM(ct3d);
+
+    if (dpa_offset % CXLSHM_LINE || dpa_offset >= s->size ||
+        s->size - dpa_offset < CXLSHM_LINE) {
+        return false;
+    }
+    cxl_shm_lines_media_write(&s->lines, dpa_offset, data);
+    trace_cxl_shm_media_write(s->host_id, dpa_offset);
+    return true;
+}
+
 static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 {
     ERRP_GUARD();
@@ -1077,6 +1127,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         ct3d->hostvmem = NULL;
         goto fail_image;
     }
+    cxl_shm_restrict_mailbox(s);
 
     /* Replace the parent's CDAT by ours (two DSMAS ranges) */
     cxl_doe_cdat_release(cstate);
@@ -1208,6 +1259,7 @@ static void cxl_shm_reset(DeviceState *dev)
     int i;
 
     sc->parent_reset(dev);
+    cxl_shm_restrict_mailbox(s);
     /* the parent clears the decoders without an uncommit */
     for (i = 0; i < CXLSHM_MAX_DECODERS; i++) {
         cxl_shm_unmap(s, i);
@@ -1253,6 +1305,7 @@ static void cxl_shm_class_init(ObjectClass *oc, void *data)
     pc->exit = cxl_shm_exit;
     device_class_set_legacy_reset(dc, cxl_shm_reset);
     cvc->hdm_decoder_changed = cxl_shm_hdm_changed;
+    cvc->set_cacheline = cxl_shm_set_cacheline;
     dc->desc = "CXL 3.0 multi-host shared memory pod device (cxlpod)";
     device_class_set_props(dc, cxl_shm_props);
 }

@@ -15,6 +15,7 @@
 
 #include "qemu/osdep.h"
 #include <sys/wait.h>
+#include "qemu/bswap.h"
 #include "libqtest.h"
 #include "qobject/qdict.h"
 #include "qobject/qlist.h"
@@ -31,6 +32,7 @@
 #define DEV_BUS         13
 #define BAR0_ADDR       0xe0000000ULL
 #define BAR5_ADDR       0xe0100000ULL
+#define BAR2_ADDR       0xe0200000ULL   /* CXL device registers (mailbox) */
 
 /* BAR5 registers (docs/interfaces.md section 1) */
 #define R_MAGIC         0x000
@@ -1251,6 +1253,130 @@ static void test_reset(void)
     qtest_quit(a.qts);
 }
 
+/* Map BAR2 and find the primary mailbox in the device capability array */
+static uint64_t find_mbox(QTestState *qts)
+{
+    int n, i;
+
+    cfg_writel(qts, DEV_BUS, 0, 0x18, BAR2_ADDR);
+    cfg_writel(qts, DEV_BUS, 0, 0x1c, 0);
+    n = (qtest_readq(qts, BAR2_ADDR) >> 32) & 0xffff;
+    for (i = 1; i <= n; i++) {
+        uint64_t e = BAR2_ADDR + 16 * i;
+
+        if ((qtest_readl(qts, e) & 0xffff) == 2) {
+            return BAR2_ADDR + qtest_readl(qts, e + 4);
+        }
+    }
+    g_assert_not_reached();
+}
+
+/* One mailbox command; returns its return code */
+static uint16_t mbox_cmd(QTestState *qts, uint64_t mb, uint16_t opcode,
+                         const void *in, size_t len, void *out, size_t outlen)
+{
+    if (len) {
+        qtest_memwrite(qts, mb + 0x20, in, len);
+    }
+    qtest_writeq(qts, mb + 0x08, opcode | ((uint64_t)len << 16));
+    qtest_writel(qts, mb + 0x04, 1);                    /* doorbell */
+    g_assert_cmpuint(qtest_readl(qts, mb + 0x04) & 1, ==, 0);
+    if (outlen) {
+        qtest_memread(qts, mb + 0x20, out, outlen);
+    }
+    return (qtest_readq(qts, mb + 0x10) >> 32) & 0xffff;
+}
+
+/* Is OPCODE in the Command Effects Log? */
+static bool cel_has(QTestState *qts, uint64_t mb, uint16_t opcode)
+{
+    static const uint8_t cel_uuid[16] = {
+        0x0d, 0xa9, 0xc0, 0xb5, 0xbf, 0x41, 0x4b, 0x78,
+        0x8f, 0x79, 0x96, 0xb1, 0x62, 0x3b, 0x3f, 0x17,
+    };
+    uint8_t logs[8 + 20], req[24], cel[2048];
+    uint32_t size, i;
+
+    g_assert_cmpuint(mbox_cmd(qts, mb, 0x0400, NULL, 0, logs, sizeof(logs)),
+                     ==, 0);
+    g_assert_cmpmem(logs + 8, 16, cel_uuid, 16);
+    size = ldl_le_p(logs + 24);
+    g_assert_cmpuint(size, <=, sizeof(cel));
+    memcpy(req, cel_uuid, 16);
+    stl_le_p(req + 16, 0);
+    stl_le_p(req + 20, size);
+    g_assert_cmpuint(mbox_cmd(qts, mb, 0x0401, req, sizeof(req), cel, size),
+                     ==, 0);
+    for (i = 0; i < size; i += 4) {
+        if (lduw_le_p(cel + i) == opcode) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * One guest must never wipe the pod: Sanitize is neither offered (CEL)
+ * nor carried out (Unsupported, pool untouched, also after a reset that
+ * rebuilds the parent's command set).  Clear Poison's data write lands
+ * in the pool as one whole line; a non-coherent copy cached by a host
+ * stays stale until that host invalidates.
+ */
+static void test_mailbox(void)
+{
+    g_autofree char *pool = pool_path("mailbox.pool");
+    uint64_t nc = COH_SIZE + 0x2000, mb;
+    uint8_t clear[8 + LINE], line[LINE], want[LINE];
+    Host a, b;
+    int pass;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    mem_wq(&a, 0x2000, 0xc0c0c0c0ULL);
+    mem_wq(&a, nc, 0xabcdULL);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, 0x2000), ==, 0xc0c0c0c0ULL);
+
+    for (pass = 0; pass < 2; pass++) {
+        mb = find_mbox(a.qts);
+        g_assert_false(cel_has(a.qts, mb, 0x4400));
+        g_assert_true(cel_has(a.qts, mb, 0x4302));      /* Clear Poison */
+        g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4400, NULL, 0, NULL, 0),
+                        ==, 0x3);                       /* Unsupported */
+        g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4401, NULL, 0, NULL, 0),
+                        ==, 0x3);                       /* Secure Erase */
+        qtest_clock_step(a.qts, 60000000000LL);     /* 60 s */
+        g_assert_cmphex(pool_rq(pool, 0x2000), ==, 0xc0c0c0c0ULL);
+        g_assert_cmphex(pool_rq(pool, nc), ==, 0xabcdULL);
+        g_assert_cmphex(mem_rq(&b, 0x2000), ==, 0xc0c0c0c0ULL);
+        if (pass == 0) {
+            /* a reset rebuilds the parent's command set */
+            qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+            qtest_qmp_eventwait(a.qts, "RESET");
+            host_enable(&a, true);
+        }
+    }
+
+    /* Clear Poison writes a whole line into the pool, both areas */
+    memset(want, 0x5a, sizeof(want));
+    stq_le_p(clear, nc);
+    memcpy(clear + 8, want, LINE);
+    g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4302, clear, sizeof(clear),
+                             NULL, 0), ==, 0);
+    pool_pread(pool, META_SIZE + nc, line, LINE);
+    g_assert_cmpmem(line, LINE, want, LINE);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0xabcdULL);     /* a's copy: stale */
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0x5a5a5a5a5a5a5a5aULL);
+    stq_le_p(clear, 0x2000);
+    g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4302, clear, sizeof(clear),
+                             NULL, 0), ==, 0);
+    g_assert_cmphex(mem_rq(&b, 0x2000), ==, 0x5a5a5a5a5a5a5a5aULL);
+    g_assert_cmphex(mem_rq(&b, 0x2038), ==, 0x5a5a5a5a5a5a5a5aULL);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
 /*
  * A writeback over bytes another host wrote back since this host fetched
  * the line is counted and reported in the conflict log.
@@ -1462,6 +1588,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
     qtest_add_func("/cxl-shm/reset", test_reset);
+    qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     if (g_test_perf()) {

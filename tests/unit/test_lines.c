@@ -426,6 +426,67 @@ static void test_exact(void)
     host_free(&b);
 }
 
+/* --- media-write ------------------------------------------------------ */
+
+/*
+ * The device's own whole-line write (mailbox Clear Poison): lands in the
+ * pool in either area, leaves the host's cached copy alone, releases the
+ * lock, and is rolled back when its writer dies half-way.
+ */
+static void test_media_write(void)
+{
+    CXLShmLines a;
+    CXLShmLineCount n = { 0 };
+    uint8_t data[CXLSHM_LINE];
+    uint64_t nc = COH + 5 * 4096 + 192, *p;
+    int w;
+
+    pod_reset();
+    host_init(&a, 0);
+    memset(data, 0x5a, sizeof(data));
+    cxl_shm_lines_media_write(&a, 4096 + 64, data);
+    CHECK(!memcmp(pool + 4096 + 64, data, CXLSHM_LINE),
+          "coherent line not written");
+    cxl_shm_lines_media_write(&a, nc, data);
+    CHECK(!memcmp(pool + nc, data, CXLSHM_LINE), "non-coherent line not "
+          "written");
+    CHECK(*img_word(&a, nc, 0) == 0, "the host's cached copy changed");
+    CHECK(locks[(nc / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS] == 0,
+          "lock still held");
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, nc, CXLSHM_LINE, &n);
+    CHECK(*img_word(&a, nc, 7) == 0x5a5a5a5a5a5a5a5aULL, "not fetched");
+
+    /* host 7 (gen 5) died half-way through a media write of a coherent
+     * line; the next media write on that page rolls it back first */
+    {
+        uint64_t off = 2 * 4096 + 64, gen = 5, slot = 3;
+        uint64_t tag = (1ULL << 63) | (7ULL << 56) | (slot << 48) | gen;
+        CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
+
+        p = (uint64_t *)(pool + off);
+        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+            p[w] = 0x1111;
+            ((uint64_t *)u->old)[w] = 0x1111;
+        }
+        u->offset = off;
+        u->armed = tag;
+        for (w = 0; w < 4; w++) {
+            p[w] = 0x2222;
+        }
+        locks[(off / 4096) % CXLSHM_NR_LOCKS] = tag;
+        cxl_shm_lines_media_write(&a, off + 128, data);
+        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+            CHECK(p[w] == 0x1111, "coherent word %d is 0x%llx after rollback",
+                  w, (unsigned long long)p[w]);
+        }
+        CHECK(!memcmp(pool + off + 128, data, CXLSHM_LINE), "line not written "
+              "after taking over the dead writer's lock");
+        CHECK(u->armed == 0, "undo slot still armed");
+    }
+    printf("media-write: whole line in either area, image untouched\n");
+    host_free(&a);
+}
+
 int main(void)
 {
     pool = shared(SIZE);
@@ -437,6 +498,7 @@ int main(void)
     test_rollback();
     test_own_stores();
     test_torn();
+    test_media_write();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
