@@ -20,6 +20,7 @@
 #include <sys/file.h>
 #include "qapi/error.h"
 #include "qemu/cutils.h"
+#include "qemu/error-report.h"
 #include "qemu/crc32c.h"
 #include "qemu/atomic.h"
 #include "qemu/timer.h"
@@ -107,7 +108,16 @@ static bool pool_validate(CXLShmState *s, const CXLPoolHeader *h,
                           uint64_t file_size, Error **errp)
 {
     uint64_t want = CXLPOOL_META_SIZE + s->size;
+    static const uint8_t zero[sizeof(h->magic)];
 
+    if (!memcmp(h->magic, zero, sizeof(zero))) {
+        /* pool_create sizes the file first and writes the header last */
+        error_setg(errp, "cxl-shm: pool '%s' has no header: the QEMU that "
+                   "created it was stopped before writing one, so no host "
+                   "ever joined it; remove the file (or run "
+                   "'cxlpod-pool check') and start again", s->pool_path);
+        return false;
+    }
     if (memcmp(h->magic, CXLPOOL_MAGIC, sizeof(h->magic)) != 0) {
         error_setg(errp, "cxl-shm: pool '%s' is not a cxlpod pool "
                    "(bad magic); refusing to touch it", s->pool_path);
@@ -175,11 +185,24 @@ static bool pool_create(CXLShmState *s, Error **errp)
     h->create_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     h->crc = pool_header_crc(h);
 
-    /* Size first (holes read as zero), header last: a torn create is refused */
-    if (ftruncate(s->fd, CXLPOOL_META_SIZE + s->size) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
-                         s->pool_path);
-        return false;
+    /*
+     * Size first, header last: a torn create is refused with a hint.
+     * The blocks are allocated now, so that a full file system is an
+     * error here and not a SIGBUS on some guest store later.
+     */
+    if (fallocate(s->fd, 0, 0, CXLPOOL_META_SIZE + s->size) < 0) {
+        if (errno != EOPNOTSUPP) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
+                             "%" PRIu64 " MiB of pool '%s' on its file "
+                             "system", (CXLPOOL_META_SIZE + s->size) >> 20,
+                             s->pool_path);
+            return false;
+        }
+        if (ftruncate(s->fd, CXLPOOL_META_SIZE + s->size) < 0) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
+                             s->pool_path);
+            return false;
+        }
     }
     n = pwrite(s->fd, buf, CXLPOOL_HOSTS_OFFSET +
                CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost), 0);
@@ -264,11 +287,17 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     CXLPoolHeader h;
     struct stat st;
     CXLPoolHost *me;
+    bool created;
     void *meta;
     ssize_t n;
     int ret;
 
-    s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
+    /* O_EXCL first: a refused create removes only a file it made */
+    s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode, NULL);
+    created = s->fd >= 0;
+    if (!created) {
+        s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
+    }
     if (s->fd < 0) {
         error_prepend(errp, "cxl-shm: cannot open pool: ");
         return false;
@@ -288,6 +317,19 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
                    s->pool_path);
         goto fail_unlock;
     }
+    if (st.st_uid != geteuid()) {
+        error_setg(errp, "cxl-shm: pool '%s' belongs to uid %u, this QEMU "
+                   "runs as uid %u: a pod's hosts run as one user; refusing "
+                   "to touch it", s->pool_path, (unsigned)st.st_uid,
+                   (unsigned)geteuid());
+        goto fail_unlock;
+    }
+    if (!(st.st_mode & S_IWUSR)) {
+        error_setg(errp, "cxl-shm: pool '%s' is read-only (mode 0%o); a "
+                   "host writes its pool", s->pool_path,
+                   (unsigned)(st.st_mode & 07777));
+        goto fail_unlock;
+    }
 
     if (st.st_size == 0) {
         if (fchmod(s->fd, s->pool_mode) < 0) {
@@ -296,6 +338,12 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             goto fail_unlock;
         }
         if (!pool_create(s, errp)) {
+            /* leave what was there: nothing, or the empty file */
+            if (ftruncate(s->fd, 0) < 0 || (created &&
+                                            unlink(s->pool_path) < 0)) {
+                warn_report("cxl-shm: could not undo the refused create "
+                            "of '%s'", s->pool_path);
+            }
             goto fail_unlock;
         }
     } else {

@@ -667,7 +667,30 @@ typedef enum {
     POOL_CORRUPT,       /* geometry changed, checksum not */
     POOL_SHORT,         /* truncated data */
     POOL_LIVE,          /* host 0 is held by a running QEMU */
+    POOL_NO_HEADER,     /* its creator was killed before the header */
+    POOL_READONLY,      /* mode 0400 */
+    POOL_OTHER_USER,    /* owned by uid 65534 */
+    POOL_DIR,           /* a directory */
+    POOL_FIFO,          /* a named pipe */
+    POOL_FULL_FS,       /* to be created on a full file system */
 } PoolKind;
+
+/* Type, mode, owner and (regular files) content: what a refusal keeps */
+static char *file_state(const char *path)
+{
+    g_autofree char *digest = NULL;
+    struct stat st;
+
+    if (lstat(path, &st) < 0) {
+        return g_strdup("missing");
+    }
+    if (S_ISREG(st.st_mode)) {
+        digest = file_digest(path);
+    }
+    return g_strdup_printf("mode 0%o uid %u size %lld %s",
+                           (unsigned)st.st_mode, (unsigned)st.st_uid,
+                           (long long)st.st_size, digest ? digest : "");
+}
 
 static const struct {
     const char *name;
@@ -727,6 +750,16 @@ static const struct {
       "max-hosts=4,host-id=0", "host-id 0 is in use" },
     { "no-directory", POOL_MISSING, "pool=%s/nodir/x.pool,size=256M",
       "cannot open pool" },
+    { "no-header", POOL_NO_HEADER, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "has no header: the QEMU that created it was stopped" },
+    { "read-only", POOL_READONLY, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "is read-only (mode 0400)" },
+    { "other-user", POOL_OTHER_USER, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "belongs to uid 65534" },
+    { "directory", POOL_DIR, "pool=%s,size=256M", "cannot open pool" },
+    { "fifo", POOL_FIFO, "pool=%s,size=256M", "is not a regular file" },
+    { "full-fs", POOL_FULL_FS, "pool=%s,size=256M",
+      "cannot allocate the 258 MiB of pool" },
 };
 
 static void test_refused_config(void)
@@ -749,6 +782,33 @@ static void test_refused_config(void)
         switch (refused[i].kind) {
         case POOL_MISSING:
             break;
+        case POOL_NO_HEADER:
+            /* what pool_create leaves when killed after sizing the file */
+            g_assert_true(g_file_set_contents(pool, "", 0, NULL));
+            g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE), ==, 0);
+            break;
+        case POOL_DIR:
+            g_assert_cmpint(mkdir(pool, 0700), ==, 0);
+            break;
+        case POOL_FIFO:
+            g_assert_cmpint(mkfifo(pool, 0600), ==, 0);
+            break;
+        case POOL_FULL_FS: {
+            g_autofree char *mnt = g_build_filename(tmpdir, "full", NULL);
+            g_autofree char *mcmd = NULL;
+
+            g_mkdir_with_parents(mnt, 0700);
+            mcmd = g_strdup_printf("mount -t tmpfs -o size=16M cxlpod-full %s "
+                                   "2>/dev/null", mnt);
+            if (system(mcmd) != 0) {
+                g_test_message("full-fs: cannot mount a small tmpfs "
+                               "(not root?): case skipped");
+                continue;
+            }
+            g_free(pool);
+            pool = g_build_filename(mnt, "p.pool", NULL);
+            break;
+        }
         case POOL_TEXT:
             g_assert_true(g_file_set_contents(pool, "hello, world\n", -1,
                                               NULL));
@@ -790,6 +850,10 @@ static void test_refused_config(void)
             patch_pool(pool, 0x20, &coh, 8);
         } else if (refused[i].kind == POOL_SHORT) {
             g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE / 2), ==, 0);
+        } else if (refused[i].kind == POOL_READONLY) {
+            g_assert_cmpint(chmod(pool, 0400), ==, 0);
+        } else if (refused[i].kind == POOL_OTHER_USER) {
+            g_assert_cmpint(chown(pool, 65534, 65534), ==, 0);
         } else if (refused[i].kind == POOL_LIVE) {
             g_autofree char *largs = host_args(pool, 0, NULL);
 
@@ -811,9 +875,9 @@ static void test_refused_config(void)
             "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G", fw_args(),
             opts);
 
-        before = file_digest(pool);
+        before = file_state(pool);
         err = run_qemu(args, &status);
-        after = file_digest(pool);
+        after = file_state(pool);
         if (g_test_verbose()) {
             g_test_message("%s: %s", refused[i].name, err);
         }
@@ -827,7 +891,16 @@ static void test_refused_config(void)
         if (live) {
             qtest_quit(live);
         }
-        unlink(pool);
+        if (refused[i].kind == POOL_DIR) {
+            rmdir(pool);
+        } else {
+            unlink(pool);
+        }
+        if (refused[i].kind == POOL_FULL_FS) {
+            g_autofree char *ucmd = g_strdup_printf("umount %s/full", tmpdir);
+
+            g_assert_cmpint(system(ucmd), ==, 0);
+        }
     }
     unlink(good);
 }
