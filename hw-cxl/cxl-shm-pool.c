@@ -274,8 +274,13 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
     if (!suspect) {
         return;
     }
-    /* Re-check under the pool lock: the host may be rejoining right now */
-    if (pool_flock(s->fd, LOCK_EX) < 0) {
+    /*
+     * Re-check under the pool lock: the host may be rejoining right now.
+     * This runs for a guest's register read, under the BQL: never wait
+     * for the lock (a joining QEMU holds it while it allocates a new
+     * pool); whoever holds it reaps, or the next read does.
+     */
+    if (pool_flock(s->fd, LOCK_EX | LOCK_NB) < 0) {
         return;
     }
     pool_reap_locked(s);
