@@ -4,6 +4,7 @@
 # only checks.  Needs root and Debian 12 (bookworm) with its package archive.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/apt-archive.sh"
 
 PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev
@@ -28,20 +29,28 @@ fi
 grep -qs 'bookworm' /etc/os-release || warn "this is not Debian 12 (bookworm); continuing anyway"
 
 # deb-src for trixie (QEMU 10.0 source) and bookworm-backports (meson >= 1.5,
-# python3-pycotap).  Binary trixie packages are never installed: we only add
-# the source entry, and pin nothing from it.
-cat > /etc/apt/sources.list.d/cxlpod.sources <<'SRC'
+# python3-pycotap), from the machine's archive.  Binary trixie packages are
+# never installed: we only add the source entry, and pin nothing from it.
+# The machine's other sources are not touched.
+read -r ARCHIVE KEYRING < <(debian_archive || true) || true
+if [ -z "${ARCHIVE:-}" ]; then
+    ARCHIVE=http://deb.debian.org/debian
+    warn "no bookworm entry in the apt sources; using $ARCHIVE"
+fi
+[ -n "${KEYRING:-}" ] || KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+log "Debian archive: $ARCHIVE (keyring $KEYRING)"
+cat > /etc/apt/sources.list.d/cxlpod.sources <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $ARCHIVE
 Suites: bookworm-backports
 Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: $KEYRING
 
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: $ARCHIVE
 Suites: trixie
 Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: $KEYRING
 SRC
 
 log "apt-get update"
