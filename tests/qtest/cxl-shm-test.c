@@ -906,27 +906,65 @@ static void test_refused_config(void)
 }
 
 /* N QEMUs starting at once on a missing pool agree on one pool */
+/* N QEMUs started at once on @pool (max-hosts=8): how many created it */
+static int race_round(const char *pool, int round, QTestState **q, int n)
+{
+    int i, creates = 0;
+
+    for (i = 0; i < n; i++) {
+        g_autofree char *log = g_strdup_printf("%s/race-%d-%d.log", tmpdir,
+                                               round, i);
+        g_autofree char *extra = g_strdup_printf(
+            " -trace cxl_shm_pool_create -D %s", log);
+        g_autofree char *base = host_args(pool, i, NULL);
+        g_autofree char *args = NULL;
+        char *mh = strstr(base, "max-hosts=4");
+
+        g_assert_nonnull(mh);
+        mh[strlen("max-hosts=")] = '8';
+        args = g_strconcat(base, extra, NULL);
+        unlink(log);
+        q[i] = qtest_init_without_qmp_handshake(args);
+    }
+    for (i = 0; i < n; i++) {
+        g_autofree char *log = g_strdup_printf("%s/race-%d-%d.log", tmpdir,
+                                               round, i);
+        g_autofree char *text = NULL;
+
+        qtest_qmp_handshake(q[i], NULL);
+        if (g_file_get_contents(log, &text, NULL, NULL) &&
+            strstr(text, "cxl_shm_pool_create")) {
+            creates++;
+        }
+        unlink(log);
+    }
+    return creates;
+}
+
+/*
+ * Eight QEMUs started at the same moment on a missing pool: exactly one
+ * creates it, all join with generation 1.  After they all left, eight
+ * again on the existing pool: nobody creates, all join, generation 2.
+ */
 static void test_concurrent_join(void)
 {
     g_autofree char *pool = pool_path("race.pool");
-    QTestState *q[4];
+    QTestState *q[8];
     Host h;
-    int i;
+    int i, round;
 
-    for (i = 0; i < 4; i++) {
-        g_autofree char *args = host_args(pool, i, NULL);
-
-        q[i] = qtest_init_without_qmp_handshake(args);
-    }
-    for (i = 0; i < 4; i++) {
-        qtest_qmp_handshake(q[i], NULL);
-    }
-    h.qts = q[3];
-    host_enable(&h, false);
-    g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 0xf);
-    for (i = 0; i < 4; i++) {
-        g_assert_cmpuint(r64(&h, R_HOST_GEN(i)), ==, 1);
-        qtest_quit(q[i]);
+    for (round = 1; round <= 2; round++) {
+        g_assert_cmpint(race_round(pool, round, q, 8), ==, round == 1);
+        h.qts = q[7];
+        host_enable(&h, false);
+        g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 0xff);
+        for (i = 0; i < 8; i++) {
+            g_assert_cmpuint(r32(&h, R_HOST_STATE(i)), ==, 1);
+            g_assert_cmpuint(r64(&h, R_HOST_GEN(i)), ==, round);
+        }
+        for (i = 0; i < 8; i++) {
+            qtest_quit(q[i]);
+        }
     }
 }
 
