@@ -315,19 +315,18 @@ static void test_torn(void)
 
 /* --- rollback --------------------------------------------------------- */
 
-static void test_rollback(void)
+/*
+ * Host 7 (generation @gen, undo slot @slot) locked the page of @off,
+ * logged the old line (0x1111 words), wrote half of a new one and died.
+ * Returns its undo slot.
+ */
+static CXLShmUndo *dead_half_write(uint64_t off, uint64_t gen, uint64_t slot)
 {
-    CXLShmLines l;
-    CXLShmLineCount n = { 0 };
-    uint64_t off = COH + 3 * 4096 + 128;
-    uint64_t gen = 5, slot = 2;
     uint64_t tag = (1ULL << 63) | (7ULL << 56) | (slot << 48) | gen;
     CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
     uint64_t *p = (uint64_t *)(pool + off);
     int w;
 
-    pod_reset();
-    /* host 7 (gen 5) locked the page, logged the old line, wrote half */
     for (w = 0; w < 8; w++) {
         p[w] = 0x1111;
         ((uint64_t *)u->old)[w] = 0x1111;
@@ -338,6 +337,20 @@ static void test_rollback(void)
         p[w] = 0x2222;
     }
     locks[(off / 4096) % CXLSHM_NR_LOCKS] = tag;
+    return u;
+}
+
+static void test_rollback(void)
+{
+    CXLShmLines l;
+    CXLShmLineCount n = { 0 };
+    uint64_t off = COH + 3 * 4096 + 128;
+    uint64_t *p = (uint64_t *)(pool + off);
+    CXLShmUndo *u;
+    int w;
+
+    pod_reset();
+    u = dead_half_write(off, 5, 2);
 
     host_init(&l, 0);
     cxl_shm_lines_op(&l, CXLSHM_LINE_FLUSH, off, 64, &n);
@@ -459,21 +472,10 @@ static void test_media_write(void)
     /* host 7 (gen 5) died half-way through a media write of a coherent
      * line; the next media write on that page rolls it back first */
     {
-        uint64_t off = 2 * 4096 + 64, gen = 5, slot = 3;
-        uint64_t tag = (1ULL << 63) | (7ULL << 56) | (slot << 48) | gen;
-        CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
+        uint64_t off = 2 * 4096 + 64;
+        CXLShmUndo *u = dead_half_write(off, 5, 3);
 
         p = (uint64_t *)(pool + off);
-        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-            p[w] = 0x1111;
-            ((uint64_t *)u->old)[w] = 0x1111;
-        }
-        u->offset = off;
-        u->armed = tag;
-        for (w = 0; w < 4; w++) {
-            p[w] = 0x2222;
-        }
-        locks[(off / 4096) % CXLSHM_NR_LOCKS] = tag;
         cxl_shm_lines_media_write(&a, off + 128, data);
         for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
             CHECK(p[w] == 0x1111, "coherent word %d is 0x%llx after rollback",
