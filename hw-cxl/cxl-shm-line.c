@@ -135,9 +135,13 @@ static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
         return;
     }
     off = qatomic_read(&u->offset);
-    /* any area: the device's own media writes reach the coherent window */
-    if (off % CXLSHM_LINE == 0 && off < l->size &&
-        page_lock(l, off) == word) {
+    /*
+     * Only the non-coherent area: guests store to the coherent window
+     * without any lock, so an old undo record there, replayed whenever
+     * the lock is next taken, would overwrite their newer stores.
+     */
+    if (off % CXLSHM_LINE == 0 && off >= l->coherent_size &&
+        off < l->size && page_lock(l, off) == word) {
         write8((uint64_t *)(l->pool + off), (const uint64_t *)u->old);
     }
     smp_wmb();  /* the line is restored before the log is disarmed */
@@ -338,9 +342,15 @@ void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
     uint64_t src[CXLSHM_LINE_WORDS];
     Held h = { NULL };
 
+    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
     memcpy(src, data, CXLSHM_LINE);
     lock_page(l, offset, &h);
-    pool_write(l, &h, offset, src);
+    if (offset >= l->coherent_size) {
+        pool_write(l, &h, offset, src);
+    } else {
+        /* no undo log: see rollback(); a death here may tear the line */
+        write8((uint64_t *)(l->pool + offset), src);
+    }
     unlock_page(l, &h);
 }
 

@@ -95,10 +95,13 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
 
 /*
  * The device itself writes one whole line of its media (a mailbox
- * command's data, not a host's store): under the line's lock and undo
- * log, so no host ever fetches half of it.  Any area; the host images
- * are not touched (a cached copy of a non-coherent line goes stale, as
- * it would on hardware).  offset is line aligned and inside the pool.
+ * command's data, not a host's store) under the line's lock, so no host
+ * fetches half of it; in the non-coherent area also under the undo log,
+ * so a writer that dies half-way is rolled back (in the coherent window,
+ * which guests store to without locks, a rollback replayed later would
+ * lose their stores: none is logged there).  The host images are not
+ * touched (a cached copy of a non-coherent line goes stale, as it would
+ * on hardware).  offset is line aligned and inside the pool.
  */
 void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data);

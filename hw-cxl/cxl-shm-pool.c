@@ -108,14 +108,13 @@ static bool pool_validate(CXLShmState *s, const CXLPoolHeader *h,
                           uint64_t file_size, Error **errp)
 {
     uint64_t want = CXLPOOL_META_SIZE + s->size;
-    static const uint8_t zero[sizeof(h->magic)];
 
-    if (!memcmp(h->magic, zero, sizeof(zero))) {
+    if (buffer_is_zero(h, sizeof(*h))) {
         /* pool_create sizes the file first and writes the header last */
-        error_setg(errp, "cxl-shm: pool '%s' has no header: the QEMU that "
-                   "created it was stopped before writing one, so no host "
-                   "ever joined it; remove the file (or run "
-                   "'cxlpod-pool check') and start again", s->pool_path);
+        error_setg(errp, "cxl-shm: pool '%s' has no header: if it is a "
+                   "cxlpod pool, the QEMU that created it was stopped "
+                   "before writing one, so no host ever joined it; remove "
+                   "the file and start again", s->pool_path);
         return false;
     }
     if (memcmp(h->magic, CXLPOOL_MAGIC, sizeof(h->magic)) != 0) {
@@ -191,7 +190,7 @@ static bool pool_create(CXLShmState *s, Error **errp)
      * error here and not a SIGBUS on some guest store later.
      */
     if (fallocate(s->fd, 0, 0, CXLPOOL_META_SIZE + s->size) < 0) {
-        if (errno != EOPNOTSUPP) {
+        if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
             error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
                              "%" PRIu64 " MiB of pool '%s' on its file "
                              "system", (CXLPOOL_META_SIZE + s->size) >> 20,
@@ -292,30 +291,62 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     CXLPoolHeader h;
     struct stat st;
     CXLPoolHost *me;
-    bool created;
+    bool created = false;
+    int tries;
     void *meta;
     ssize_t n;
     int ret;
 
-    /* O_EXCL first: a refused create removes only a file it made */
-    s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode, NULL);
-    created = s->fd >= 0;
-    if (!created) {
-        s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
+    /*
+     * O_EXCL first: a refused start removes only a file it made.  A file
+     * removed (or replaced) while this QEMU waited for its lock was a
+     * refused create of another QEMU: open the path again, or two QEMUs
+     * would make two pods of one name.
+     */
+    for (tries = 0;; tries++) {
+        struct stat ps;
+
+        s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode,
+                            NULL);
+        created = s->fd >= 0;
+        if (!created) {
+            s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
+        }
+        if (s->fd < 0) {
+            error_prepend(errp, "cxl-shm: cannot open pool: ");
+            return false;
+        }
+        if (pool_flock(s->fd, LOCK_EX) < 0) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+                             s->pool_path);
+            goto fail_close;
+        }
+        if (fstat(s->fd, &st) < 0) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot stat pool '%s'",
+                             s->pool_path);
+            goto fail_unlock;
+        }
+        if (st.st_nlink > 0 && stat(s->pool_path, &ps) == 0 &&
+            ps.st_dev == st.st_dev && ps.st_ino == st.st_ino) {
+            break;
+        }
+        pool_flock(s->fd, LOCK_UN);
+        qemu_close(s->fd);
+        s->fd = -1;
+        if (tries == 10) {
+            error_setg(errp, "cxl-shm: pool '%s' was removed or replaced "
+                       "10 times while this QEMU opened it", s->pool_path);
+            return false;
+        }
     }
-    if (s->fd < 0) {
-        error_prepend(errp, "cxl-shm: cannot open pool: ");
-        return false;
-    }
-    if (pool_flock(s->fd, LOCK_EX) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
-                         s->pool_path);
-        goto fail_close;
-    }
-    if (fstat(s->fd, &st) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot stat pool '%s'",
-                         s->pool_path);
+    /* the mode asked for, whatever the umask */
+    if (created && fchmod(s->fd, s->pool_mode) < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
+                         "pool '%s'", s->pool_path);
         goto fail_unlock;
+    }
+    if (created) {
+        st.st_mode = (st.st_mode & ~07777) | s->pool_mode;
     }
     if (!S_ISREG(st.st_mode)) {
         error_setg(errp, "cxl-shm: pool '%s' is not a regular file",
@@ -343,11 +374,10 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             goto fail_unlock;
         }
         if (!pool_create(s, errp)) {
-            /* leave what was there: nothing, or the empty file */
-            if (ftruncate(s->fd, 0) < 0 || (created &&
-                                            unlink(s->pool_path) < 0)) {
-                warn_report("cxl-shm: could not undo the refused create "
-                            "of '%s'", s->pool_path);
+            /* an empty file the user made stays empty */
+            if (!created && ftruncate(s->fd, 0) < 0) {
+                warn_report("cxl-shm: could not empty '%s' again after the "
+                            "refused create", s->pool_path);
             }
             goto fail_unlock;
         }
@@ -425,6 +455,11 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     return true;
 
 fail_unlock:
+    /* nobody else can have joined a file this QEMU made: remove it */
+    if (created && unlink(s->pool_path) < 0) {
+        warn_report("cxl-shm: could not remove '%s' after the refused "
+                    "start", s->pool_path);
+    }
     pool_flock(s->fd, LOCK_UN);
 fail_close:
     qemu_close(s->fd);

@@ -905,6 +905,7 @@ static bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
     s->backend = MEMORY_BACKEND(o);
     s->pool_mr = host_memory_backend_get_memory(s->backend);
     s->pool = memory_region_get_ram_ptr(s->pool_mr);
+    s->lines.pool = s->pool;    /* also without a non-coherent area */
     return true;
 }
 
@@ -974,7 +975,6 @@ static bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     }
     s->twin = twin;
     s->image = memory_region_get_ram_ptr(&s->image_mr);
-    s->lines.pool = s->pool;
     s->lines.image = s->image;
     s->lines.twin = s->twin;
     s->lines.conflict = cxl_shm_conflict;
@@ -1050,8 +1050,8 @@ static void cxl_shm_exit_notify(Notifier *n, void *data)
  * set and the Command Effects Log, so a driver does not offer it and a
  * guest that sends it anyway gets Unsupported.  Secure Erase (4401h) is
  * not implemented by the parent (Unsupported already).  The parent
- * rebuilds the command set at every reset, hence the call from both
- * realize and reset.
+ * builds the command set in its reset (cxl_device_register_init_t3),
+ * hence the call after every parent reset.
  */
 #define CXLSHM_MBOX_SANITIZE    0x4400
 
@@ -1067,14 +1067,21 @@ static void cxl_shm_restrict_mailbox(CXLShmState *s)
             cci->cel_log[j++] = cci->cel_log[i];
         }
     }
+    /* Get Log may read past cel_size: leave no stale entry there */
+    memset(&cci->cel_log[j], 0, (cci->cel_size - j) * sizeof(cci->cel_log[0]));
     cci->cel_size = j;
 }
 
 /*
  * Clear Poison (4302h) writes 64 bytes of the command's payload into the
- * media.  The parent copies them into the backend, i.e. the pool, with a
- * plain memcpy: another host could fetch half of it.  Write the line as
- * the device's own media write, whole and under the line's lock.
+ * media.  The parent writes them through its host address space, which
+ * here is the pool with this host's image over the non-coherent area: a
+ * store by this host in the non-coherent area, a plain unlocked copy in
+ * the coherent window.  Write the line as the device's own media write
+ * instead, whole and under the line's lock.  The caller checks only
+ * dpa + 64 against the capacity (which can wrap): check again here.  An
+ * unaligned DPA (the spec requires 64-byte alignment) gets Internal Error,
+ * the only failure this hook can return.
  */
 static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
                                   uint8_t *data)
@@ -1127,7 +1134,6 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         ct3d->hostvmem = NULL;
         goto fail_image;
     }
-    cxl_shm_restrict_mailbox(s);
 
     /* Replace the parent's CDAT by ours (two DSMAS ranges) */
     cxl_doe_cdat_release(cstate);

@@ -469,20 +469,29 @@ static void test_media_write(void)
     cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, nc, CXLSHM_LINE, &n);
     CHECK(*img_word(&a, nc, 7) == 0x5a5a5a5a5a5a5a5aULL, "not fetched");
 
-    /* host 7 (gen 5) died half-way through a media write of a coherent
-     * line; the next media write on that page rolls it back first */
-    {
-        uint64_t off = 2 * 4096 + 64;
+    /*
+     * Host 7 (gen 5) died half-way through a media write of a
+     * non-coherent line: the next media write on that page rolls it back
+     * first.  In the coherent window the same record is not replayed
+     * (guests stored there since, without locks): the lock is taken over
+     * and the words stay as they are.
+     */
+    for (w = 0; w < 2; w++) {
+        uint64_t off = (w ? 2 * 4096 : COH + 2 * 4096) + 64;
         CXLShmUndo *u = dead_half_write(off, 5, 3);
+        int k;
 
         p = (uint64_t *)(pool + off);
         cxl_shm_lines_media_write(&a, off + 128, data);
-        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-            CHECK(p[w] == 0x1111, "coherent word %d is 0x%llx after rollback",
-                  w, (unsigned long long)p[w]);
+        for (k = 0; k < CXLSHM_LINE_WORDS; k++) {
+            uint64_t want = !w || k >= 4 ? 0x1111 : 0x2222;
+
+            CHECK(p[k] == want, "%s word %d is 0x%llx, expected 0x%llx",
+                  w ? "coherent" : "non-coherent", k,
+                  (unsigned long long)p[k], (unsigned long long)want);
         }
-        CHECK(!memcmp(pool + off + 128, data, CXLSHM_LINE), "line not written "
-              "after taking over the dead writer's lock");
+        CHECK(!memcmp(pool + off + 128, data, CXLSHM_LINE), "line not "
+              "written after taking over the dead writer's lock");
         CHECK(u->armed == 0, "undo slot still armed");
     }
     printf("media-write: whole line in either area, image untouched\n");

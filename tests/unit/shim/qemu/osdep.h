@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sched.h>
+#include <assert.h>
 
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
