@@ -2050,6 +2050,16 @@ static void send_term(struct host *h, double t)
     }
 }
 
+/* On stderr: the tail of host h's qemu-err and of its console */
+static void show_qemu_tails(const struct host *h, int console_lines)
+{
+    show_tail(h->hp.err, 12, "  qemu-err| ");
+    if (h->log.len > h->run_base) {
+        fprintf(stderr, "  last console lines:\n");
+        show_tail(h->hp.log, console_lines, "  console| ");
+    }
+}
+
 static int run(struct opts *o)
 {
     char accel_note[512];
@@ -2235,9 +2245,7 @@ static int run(struct opts *o)
                 msg("host %d: no ready marker %.0f s after QEMU started "
                     "(boot stalled, --boot-timeout %.0f): stopping it",
                     h->id, t - h->t_start, o->boot_timeout_s);
-                show_tail(h->hp.err, 12, "  qemu-err| ");
-                fprintf(stderr, "  last console lines:\n");
-                show_tail(h->hp.log, 25, "  console| ");
+                show_qemu_tails(h, 25);
                 h->end = END_BOOT_STALLED;
                 send_term(h, t);
             }
@@ -2282,11 +2290,7 @@ static int run(struct opts *o)
                         describe_status(st, s, sizeof(s));
                         msg("host %d: QEMU exited (status %s) after %.1f s "
                             "without a result", h->id, s, t - h->t_start);
-                        show_tail(h->hp.err, 12, "  qemu-err| ");
-                        if (h->log.len > h->run_base) {
-                            fprintf(stderr, "  last console lines:\n");
-                            show_tail(h->hp.log, 8, "  console| ");
-                        }
+                        show_qemu_tails(h, 8);
                     }
                 }
             }

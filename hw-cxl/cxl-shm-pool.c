@@ -345,9 +345,6 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
                          "pool '%s'", s->pool_path);
         goto fail_unlock;
     }
-    if (created) {
-        st.st_mode = (st.st_mode & ~07777) | s->pool_mode;
-    }
     if (!S_ISREG(st.st_mode)) {
         error_setg(errp, "cxl-shm: pool '%s' is not a regular file",
                    s->pool_path);
@@ -360,7 +357,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
                    (unsigned)geteuid());
         goto fail_unlock;
     }
-    if (!(st.st_mode & S_IWUSR)) {
+    if (!created && !(st.st_mode & S_IWUSR)) {
         error_setg(errp, "cxl-shm: pool '%s' is read-only (mode 0%o); a "
                    "host writes its pool", s->pool_path,
                    (unsigned)(st.st_mode & 07777));
@@ -368,7 +365,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     }
 
     if (st.st_size == 0) {
-        if (fchmod(s->fd, s->pool_mode) < 0) {
+        if (!created && fchmod(s->fd, s->pool_mode) < 0) {
             error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
                              "pool '%s'", s->pool_path);
             goto fail_unlock;

@@ -121,7 +121,7 @@ static uint64_t *img_word(CXLShmLines *l, uint64_t off, int w)
 #define OS_ROUNDS       2000000
 
 static CXLShmLines os_host;
-static volatile int os_done;
+static volatile int os_done;  /* stop flag the writer threads poll */
 static uint64_t os_lost[OS_WRITERS];
 
 static void *os_writer(void *arg)
