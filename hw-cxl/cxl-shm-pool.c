@@ -13,7 +13,9 @@
  * open file description (OFD) write lock on its own byte at
  * CXLPOOL_LOCK_OFFSET + host-id for its whole life: the kernel drops it
  * when the process dies, so a host that is "live" in the table but whose
- * lock byte is free has failed.
+ * lock byte is free has failed.  The format itself (layout, validation,
+ * liveness probe, creation) is in cxl-shm-format.c, which cxlpod-pool
+ * shares.
  */
 
 #include "qemu/osdep.h"
@@ -21,196 +23,83 @@
 #include "qapi/error.h"
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
-#include "qemu/crc32c.h"
 #include "qemu/atomic.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
-QEMU_BUILD_BUG_ON(sizeof(CXLPoolHeader) != 0x50);
-QEMU_BUILD_BUG_ON(sizeof(CXLPoolHost) != 128);
-QEMU_BUILD_BUG_ON(CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
-                  sizeof(CXLPoolHost) > CXLPOOL_LINELOCK_OFFSET);
-QEMU_BUILD_BUG_ON(CXLPOOL_LINELOCK_OFFSET + CXLSHM_NR_LOCKS * 8 >
-                  CXLPOOL_UNDO_OFFSET);
-QEMU_BUILD_BUG_ON(sizeof(CXLShmUndo) != 128);
-QEMU_BUILD_BUG_ON(CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 *
-                  CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo) >
-                  CXLPOOL_LOCK_OFFSET);
-QEMU_BUILD_BUG_ON(CXLSHM_STAT_NR > ARRAY_SIZE(((CXLPoolHost *)0)->stats));
+/*
+ * Test-only: with CXL_SHM_TEST_KILL_AT=<step> in its environment, this
+ * QEMU kills itself with SIGKILL at that step of joining, leaving or
+ * resetting, so that tests can check what the next start makes of a
+ * pool left at each step (tests/qtest/kill-steps.sh).  Not for use
+ * outside tests.
+ */
+static const char *const pool_test_steps[] = {
+    "after-open", "after-flock", "after-allocate", "after-header",
+    "after-host-lock", "after-generation", "after-slot-claim",
+    "after-join", "leave-after-flock", "leave-after-state",
+    "reset-after-flock", "reset-after-generation",
+};
 
-const char *cxl_shm_host_state_name(uint32_t state)
+static void pool_test_kill(const char *step)
 {
-    switch (state) {
-    case CXLPOOL_HOST_FREE:
-        return "free";
-    case CXLPOOL_HOST_LIVE:
-        return "live";
-    case CXLPOOL_HOST_FAILED:
-        return "failed";
-    case CXLPOOL_HOST_LEFT:
-        return "left";
-    default:
-        return "invalid";
+    const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
+
+    if (at && strcmp(at, step) == 0) {
+        raise(SIGKILL);
     }
 }
 
-static uint32_t pool_header_crc(const CXLPoolHeader *h)
+static void pool_test_kill_check(void)
 {
-    return crc32c(0xffffffff, (const uint8_t *)h,
-                  offsetof(CXLPoolHeader, crc));
+    const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
+    int i;
+
+    if (!at) {
+        return;
+    }
+    for (i = 0; i < ARRAY_SIZE(pool_test_steps); i++) {
+        if (strcmp(at, pool_test_steps[i]) == 0) {
+            return;
+        }
+    }
+    warn_report("cxl-shm: CXL_SHM_TEST_KILL_AT=%s names no step", at);
 }
 
-static int pool_flock(int fd, int op)
-{
-    int ret;
-
-    do {
-        ret = flock(fd, op);
-    } while (ret < 0 && errno == EINTR);
-    return ret;
-}
-
-/* OFD lock on the liveness byte of @host: F_WRLCK to take, F_UNLCK to drop */
-static int pool_host_lock(int fd, uint32_t host, short type)
-{
-    struct flock fl = {
-        .l_whence = SEEK_SET,
-        .l_start = CXLPOOL_LOCK_OFFSET + host,
-        .l_len = 1,
-        .l_type = type,
-    };
-
-    if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
-/* true if some process holds the liveness byte of @host */
-static bool pool_host_locked(int fd, uint32_t host)
-{
-    struct flock fl = {
-        .l_whence = SEEK_SET,
-        .l_start = CXLPOOL_LOCK_OFFSET + host,
-        .l_len = 1,
-        .l_type = F_WRLCK,
-    };
-
-    if (fcntl(fd, F_OFD_GETLK, &fl) < 0) {
-        return true;    /* cannot tell: assume alive */
-    }
-    return fl.l_type != F_UNLCK;
-}
-
-static bool pool_validate(CXLShmState *s, const CXLPoolHeader *h,
-                          uint64_t file_size, Error **errp)
-{
-    uint64_t want = CXLPOOL_META_SIZE + s->size;
-
-    if (buffer_is_zero(h, sizeof(*h))) {
-        /* pool_create sizes the file first and writes the header last */
-        error_setg(errp, "cxl-shm: pool '%s' has no header: if it is a "
-                   "cxlpod pool, the QEMU that created it was stopped "
-                   "before writing one, so no host ever joined it; remove "
-                   "the file and start again", s->pool_path);
-        return false;
-    }
-    if (memcmp(h->magic, CXLPOOL_MAGIC, sizeof(h->magic)) != 0) {
-        error_setg(errp, "cxl-shm: pool '%s' is not a cxlpod pool "
-                   "(bad magic); refusing to touch it", s->pool_path);
-        return false;
-    }
-    if (h->version != CXLPOOL_VERSION) {
-        error_setg(errp, "cxl-shm: pool '%s' has format version %u, this "
-                   "QEMU supports version %u only", s->pool_path,
-                   h->version, CXLPOOL_VERSION);
-        return false;
-    }
-    if (h->crc != pool_header_crc(h)) {
-        error_setg(errp, "cxl-shm: pool '%s' has a corrupt header "
-                   "(checksum mismatch); refusing to touch it",
-                   s->pool_path);
-        return false;
-    }
-    if (h->header_size != CXLPOOL_HEADER_SIZE ||
-        h->meta_size != CXLPOOL_META_SIZE ||
-        h->line_size != CXLPOOL_LINE ||
-        h->hosts_offset != CXLPOOL_HOSTS_OFFSET ||
-        h->host_entry_size != sizeof(CXLPoolHost) ||
-        h->lock_offset != CXLPOOL_LOCK_OFFSET) {
-        error_setg(errp, "cxl-shm: pool '%s' has an unsupported layout "
-                   "(metadata size 0x%" PRIx64 ", line size %u)",
-                   s->pool_path, h->meta_size, h->line_size);
-        return false;
-    }
-    if (h->data_size != s->size || h->coherent_size != s->coherent_size ||
-        h->max_hosts != s->max_hosts) {
-        error_setg(errp, "cxl-shm: pool '%s' has another geometry: pool "
-                   "size=%" PRIu64 " coherent-size=%" PRIu64 " max-hosts=%u, "
-                   "device asks size=%" PRIu64 " coherent-size=%" PRIu64
-                   " max-hosts=%u", s->pool_path, h->data_size,
-                   h->coherent_size, h->max_hosts, s->size,
-                   s->coherent_size, s->max_hosts);
-        return false;
-    }
-    if (file_size != want) {
-        error_setg(errp, "cxl-shm: pool '%s' is %" PRIu64 " bytes long, "
-                   "its header says %" PRIu64 "; refusing to touch it",
-                   s->pool_path, file_size, want);
-        return false;
-    }
-    return true;
-}
-
+/* Create the pool in the empty file s->fd: size first, header last */
 static bool pool_create(CXLShmState *s, Error **errp)
 {
-    g_autofree uint8_t *buf = g_malloc0(CXLPOOL_LOCK_OFFSET);
-    CXLPoolHeader *h = (CXLPoolHeader *)buf;
-    ssize_t n;
+    CXLPoolGeometry g = {
+        .size = s->size,
+        .coherent_size = s->coherent_size,
+        .max_hosts = s->max_hosts,
+    };
+    int ret;
 
-    memcpy(h->magic, CXLPOOL_MAGIC, sizeof(h->magic));
-    h->version = CXLPOOL_VERSION;
-    h->header_size = CXLPOOL_HEADER_SIZE;
-    h->meta_size = CXLPOOL_META_SIZE;
-    h->data_size = s->size;
-    h->coherent_size = s->coherent_size;
-    h->line_size = CXLPOOL_LINE;
-    h->max_hosts = s->max_hosts;
-    h->hosts_offset = CXLPOOL_HOSTS_OFFSET;
-    h->host_entry_size = sizeof(CXLPoolHost);
-    h->lock_offset = CXLPOOL_LOCK_OFFSET;
-    h->create_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
-    h->crc = pool_header_crc(h);
-
-    /*
-     * Size first, header last: a torn create is refused with a hint.
-     * The blocks are allocated now, so that a full file system is an
-     * error here and not a SIGBUS on some guest store later.
-     */
-    if (fallocate(s->fd, 0, 0, CXLPOOL_META_SIZE + s->size) < 0) {
-        if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
-                             "%" PRIu64 " MiB of pool '%s' on its file "
-                             "system", (CXLPOOL_META_SIZE + s->size) >> 20,
-                             s->pool_path);
-            return false;
-        }
-        if (ftruncate(s->fd, CXLPOOL_META_SIZE + s->size) < 0) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
-                             s->pool_path);
-            return false;
-        }
-    }
-    n = pwrite(s->fd, buf, CXLPOOL_HOSTS_OFFSET +
-               CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost), 0);
-    if (n != CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost)) {
-        error_setg_errno(errp, n < 0 ? errno : EIO,
-                         "cxl-shm: cannot write pool header of '%s'",
+    /* a torn create (no header) is refused with a hint */
+    ret = cxlpool_allocate(s->fd, CXLPOOL_META_SIZE + s->size);
+    if (ret == -1) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
+                         "%" PRIu64 " MiB of pool '%s' on its file "
+                         "system", (CXLPOOL_META_SIZE + s->size) >> 20,
+                         s->pool_path);
+        return false;
+    } else if (ret < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
                          s->pool_path);
         return false;
     }
+    pool_test_kill("after-allocate");
+    ret = cxlpool_write_header(s->fd, &g,
+                               qemu_clock_get_ns(QEMU_CLOCK_HOST));
+    if (ret < 0) {
+        error_setg_errno(errp, -ret, "cxl-shm: cannot write pool header "
+                         "of '%s'", s->pool_path);
+        return false;
+    }
+    pool_test_kill("after-header");
     trace_cxl_shm_pool_create(s->pool_path, s->size, s->coherent_size,
                               s->max_hosts);
     return true;
@@ -219,19 +108,15 @@ static bool pool_create(CXLShmState *s, Error **errp)
 /* Called with the flock held: mark live hosts whose lock is free failed */
 static void pool_reap_locked(CXLShmState *s)
 {
+    uint32_t mask = cxlpool_reap(s->fd, s->hosts, s->max_hosts,
+                                 s->joined ? s->host_id : -1);
     uint32_t i;
 
     for (i = 0; i < s->max_hosts; i++) {
-        CXLPoolHost *e = &s->hosts[i];
+        if (mask & (1u << i)) {
+            uint64_t gen = qatomic_read(&s->hosts[i].generation);
 
-        if (i == s->host_id && s->joined) {
-            continue;
-        }
-        if (qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
-            !pool_host_locked(s->fd, i)) {
-            qatomic_set(&e->state, CXLPOOL_HOST_FAILED);
-            trace_cxl_shm_pool_host_failed(s->pool_path, i,
-                                           qatomic_read(&e->generation));
+            trace_cxl_shm_pool_host_failed(s->pool_path, i, gen);
         }
     }
 }
@@ -251,7 +136,7 @@ static bool pool_owner_alive(void *opaque, uint32_t host, uint64_t gen)
     e = &s->hosts[host];
     return qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
            (qatomic_read(&e->generation) & ((1ULL << 48) - 1)) == gen &&
-           pool_host_locked(s->fd, host);
+           cxlpool_host_locked(s->fd, host);
 }
 
 void cxl_shm_pool_refresh_hosts(CXLShmState *s)
@@ -265,7 +150,7 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
     for (i = 0; i < s->max_hosts; i++) {
         if (i != s->host_id &&
             qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE &&
-            !pool_host_locked(s->fd, i)) {
+            !cxlpool_host_locked(s->fd, i)) {
             suspect = true;
             break;
         }
@@ -279,11 +164,11 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
      * for the lock (a joining QEMU holds it while it allocates a new
      * pool); whoever holds it reaps, or the next read does.
      */
-    if (pool_flock(s->fd, LOCK_EX | LOCK_NB) < 0) {
+    if (cxlpool_flock(s->fd, LOCK_EX | LOCK_NB) < 0) {
         return;
     }
     pool_reap_locked(s);
-    pool_flock(s->fd, LOCK_UN);
+    cxlpool_flock(s->fd, LOCK_UN);
 }
 
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
@@ -303,9 +188,8 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
      * refused create of another QEMU: open the path again, or two QEMUs
      * would make two pods of one name.
      */
+    pool_test_kill_check();
     for (tries = 0;; tries++) {
-        struct stat ps;
-
         s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode,
                             NULL);
         created = s->fd >= 0;
@@ -316,21 +200,22 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             error_prepend(errp, "cxl-shm: cannot open pool: ");
             return false;
         }
-        if (pool_flock(s->fd, LOCK_EX) < 0) {
+        pool_test_kill("after-open");
+        if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
             error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
                              s->pool_path);
             goto fail_close;
         }
-        if (fstat(s->fd, &st) < 0) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot stat pool '%s'",
+        ret = cxlpool_fd_is_path(s->fd, s->pool_path, &st);
+        if (ret < 0) {
+            error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
                              s->pool_path);
             goto fail_unlock;
         }
-        if (st.st_nlink > 0 && stat(s->pool_path, &ps) == 0 &&
-            ps.st_dev == st.st_dev && ps.st_ino == st.st_ino) {
+        if (ret) {
             break;
         }
-        pool_flock(s->fd, LOCK_UN);
+        cxlpool_flock(s->fd, LOCK_UN);
         qemu_close(s->fd);
         s->fd = -1;
         if (tries == 10) {
@@ -339,6 +224,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             return false;
         }
     }
+    pool_test_kill("after-flock");
     /* the mode asked for, whatever the umask */
     if (created && fchmod(s->fd, s->pool_mode) < 0) {
         error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
@@ -379,26 +265,34 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             goto fail_unlock;
         }
     } else {
-        if (st.st_size < CXLPOOL_META_SIZE) {
-            error_setg(errp, "cxl-shm: pool '%s' is not a cxlpod pool "
-                       "(%" PRIu64 " bytes, smaller than its metadata "
-                       "area); refusing to touch it", s->pool_path,
-                       (uint64_t)st.st_size);
-            goto fail_unlock;
+        CXLPoolGeometry want = {
+            .size = s->size,
+            .coherent_size = s->coherent_size,
+            .max_hosts = s->max_hosts,
+        };
+        CXLPoolError e;
+
+        if (st.st_size >= CXLPOOL_META_SIZE) {
+            n = pread(s->fd, &h, sizeof(h), 0);
+            if (n != sizeof(h)) {
+                error_setg_errno(errp, n < 0 ? errno : EIO,
+                                 "cxl-shm: cannot read pool header of '%s'",
+                                 s->pool_path);
+                goto fail_unlock;
+            }
         }
-        n = pread(s->fd, &h, sizeof(h), 0);
-        if (n != sizeof(h)) {
-            error_setg_errno(errp, n < 0 ? errno : EIO,
-                             "cxl-shm: cannot read pool header of '%s'",
-                             s->pool_path);
-            goto fail_unlock;
-        }
-        if (!pool_validate(s, &h, st.st_size, errp)) {
+        e = cxlpool_check(st.st_size >= CXLPOOL_META_SIZE ? &h : NULL,
+                          st.st_size, &want);
+        if (e != CXLPOOL_OK) {
+            g_autofree char *msg = cxlpool_error_message(e, s->pool_path, &h,
+                                                         st.st_size, &want);
+
+            error_setg(errp, "cxl-shm: %s", msg);
             goto fail_unlock;
         }
     }
 
-    ret = pool_host_lock(s->fd, s->host_id, F_WRLCK);
+    ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
     if (ret == -EAGAIN || ret == -EACCES) {
         error_setg(errp, "cxl-shm: host-id %u is in use by a running QEMU on "
                    "pool '%s' (allowed: a free host id in [0, %u])",
@@ -409,13 +303,14 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
                          "pool '%s'", s->host_id, s->pool_path);
         goto fail_unlock;
     }
+    pool_test_kill("after-host-lock");
 
     meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
                 s->fd, 0);
     if (meta == MAP_FAILED) {
         error_setg_errno(errp, errno, "cxl-shm: cannot map pool metadata of "
                          "'%s'", s->pool_path);
-        pool_host_lock(s->fd, s->host_id, F_UNLCK);
+        cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
         goto fail_unlock;
     }
     s->meta = meta;
@@ -431,10 +326,12 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     me->leave_time_ns = 0;
     qatomic_set(&me->generation, s->generation);
+    pool_test_kill("after-generation");
     /* other hosts must see the new generation once they see "live" */
     smp_wmb();
     qatomic_set(&me->state, CXLPOOL_HOST_LIVE);
     s->joined = true;
+    pool_test_kill("after-slot-claim");
 
     /* line locks and undo slots; locks an earlier life of ours left held */
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
@@ -447,8 +344,9 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     s->lines.opaque = s;
     cxl_shm_lines_recover_own(&s->lines);
 
-    pool_flock(s->fd, LOCK_UN);
+    cxlpool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);
+    pool_test_kill("after-join");
     return true;
 
 fail_unlock:
@@ -457,7 +355,7 @@ fail_unlock:
         warn_report("cxl-shm: could not remove '%s' after the refused "
                     "start", s->pool_path);
     }
-    pool_flock(s->fd, LOCK_UN);
+    cxlpool_flock(s->fd, LOCK_UN);
 fail_close:
     qemu_close(s->fd);
     s->fd = -1;
@@ -476,14 +374,16 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
     if (!s->joined) {
         return;
     }
-    pool_flock(s->fd, LOCK_EX);
+    cxlpool_flock(s->fd, LOCK_EX);
+    pool_test_kill("reset-after-flock");
     me = &s->hosts[s->host_id];
     s->generation = qatomic_read(&me->generation) + 1;
     me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     qatomic_set(&me->generation, s->generation);
+    pool_test_kill("reset-after-generation");
     s->lines.generation = s->generation;
     cxl_shm_lines_recover_own(&s->lines);
-    pool_flock(s->fd, LOCK_UN);
+    cxlpool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_rejoin(s->pool_path, s->host_id, s->generation);
 }
 
@@ -508,14 +408,16 @@ void cxl_shm_pool_leave(CXLShmState *s)
         return;
     }
     cxl_shm_pool_sync_stats(s);
-    pool_flock(s->fd, LOCK_EX);
+    cxlpool_flock(s->fd, LOCK_EX);
+    pool_test_kill("leave-after-flock");
     me = &s->hosts[s->host_id];
     me->leave_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     /* the leave time is valid once the state says "left" */
     smp_wmb();
     qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
-    pool_host_lock(s->fd, s->host_id, F_UNLCK);
-    pool_flock(s->fd, LOCK_UN);
+    pool_test_kill("leave-after-state");
+    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    cxlpool_flock(s->fd, LOCK_UN);
     s->joined = false;
     trace_cxl_shm_pool_leave(s->pool_path, s->host_id, s->generation);
 

@@ -69,7 +69,7 @@ static int cxl_shm_collect(Object *obj, void *opaque)
         CxlShmHost *h = g_new0(CxlShmHost, 1);
 
         h->host_id = i;
-        h->state = g_strdup(cxl_shm_host_state_name(
+        h->state = g_strdup(cxlpool_host_state_name(
                                 qatomic_read(&s->hosts[i].state)));
         h->generation = qatomic_read(&s->hosts[i].generation);
         h->pid = s->hosts[i].pid;

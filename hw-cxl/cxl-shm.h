@@ -16,71 +16,10 @@
 #include "qemu/timer.h"
 #include "system/cache-maint.h"
 #include "cxl-shm-line.h"
+#include "cxl-shm-format.h"
 
 #define TYPE_CXL_SHM "cxl-shm"
 OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
-
-/* Pool file format (docs/pool-format.md) */
-#define CXLPOOL_MAGIC           "CXLPOOL\0"
-#define CXLPOOL_VERSION         2
-#define CXLPOOL_META_SIZE       (2 * MiB)
-#define CXLPOOL_HEADER_SIZE     4096
-#define CXLPOOL_HOSTS_OFFSET    0x1000
-#define CXLPOOL_LINELOCK_OFFSET 0x10000     /* CXLSHM_NR_LOCKS x 8 bytes */
-#define CXLPOOL_UNDO_OFFSET     0x20000     /* [host][bank][slot] undo */
-#define CXLPOOL_LOCK_OFFSET     0x100000
-#define CXLPOOL_LINE            CXLSHM_LINE
-#define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS
-
-enum {
-    CXLPOOL_HOST_FREE = 0,
-    CXLPOOL_HOST_LIVE = 1,
-    CXLPOOL_HOST_FAILED = 2,
-    CXLPOOL_HOST_LEFT = 3,
-};
-
-/* Per-host statistics, in this order in the pool's host table */
-enum {
-    CXLSHM_STAT_WB_OPS,
-    CXLSHM_STAT_INV_OPS,
-    CXLSHM_STAT_FLUSH_OPS,
-    CXLSHM_STAT_WB_LINES,
-    CXLSHM_STAT_INV_LINES,
-    CXLSHM_STAT_NATIVE_OPS,
-    CXLSHM_STAT_ERRORS,
-    CXLSHM_STAT_CONFLICTS,      /* writebacks over another host's data */
-    CXLSHM_STAT_EVICTED,        /* lines evicted (evict-rate) */
-    CXLSHM_STAT_NT_LINES,       /* lines written by non-temporal stores */
-    CXLSHM_STAT_DEFERRED,       /* clwb/clflushopt queued until a fence */
-    CXLSHM_STAT_RESETS,         /* host resets (lines dropped, rejoined) */
-    CXLSHM_STAT_NR,
-};
-
-typedef struct CXLPoolHeader {
-    char magic[8];              /* 0x00 "CXLPOOL\0" */
-    uint32_t version;           /* 0x08 */
-    uint32_t header_size;       /* 0x0c */
-    uint64_t meta_size;         /* 0x10 data starts here in the file */
-    uint64_t data_size;         /* 0x18 */
-    uint64_t coherent_size;     /* 0x20 */
-    uint32_t line_size;         /* 0x28 */
-    uint32_t max_hosts;         /* 0x2c */
-    uint32_t hosts_offset;      /* 0x30 */
-    uint32_t host_entry_size;   /* 0x34 */
-    uint64_t lock_offset;       /* 0x38 */
-    uint64_t create_time_ns;    /* 0x40 wall clock */
-    uint32_t crc;               /* 0x48 crc32c of bytes [0, 0x48) */
-    uint32_t reserved0;         /* 0x4c */
-} CXLPoolHeader;
-
-typedef struct CXLPoolHost {
-    uint32_t state;             /* 0x00 CXLPOOL_HOST_* */
-    uint32_t pid;               /* 0x04 */
-    uint64_t generation;        /* 0x08 */
-    uint64_t join_time_ns;      /* 0x10 */
-    uint64_t leave_time_ns;     /* 0x18 */
-    uint64_t stats[12];         /* 0x20 CXLSHM_STAT_* */
-} CXLPoolHost;
 
 #define CXLSHM_MAX_DECODERS     4
 
@@ -179,7 +118,6 @@ void cxl_shm_pool_rejoin(CXLShmState *s);
 void cxl_shm_pool_leave(CXLShmState *s);
 void cxl_shm_pool_refresh_hosts(CXLShmState *s);
 void cxl_shm_pool_sync_stats(CXLShmState *s);
-const char *cxl_shm_host_state_name(uint32_t state);
 
 /* cxl-shm.c */
 uint32_t cxl_shm_caps(CXLShmState *s);

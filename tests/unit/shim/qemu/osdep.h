@@ -1,6 +1,7 @@
 /*
  * Host-only stand-in for QEMU's qemu/osdep.h, enough to build the cxl-shm
- * line engine (hw-cxl/cxl-shm-line.c) into the unit tests.
+ * line engine (hw-cxl/cxl-shm-line.c) into the unit tests and the pool
+ * format (hw-cxl/cxl-shm-format.c) into cxlpod-pool.
  */
 #ifndef CXLPOD_SHIM_OSDEP_H
 #define CXLPOD_SHIM_OSDEP_H
@@ -10,6 +11,13 @@
 #include <string.h>
 #include <sched.h>
 #include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <inttypes.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <glib.h>
 
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -1,0 +1,338 @@
+/*
+ * cxl-shm: the pool file format, shared by the device and cxlpod-pool
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * See cxl-shm-format.h and docs/pool-format.md.  No QEMU API beyond
+ * qemu/osdep.h and qemu/atomic.h: host-tools build this file too.
+ */
+
+#include "qemu/osdep.h"
+#include <sys/file.h>
+#include "qemu/atomic.h"
+#include "cxl-shm-format.h"
+
+G_STATIC_ASSERT(sizeof(CXLPoolHeader) == 0x50);
+G_STATIC_ASSERT(sizeof(CXLPoolHost) == 128);
+G_STATIC_ASSERT(CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
+                sizeof(CXLPoolHost) <= CXLPOOL_LINELOCK_OFFSET);
+G_STATIC_ASSERT(CXLPOOL_LINELOCK_OFFSET + CXLSHM_NR_LOCKS * 8 <=
+                CXLPOOL_UNDO_OFFSET);
+G_STATIC_ASSERT(sizeof(CXLShmUndo) == 128);
+G_STATIC_ASSERT(CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 *
+                CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo) <=
+                CXLPOOL_LOCK_OFFSET);
+G_STATIC_ASSERT(CXLSHM_STAT_NR <= G_N_ELEMENTS(((CXLPoolHost *)0)->stats));
+
+const char *cxlpool_host_state_name(uint32_t state)
+{
+    switch (state) {
+    case CXLPOOL_HOST_FREE:
+        return "free";
+    case CXLPOOL_HOST_LIVE:
+        return "live";
+    case CXLPOOL_HOST_FAILED:
+        return "failed";
+    case CXLPOOL_HOST_LEFT:
+        return "left";
+    default:
+        return "invalid";
+    }
+}
+
+uint32_t cxlpool_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    int b;
+
+    while (len--) {
+        crc ^= *p++;
+        for (b = 0; b < 8; b++) {
+            crc = (crc >> 1) ^ (0x82f63b78 & -(crc & 1));
+        }
+    }
+    return crc ^ 0xffffffff;
+}
+
+uint32_t cxlpool_header_crc(const CXLPoolHeader *h)
+{
+    return cxlpool_crc32c(0xffffffff, h, offsetof(CXLPoolHeader, crc));
+}
+
+void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
+                         uint64_t create_time_ns)
+{
+    memset(h, 0, sizeof(*h));
+    memcpy(h->magic, CXLPOOL_MAGIC, sizeof(h->magic));
+    h->version = CXLPOOL_VERSION;
+    h->header_size = CXLPOOL_HEADER_SIZE;
+    h->meta_size = CXLPOOL_META_SIZE;
+    h->data_size = g->size;
+    h->coherent_size = g->coherent_size;
+    h->line_size = CXLPOOL_LINE;
+    h->max_hosts = g->max_hosts;
+    h->hosts_offset = CXLPOOL_HOSTS_OFFSET;
+    h->host_entry_size = sizeof(CXLPoolHost);
+    h->lock_offset = CXLPOOL_LOCK_OFFSET;
+    h->create_time_ns = create_time_ns;
+    h->crc = cxlpool_header_crc(h);
+}
+
+static bool all_zero(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (p[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
+                           const CXLPoolGeometry *want)
+{
+    if (!h || file_size < CXLPOOL_META_SIZE) {
+        return CXLPOOL_ERR_TOO_SMALL;
+    }
+    if (all_zero(h, sizeof(*h))) {
+        /* cxlpool_allocate first, cxlpool_write_header last */
+        return CXLPOOL_ERR_NO_HEADER;
+    }
+    if (memcmp(h->magic, CXLPOOL_MAGIC, sizeof(h->magic)) != 0) {
+        return CXLPOOL_ERR_MAGIC;
+    }
+    if (h->version != CXLPOOL_VERSION) {
+        return CXLPOOL_ERR_VERSION;
+    }
+    if (h->crc != cxlpool_header_crc(h)) {
+        return CXLPOOL_ERR_CRC;
+    }
+    if (h->header_size != CXLPOOL_HEADER_SIZE ||
+        h->meta_size != CXLPOOL_META_SIZE ||
+        h->line_size != CXLPOOL_LINE ||
+        h->hosts_offset != CXLPOOL_HOSTS_OFFSET ||
+        h->host_entry_size != sizeof(CXLPoolHost) ||
+        h->lock_offset != CXLPOOL_LOCK_OFFSET) {
+        return CXLPOOL_ERR_LAYOUT;
+    }
+    if (want && (h->data_size != want->size ||
+                 h->coherent_size != want->coherent_size ||
+                 h->max_hosts != want->max_hosts)) {
+        return CXLPOOL_ERR_GEOMETRY;
+    }
+    if (file_size != CXLPOOL_META_SIZE + h->data_size) {
+        return CXLPOOL_ERR_FILE_SIZE;
+    }
+    return CXLPOOL_OK;
+}
+
+char *cxlpool_error_message(CXLPoolError e, const char *path,
+                            const CXLPoolHeader *h, uint64_t file_size,
+                            const CXLPoolGeometry *want)
+{
+    switch (e) {
+    case CXLPOOL_OK:
+        return g_strdup_printf("pool '%s' is a valid cxlpod pool", path);
+    case CXLPOOL_ERR_TOO_SMALL:
+        return g_strdup_printf("pool '%s' is not a cxlpod pool (%" PRIu64
+                               " bytes, smaller than its metadata area); "
+                               "refusing to touch it", path, file_size);
+    case CXLPOOL_ERR_NO_HEADER:
+        return g_strdup_printf("pool '%s' has no header: if it is a cxlpod "
+                               "pool, the QEMU that created it was stopped "
+                               "before writing one, so no host ever joined "
+                               "it; remove the file (or make it a pool again "
+                               "with 'cxlpod-pool create %s') and start "
+                               "again", path, path);
+    case CXLPOOL_ERR_MAGIC:
+        return g_strdup_printf("pool '%s' is not a cxlpod pool (bad magic); "
+                               "refusing to touch it", path);
+    case CXLPOOL_ERR_VERSION:
+        return g_strdup_printf("pool '%s' has format version %u, this QEMU "
+                               "supports version %u only", path, h->version,
+                               CXLPOOL_VERSION);
+    case CXLPOOL_ERR_CRC:
+        return g_strdup_printf("pool '%s' has a corrupt header (checksum "
+                               "mismatch); refusing to touch it", path);
+    case CXLPOOL_ERR_LAYOUT:
+        return g_strdup_printf("pool '%s' has an unsupported layout "
+                               "(metadata size 0x%" PRIx64 ", line size %u)",
+                               path, h->meta_size, h->line_size);
+    case CXLPOOL_ERR_GEOMETRY:
+        return g_strdup_printf("pool '%s' has another geometry: pool size=%"
+                               PRIu64 " coherent-size=%" PRIu64
+                               " max-hosts=%u, device asks size=%" PRIu64
+                               " coherent-size=%" PRIu64 " max-hosts=%u",
+                               path, h->data_size, h->coherent_size,
+                               h->max_hosts, want->size, want->coherent_size,
+                               want->max_hosts);
+    case CXLPOOL_ERR_FILE_SIZE:
+        return g_strdup_printf("pool '%s' is %" PRIu64 " bytes long, its "
+                               "header says %" PRIu64 "; refusing to touch "
+                               "it", path, file_size,
+                               CXLPOOL_META_SIZE + h->data_size);
+    }
+    return g_strdup_printf("pool '%s': unknown error %d", path, e);
+}
+
+const char *cxlpool_recovery(CXLPoolError e)
+{
+    switch (e) {
+    case CXLPOOL_OK:
+        return "nothing to do";
+    case CXLPOOL_ERR_TOO_SMALL:
+    case CXLPOOL_ERR_MAGIC:
+        return "this file is not a pool: give the device another path, or "
+               "remove the file if it is yours and not needed";
+    case CXLPOOL_ERR_NO_HEADER:
+        return "no host ever joined this pool, so nothing is lost: run "
+               "'cxlpod-pool create' on it (it writes the header in place) "
+               "or remove it, then start the hosts";
+    case CXLPOOL_ERR_VERSION:
+    case CXLPOOL_ERR_LAYOUT:
+        return "the pool was made by another cxlpod version: use that "
+               "version, or make a new pool (the data cannot be converted)";
+    case CXLPOOL_ERR_CRC:
+        return "the header was changed by something other than cxlpod: "
+               "restore the file from a copy, or make a new pool; the data "
+               "area may still hold what the hosts wrote";
+    case CXLPOOL_ERR_GEOMETRY:
+        return "start the device with the pool's size, coherent-size and "
+               "max-hosts (cxlpod-pool inspect shows them), or use another "
+               "pool file";
+    case CXLPOOL_ERR_FILE_SIZE:
+        return "the file was truncated or extended after its creation: "
+               "restore it from a copy, or make a new pool";
+    }
+    return "unknown";
+}
+
+const char *cxlpool_geometry_problem(const CXLPoolGeometry *g)
+{
+    if (g->size == 0 || g->size % CXLPOOL_SIZE_ALIGN) {
+        return "size is not a non-zero multiple of 256 MiB";
+    }
+    if (g->size > CXLPOOL_SIZE_MAX) {
+        return "size is larger than 1 TiB";
+    }
+    if (g->coherent_size % CXLPOOL_COHERENT_ALIGN) {
+        return "coherent-size is not a multiple of 2 MiB";
+    }
+    if (g->coherent_size > g->size) {
+        return "coherent-size is larger than size";
+    }
+    if (g->max_hosts < 1 || g->max_hosts > CXLPOOL_MAX_HOSTS) {
+        return "max-hosts is not in [1, 32]";
+    }
+    return NULL;
+}
+
+int cxlpool_flock(int fd, int op)
+{
+    int ret;
+
+    do {
+        ret = flock(fd, op);
+    } while (ret < 0 && errno == EINTR);
+    return ret;
+}
+
+int cxlpool_fd_is_path(int fd, const char *path, struct stat *st)
+{
+    struct stat ps;
+
+    if (fstat(fd, st) < 0) {
+        return -errno;
+    }
+    return st->st_nlink > 0 && stat(path, &ps) == 0 &&
+           ps.st_dev == st->st_dev && ps.st_ino == st->st_ino;
+}
+
+int cxlpool_host_lock(int fd, uint32_t host, short type)
+{
+    struct flock fl = {
+        .l_whence = SEEK_SET,
+        .l_start = CXLPOOL_LOCK_OFFSET + host,
+        .l_len = 1,
+        .l_type = type,
+    };
+
+    if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+bool cxlpool_host_locked(int fd, uint32_t host)
+{
+    struct flock fl = {
+        .l_whence = SEEK_SET,
+        .l_start = CXLPOOL_LOCK_OFFSET + host,
+        .l_len = 1,
+        .l_type = F_WRLCK,
+    };
+
+    if (fcntl(fd, F_OFD_GETLK, &fl) < 0) {
+        return true;    /* cannot tell: assume alive */
+    }
+    return fl.l_type != F_UNLCK;
+}
+
+uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,
+                      int self)
+{
+    uint32_t i, mask = 0;
+
+    for (i = 0; i < max_hosts; i++) {
+        CXLPoolHost *e = &hosts[i];
+
+        if ((int)i == self) {
+            continue;
+        }
+        if (qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
+            !cxlpool_host_locked(fd, i)) {
+            qatomic_set(&e->state, CXLPOOL_HOST_FAILED);
+            mask |= 1u << i;
+        }
+    }
+    return mask;
+}
+
+int cxlpool_allocate(int fd, uint64_t len)
+{
+    /*
+     * The blocks are allocated now, so that a full file system is an
+     * error here and not a SIGBUS on some guest store later.
+     */
+    if (fallocate(fd, 0, 0, len) == 0) {
+        return 0;
+    }
+    if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
+        return -1;
+    }
+    if (ftruncate(fd, len) < 0) {
+        return -2;
+    }
+    return 0;
+}
+
+int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
+                         uint64_t create_time_ns)
+{
+    size_t len = CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
+                 sizeof(CXLPoolHost);
+    g_autofree uint8_t *buf = g_malloc0(len);
+    ssize_t n;
+
+    cxlpool_header_init((CXLPoolHeader *)buf, g, create_time_ns);
+    n = pwrite(fd, buf, len, 0);
+    if (n < 0) {
+        return -errno;
+    }
+    return (size_t)n == len ? 0 : -EIO;
+}

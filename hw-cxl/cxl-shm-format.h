@@ -1,0 +1,181 @@
+/*
+ * cxl-shm: the pool file format, shared by the device and cxlpod-pool
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Layout of the pool's metadata (docs/pool-format.md), validation of a
+ * header against a geometry, the liveness probe of a host slot (its OFD
+ * lock byte), the pool's flock, and creating a pool in an empty file.
+ * It uses only libc and GLib besides qemu/osdep.h and qemu/atomic.h, so
+ * the device builds it inside QEMU and host-tools build it with the
+ * stand-ins of tests/unit/shim.
+ */
+
+#ifndef HW_CXLPOD_CXL_SHM_FORMAT_H
+#define HW_CXLPOD_CXL_SHM_FORMAT_H
+
+#include <sys/stat.h>
+#include "cxl-shm-line.h"
+
+#define CXLPOOL_MAGIC           "CXLPOOL\0"
+#define CXLPOOL_VERSION         2
+#define CXLPOOL_META_SIZE       ((uint64_t)0x200000) /* data starts here */
+#define CXLPOOL_HEADER_SIZE     4096
+#define CXLPOOL_HOSTS_OFFSET    0x1000
+#define CXLPOOL_LINELOCK_OFFSET 0x10000     /* CXLSHM_NR_LOCKS x 8 bytes */
+#define CXLPOOL_UNDO_OFFSET     0x20000     /* [host][bank][slot] undo */
+#define CXLPOOL_LOCK_OFFSET     0x100000    /* liveness byte of each host */
+#define CXLPOOL_LINE            CXLSHM_LINE
+#define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS
+
+/* Geometry limits (the device's property rules, docs/device.md) */
+#define CXLPOOL_SIZE_ALIGN      ((uint64_t)256 << 20)
+#define CXLPOOL_SIZE_MAX        ((uint64_t)1 << 40)
+#define CXLPOOL_COHERENT_ALIGN  ((uint64_t)2 << 20)
+
+/* Line lock words: bit 63 held, host 56..62, undo slot 48..55, gen 0..47 */
+#define CXLPOOL_TAG_HELD        (1ULL << 63)
+#define CXLPOOL_TAG_HOST(t)     ((uint32_t)(((t) >> 56) & 0x7f))
+#define CXLPOOL_TAG_SLOT(t)     ((uint32_t)(((t) >> 48) & 0xff))
+#define CXLPOOL_TAG_GEN(t)      ((t) & ((1ULL << 48) - 1))
+
+enum {
+    CXLPOOL_HOST_FREE = 0,
+    CXLPOOL_HOST_LIVE = 1,
+    CXLPOOL_HOST_FAILED = 2,
+    CXLPOOL_HOST_LEFT = 3,
+};
+
+/* Per-host statistics, in this order in the pool's host table */
+enum {
+    CXLSHM_STAT_WB_OPS,
+    CXLSHM_STAT_INV_OPS,
+    CXLSHM_STAT_FLUSH_OPS,
+    CXLSHM_STAT_WB_LINES,
+    CXLSHM_STAT_INV_LINES,
+    CXLSHM_STAT_NATIVE_OPS,
+    CXLSHM_STAT_ERRORS,
+    CXLSHM_STAT_CONFLICTS,      /* writebacks over another host's data */
+    CXLSHM_STAT_EVICTED,        /* lines evicted (evict-rate) */
+    CXLSHM_STAT_NT_LINES,       /* lines written by non-temporal stores */
+    CXLSHM_STAT_DEFERRED,       /* clwb/clflushopt queued until a fence */
+    CXLSHM_STAT_RESETS,         /* host resets (lines dropped, rejoined) */
+    CXLSHM_STAT_NR,
+};
+
+typedef struct CXLPoolHeader {
+    char magic[8];              /* 0x00 "CXLPOOL\0" */
+    uint32_t version;           /* 0x08 */
+    uint32_t header_size;       /* 0x0c */
+    uint64_t meta_size;         /* 0x10 data starts here in the file */
+    uint64_t data_size;         /* 0x18 */
+    uint64_t coherent_size;     /* 0x20 */
+    uint32_t line_size;         /* 0x28 */
+    uint32_t max_hosts;         /* 0x2c */
+    uint32_t hosts_offset;      /* 0x30 */
+    uint32_t host_entry_size;   /* 0x34 */
+    uint64_t lock_offset;       /* 0x38 */
+    uint64_t create_time_ns;    /* 0x40 wall clock */
+    uint32_t crc;               /* 0x48 crc32c of bytes [0, 0x48) */
+    uint32_t reserved0;         /* 0x4c */
+} CXLPoolHeader;
+
+typedef struct CXLPoolHost {
+    uint32_t state;             /* 0x00 CXLPOOL_HOST_* */
+    uint32_t pid;               /* 0x04 */
+    uint64_t generation;        /* 0x08 */
+    uint64_t join_time_ns;      /* 0x10 */
+    uint64_t leave_time_ns;     /* 0x18 */
+    uint64_t stats[12];         /* 0x20 CXLSHM_STAT_* */
+} CXLPoolHost;
+
+typedef struct CXLPoolGeometry {
+    uint64_t size;              /* data bytes */
+    uint64_t coherent_size;
+    uint32_t max_hosts;
+} CXLPoolGeometry;
+
+/* Why a pool file is refused, in the order they are checked */
+typedef enum CXLPoolError {
+    CXLPOOL_OK,
+    CXLPOOL_ERR_TOO_SMALL,      /* smaller than the metadata area */
+    CXLPOOL_ERR_NO_HEADER,      /* all-zero header: a torn create */
+    CXLPOOL_ERR_MAGIC,
+    CXLPOOL_ERR_VERSION,
+    CXLPOOL_ERR_CRC,
+    CXLPOOL_ERR_LAYOUT,
+    CXLPOOL_ERR_GEOMETRY,       /* only when a geometry is asked for */
+    CXLPOOL_ERR_FILE_SIZE,
+} CXLPoolError;
+
+const char *cxlpool_host_state_name(uint32_t state);
+
+/* CRC-32C as QEMU's crc32c(): cxlpool_crc32c(0xffffffff, buf, len) */
+uint32_t cxlpool_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t cxlpool_header_crc(const CXLPoolHeader *h);
+
+/* A header for @g, its checksum set */
+void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
+                         uint64_t create_time_ns);
+
+/*
+ * Why the pool file of @file_size bytes whose header is @h is refused,
+ * or CXLPOOL_OK.  @h may be NULL when the file is smaller than the
+ * metadata area; @want is the geometry asked for, or NULL to accept the
+ * header's.  Nothing is written.
+ */
+CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
+                           const CXLPoolGeometry *want);
+
+/*
+ * The refusal as one sentence naming @path ("pool '<path>' ..."), the
+ * text the device prints after "cxl-shm: ".  Free with g_free.
+ */
+char *cxlpool_error_message(CXLPoolError e, const char *path,
+                            const CXLPoolHeader *h, uint64_t file_size,
+                            const CXLPoolGeometry *want);
+
+/* How to recover from @e (one sentence), for cxlpod-pool check */
+const char *cxlpool_recovery(CXLPoolError e);
+
+/* What is wrong with a geometry, or NULL when the device accepts it */
+const char *cxlpool_geometry_problem(const CXLPoolGeometry *g);
+
+/* flock() that retries on EINTR */
+int cxlpool_flock(int fd, int op);
+
+/*
+ * 1 when @fd is the file that @path names now, 0 when that file was
+ * removed or replaced (open the path again), -errno when @fd cannot be
+ * stat'ed.  *st is @fd's stat.
+ */
+int cxlpool_fd_is_path(int fd, const char *path, struct stat *st);
+
+/* OFD lock on the liveness byte of @host: F_WRLCK takes, F_UNLCK drops */
+int cxlpool_host_lock(int fd, uint32_t host, short type);
+
+/* true if some process holds the liveness byte of @host (or cannot tell) */
+bool cxlpool_host_locked(int fd, uint32_t host);
+
+/*
+ * With the pool's flock held: mark failed every host other than @self
+ * (-1: none) that is live in @hosts but whose liveness byte is free.
+ * Returns the mask of the hosts it marked.
+ */
+uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,
+                      int self);
+
+/*
+ * Allocate the @len bytes of an empty pool file (fallocate; ftruncate
+ * where the file system cannot).  0, -1 if the allocation failed (no
+ * space), -2 if the file could not be sized; errno says why.
+ */
+int cxlpool_allocate(int fd, uint64_t len);
+
+/* Write the header for @g and a zeroed host table: 0 or -errno */
+int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
+                         uint64_t create_time_ns);
+
+#endif
