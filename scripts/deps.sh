@@ -7,7 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/apt-archive.sh"
 
 PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
-      libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev
+      libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev libjson-glib-dev
       seabios qemu-system-data busybox-static cpio xz-utils zstd kmod
       libelf1
       python3-venv python3-setuptools python3-wheel python3-yaml

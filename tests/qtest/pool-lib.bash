@@ -1,0 +1,61 @@
+# Helpers of tests/qtest/pool-tool.sh and kill-steps.sh (sourced; not a
+# test itself): QEMU hosts on a pool under the qtest accelerator, TAP-style
+# results.  Needs TOP, QEMU and TOOL set.
+[ -x "$QEMU" ] || { echo "no QEMU at $QEMU (run scripts/build-qemu.sh)"; exit 1; }
+[ -x "$TOOL" ] || { echo "no cxlpod-pool at $TOOL (run scripts/build-tools.sh)"; exit 1; }
+D=$(mktemp -d "${TMPDIR:-/tmp}/cxlpod-qtest-pool.XXXXXX")
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$D"
+}
+trap cleanup EXIT
+fails=0; n=0
+ok()  { n=$((n + 1)); echo "ok $n - $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -z "${2:-}" ] || sed 's/^/# /' <<<"$2"; }
+# expect NAME RC PATTERN CMD...: CMD exits RC and its output matches PATTERN
+expect() {
+    local name=$1 want=$2 pat=$3 out rc; shift 3
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" != "$want" ]; then bad "$name" "exit $rc, wanted $want: $out"
+    elif [ -n "$pat" ] && ! grep -qE -- "$pat" <<<"$out"; then bad "$name" "no /$pat/ in: $out"
+    else ok "$name"; fi
+}
+finish() { echo "1..$n"; [ "$fails" = 0 ]; exit; }
+META=$((0x200000)); MIB=$((1 << 20))
+json() { "$TOOL" inspect --json "$1" 2>/dev/null | jq -r "$2"; }
+table_sum() { head -c $META "$1" | sha256sum; }
+
+qemu_args() {  # qemu_args POOL HOST-ID: one host of the qtest's geometry
+    local fw=
+    [ -e /usr/share/seabios/bios-256k.bin ] && fw="-L /usr/share/seabios -L /usr/share/qemu"
+    echo "$fw -accel qtest -display none -S -qtest null -machine q35,cxl=on -m 128M -nodefaults" \
+         "-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1" \
+         "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2" \
+         "-device cxl-shm,bus=rp0,id=shm0,pool=$1,size=256M,coherent-size=64M,host-id=$2,max-hosts=4" \
+         "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"
+}
+# start_host POOL HOST-ID [VAR=VALUE...]: a QEMU in the background, pid in PID
+start_host() {
+    local pool=$1 id=$2; shift 2
+    # shellcheck disable=SC2046
+    env "$@" "$QEMU" $(qemu_args "$pool" "$id") >"$D/qemu-$id.log" 2>&1 &
+    PID=$!; PIDS+=("$PID")
+}
+# run_host POOL HOST-ID: a QEMU that is expected to exit (refused); its output
+run_host() {
+    # shellcheck disable=SC2046
+    timeout 30 "$QEMU" $(qemu_args "$1" "$2") 2>&1
+}
+# wait_joined POOL HOST-ID PID GENERATION: the host table shows PID live
+# in that slot with that generation (30 s), else 1
+wait_joined() {
+    local i
+    for i in $(seq 300); do
+        [ "$(json "$1" ".hosts[$2] | \"\(.status) \(.pid) \(.generation)\"")" = "live $3 $4" ] && return 0
+        kill -0 "$3" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# cxlpod-pool against the built QEMU (qtest accelerator, no guest): pools
+# made by QEMU are inspected and checked; reset-host and wipe refuse while
+# a QEMU holds the host; after kill -9 the host shows failed and
+# reset-host works; a pool made by the tool is joined by QEMU (the same
+# format code), or refused with the device's message when its geometry
+# differs; the no-header refusal points at the tool, whose create repairs
+# it.  Run by scripts/test.sh (CXLPOD_TOP, CXLPOD_QEMU), or by hand.
+set -uo pipefail
+TOP=${CXLPOD_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+QEMU=${CXLPOD_QEMU:-$TOP/build/qemu/qemu-system-x86_64}
+TOOL=${CXLPOD_POOL_TOOL:-$TOP/build/meson/host-tools/cxlpod-pool}
+. "$TOP/tests/qtest/pool-lib.bash"
+
+P=$D/q.pool
+# 1. QEMU creates the pool; the tool sees host 0 live, refuses to touch it
+start_host "$P" 0; h0=$PID
+wait_joined "$P" 0 "$h0" 1 || bad "host 0 joins a pool it creates" "$(cat "$D/qemu-0.log")"
+[ "$(json "$P" '"\(.size) \(.coherent_size) \(.max_hosts) \(.hosts[0].status) \(.hosts[0].locked) \(.hosts[0].pid) \(.hosts[0].generation)"')" \
+    = "268435456 67108864 4 live true $h0 1" ] && ok "inspect: QEMU's pool, host 0 live with its pid, generation 1" \
+    || bad "inspect: QEMU's pool" "$("$TOOL" inspect "$P")"
+expect "check: QEMU's pool is ok" 0 ": ok \(size 268435456, coherent-size 67108864, max-hosts 4\), 0 notes" "$TOOL" check "$P"
+table=$(table_sum "$P")
+expect "reset-host refuses while host 0 lives" 1 "host 0 of pool .* is live \(pid $h0 holds" "$TOOL" reset-host 0 "$P"
+expect "wipe refuses while host 0 lives" 1 "has live hosts: 0 \(pid $h0\)" "$TOOL" wipe "$P"
+[ "$table" = "$(table_sum "$P")" ] && ok "refusals leave the metadata unchanged" || bad "refusals leave the metadata unchanged"
+kill -0 "$h0" && ok "host 0 still runs" || bad "host 0 still runs"
+
+# 2. host 1 joins, is killed with SIGKILL: failed; reset-host clears it
+start_host "$P" 1; h1=$PID
+wait_joined "$P" 1 "$h1" 1 || bad "host 1 joins" "$(cat "$D/qemu-1.log")"
+kill -9 "$h1"; wait "$h1" 2>/dev/null
+[ "$(json "$P" '.hosts[1] | "\(.status) \(.state) \(.locked)"')" = "failed live false" ] \
+    && ok "after kill -9: host 1 failed (table live, lock free)" || bad "after kill -9: host 1 failed" "$("$TOOL" inspect "$P")"
+expect "check: the dead host is a note" 0 "host 1 \(pid $h1, generation 1\) died without leaving" "$TOOL" check "$P"
+expect "wipe still refuses (host 0 lives)" 1 "live hosts: 0 " "$TOOL" wipe "$P"
+expect "reset-host 1 after kill -9" 0 "host 1 of pool .*: was live, now free \(generation 1 kept" "$TOOL" reset-host 1 "$P"
+[ "$(json "$P" '.hosts[1] | "\(.status) \(.generation) \(.pid)"')" = "free 1 0" ] \
+    && ok "host 1 free, generation kept" || bad "host 1 free, generation kept" "$(json "$P" '.hosts[1]')"
+start_host "$P" 1; h1=$PID
+wait_joined "$P" 1 "$h1" 2 && ok "host 1 rejoins after reset-host with generation 2" || bad "host 1 rejoins with generation 2" "$("$TOOL" inspect "$P")"
+
+# 3. clean leave (SIGTERM) = left; with no host live, wipe zeroes the data
+kill -TERM "$h1"; wait "$h1" 2>/dev/null
+[ "$(json "$P" '.hosts[1].status')" = left ] && ok "SIGTERM: host 1 left" || bad "SIGTERM: host 1 left" "$(json "$P" '.hosts[1]')"
+kill -9 "$h0"; wait "$h0" 2>/dev/null
+printf 'cxlpod' | dd of="$P" bs=1 seek=$((META + 4096)) conv=notrunc status=none
+expect "wipe with every host dead or gone" 0 "268435456 bytes of data zeroed" "$TOOL" wipe "$P"
+[ "$(dd if="$P" bs=1 skip=$((META + 4096)) count=6 status=none | tr -d '\0')" = "" ] && ok "wipe: data zero" || bad "wipe: data zero"
+start_host "$P" 0; h0=$PID
+wait_joined "$P" 0 "$h0" 2 && ok "a wiped pool is joined again (generation 2)" || bad "a wiped pool is joined again" "$(cat "$D/qemu-0.log")"
+kill -TERM "$h0"; wait "$h0" 2>/dev/null
+
+# 4. a pool made by the tool: QEMU joins it, or refuses another geometry
+T=$D/t.pool
+"$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$T" >/dev/null
+start_host "$T" 2; h2=$PID
+wait_joined "$T" 2 "$h2" 1 && ok "QEMU joins a pool made by cxlpod-pool" || bad "QEMU joins a pool made by cxlpod-pool" "$(cat "$D/qemu-2.log")"
+kill -TERM "$h2"; wait "$h2" 2>/dev/null
+"$TOOL" create --size 256M --coherent-size 64M --max-hosts 2 "$D/t2.pool" >/dev/null
+expect "QEMU refuses a tool pool of another geometry" 1 "has another geometry: pool size=268435456 coherent-size=67108864 max-hosts=2" run_host "$D/t2.pool" 0
+
+# 5. no header: QEMU points at the tool; the tool agrees and repairs it
+N=$D/nh.pool
+truncate -s $((META + 256 * MIB)) "$N"
+expect "QEMU refuses a pool with no header, naming the tool" 1 "has no header: .*cxlpod-pool create $N" run_host "$N" 0
+expect "check agrees: no header" 1 "has no header" "$TOOL" check "$N"
+expect "cxlpod-pool create repairs it" 0 "had no header" "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$N"
+start_host "$N" 0; h0=$PID
+wait_joined "$N" 0 "$h0" 1 && ok "QEMU joins the repaired pool" || bad "QEMU joins the repaired pool" "$(cat "$D/qemu-0.log")"
+kill -TERM "$h0"; wait "$h0" 2>/dev/null
+
+finish

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Unit tests of cxlpod-pool on pool files it makes itself (no QEMU; the
+# qtest tests/qtest/pool-tool.sh does the same against QEMU's pools).
+# A live host is faked by a process holding the host's OFD liveness lock
+# (python3 fcntl), a starting QEMU by a process holding the pool's flock.
+#
+#   pool-tool.sh BUILD/host-tools/cxlpod-pool
+set -uo pipefail
+TOOL=${1:?usage: pool-tool.sh CXLPOD-POOL}
+D=$(mktemp -d "${TMPDIR:-/tmp}/cxlpod-pool-unit.XXXXXX")
+HOLDERS=()
+cleanup() {
+    local p
+    for p in "${HOLDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$D"
+}
+trap cleanup EXIT
+fails=0; n=0
+ok()   { n=$((n + 1)); echo "ok $n - $1"; }
+bad()  { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -z "${2:-}" ] || echo "# $2"; }
+# expect NAME RC PATTERN CMD...: CMD exits RC and its output matches PATTERN
+expect() {
+    local name=$1 want=$2 pat=$3 out rc; shift 3
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" != "$want" ]; then bad "$name" "exit $rc, wanted $want: $out"
+    elif [ -n "$pat" ] && ! grep -qE -- "$pat" <<<"$out"; then bad "$name" "no /$pat/ in: $out"
+    else ok "$name"; fi
+}
+META=$((0x200000)); MIB=$((1 << 20))
+poke() {  # poke FILE OFFSET HEXBYTES: write raw bytes
+    printf "$(sed 's/../\\x&/g' <<<"$3")" | dd of="$1" bs=1 seek=$(($2)) conv=notrunc status=none
+}
+json() { "$TOOL" inspect --json "$1" | jq -r "$2"; }
+hold_host() {  # hold_host POOL HOST: a fake live QEMU (OFD lock on its byte)
+    python3 - "$1" "$2" <<'PY' &
+import fcntl, os, struct, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.fcntl(fd, fcntl.F_OFD_SETLK,
+            struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0x100000 + int(sys.argv[2]), 1, 0))
+open(sys.argv[1] + ".held", "w").close()
+time.sleep(300)
+PY
+    HOLDERS+=($!)
+    for _ in $(seq 100); do [ -e "$1.held" ] && break; sleep 0.05; done
+    rm -f "$1.held"
+}
+release_all() {
+    local p
+    for p in "${HOLDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    HOLDERS=()
+}
+
+P=$D/a.pool
+# create
+expect "create" 0 "created pool" "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 --mode 0640 "$P"
+[ "$(stat -c %s "$P")" = $((META + 256 * MIB)) ] && ok "create: file size" || bad "create: file size" "$(stat -c %s "$P")"
+[ "$(stat -c %a "$P")" = 640 ] && ok "create: mode" || bad "create: mode" "$(stat -c %a "$P")"
+[ "$(head -c 8 "$P" | tr -d '\0')" = CXLPOOL ] && ok "create: magic" || bad "create: magic"
+expect "create: refuses an existing pool" 1 "refusing to overwrite" "$TOOL" create --size 256M "$P"
+expect "create: size not a multiple of 256M" 2 "256 MiB" "$TOOL" create --size 100M "$D/b.pool"
+expect "create: coherent larger than size" 2 "larger than size" "$TOOL" create --size 256M --coherent-size 512M "$D/b.pool"
+expect "create: max-hosts 33" 2 "max-hosts" "$TOOL" create --size 256M --max-hosts 33 "$D/b.pool"
+expect "create: mode without owner write" 2 "mode" "$TOOL" create --size 256M --mode 0400 "$D/b.pool"
+[ ! -e "$D/b.pool" ] && ok "create: a refused create leaves no file" || bad "create: a refused create leaves no file"
+if [ "$(id -u)" = 0 ]; then
+    expect "create: owner" 0 "created" "$TOOL" create --size 256M --owner 65534:65534 "$D/o.pool"
+    [ "$(stat -c %u:%g "$D/o.pool")" = 65534:65534 ] && ok "create: owner set" || bad "create: owner set"
+fi
+
+# inspect
+[ "$(json "$P" '.size, .coherent_size, .max_hosts, .line_size, .version' | tr '\n' ' ')" = "268435456 67108864 4 64 2 " ] \
+    && ok "inspect --json: geometry" || bad "inspect --json: geometry" "$("$TOOL" inspect --json "$P")"
+[ "$(json "$P" '[.hosts[] | .status] | join(",")')" = "free,free,free,free" ] \
+    && ok "inspect --json: four free hosts" || bad "inspect --json: four free hosts"
+expect "inspect: text" 0 "max-hosts 4" "$TOOL" inspect "$P"
+expect "check: a new pool is ok" 0 ": ok \(size 268435456" "$TOOL" check "$P"
+
+# a host that died while live (state live, generation 3, lock free)
+cp --sparse=always "$P" "$D/dead.pool"
+poke "$D/dead.pool" $((0x1000 + 128)) 01000000d2040000""0300000000000000
+[ "$(json "$D/dead.pool" '.hosts[1] | "\(.state) \(.status) \(.locked) \(.generation) \(.pid)"')" = "live failed false 3 1234" ] \
+    && ok "inspect: a dead live host shows failed" || bad "inspect: a dead live host shows failed" "$(json "$D/dead.pool" '.hosts[1]')"
+expect "check: a dead live host is a note, not a problem" 0 "host 1 \(pid 1234, generation 3\) died without leaving" "$TOOL" check "$D/dead.pool"
+# ... while its QEMU still lives (lock held): reset-host and wipe refuse
+hold_host "$D/dead.pool" 1
+[ "$(json "$D/dead.pool" '.hosts[1].status')" = live ] && ok "inspect: held lock = live" || bad "inspect: held lock = live"
+before=$(sha256sum <"$D/dead.pool")
+expect "reset-host: refuses a live host" 1 "host 1 .* is live \(pid 1234" "$TOOL" reset-host 1 "$D/dead.pool"
+expect "wipe: refuses while a host is live" 1 "live hosts: 1 \(pid 1234\)" "$TOOL" wipe "$D/dead.pool"
+[ "$before" = "$(sha256sum <"$D/dead.pool")" ] && ok "refusals leave the file unchanged" || bad "refusals leave the file unchanged"
+release_all
+expect "reset-host: a dead host" 0 "was live, now free \(generation 3 kept: its next join is generation 4\)" "$TOOL" reset-host 1 "$D/dead.pool"
+[ "$(json "$D/dead.pool" '.hosts[1] | "\(.state) \(.generation) \(.pid)"')" = "free 3 0" ] \
+    && ok "reset-host: slot free, generation kept" || bad "reset-host: slot free, generation kept" "$(json "$D/dead.pool" '.hosts[1]')"
+expect "reset-host: out of range" 2 "max-hosts-1=3" "$TOOL" reset-host 4 "$D/dead.pool"
+
+# reset-host and wipe take the pool's flock: they wait for a starting QEMU
+flock "$D/dead.pool" sleep 2 & fl=$!
+sleep 0.3
+t0=$(date +%s%N)
+"$TOOL" reset-host 1 "$D/dead.pool" >/dev/null 2>&1
+t1=$(date +%s%N)
+wait $fl
+[ $(( (t1 - t0) / 1000000 )) -ge 1200 ] && ok "reset-host waits for the pool's flock" \
+    || bad "reset-host waits for the pool's flock" "took $(( (t1 - t0) / 1000000 )) ms"
+
+# wipe: data zeroed, line locks and undo slots cleared, host table kept
+poke "$D/dead.pool" $((META + 12345)) deadbeef
+poke "$D/dead.pool" $((0x10000 + 8 * 7)) 0300000000000181     # lock word 7: host 1, gen 3
+expect "check: a dead host's line lock is a note" 0 "1 line locks and 0 unfinished line writes belong to dead hosts" "$TOOL" check "$D/dead.pool"
+hold_host "$D/dead.pool" 3
+expect "wipe: refuses while host 3 is live" 1 "live hosts: 3" "$TOOL" wipe "$D/dead.pool"
+release_all
+expect "wipe: no live host" 0 "268435456 bytes of data zeroed" "$TOOL" wipe "$D/dead.pool"
+[ "$(dd if="$D/dead.pool" bs=1 skip=$((META + 12345)) count=4 status=none | od -An -tx1 | tr -d ' ')" = 00000000 ] \
+    && ok "wipe: data is zero" || bad "wipe: data is zero"
+[ "$(json "$D/dead.pool" '.line_locks_held, .hosts[1].generation' | tr '\n' ' ')" = "0 3 " ] \
+    && ok "wipe: locks cleared, generations kept" || bad "wipe: locks cleared, generations kept"
+[ "$(stat -c %s "$D/dead.pool")" = $((META + 256 * MIB)) ] && ok "wipe: size kept" || bad "wipe: size kept"
+
+# check: every broken invariant is reported with a recovery
+corrupt() {  # corrupt NAME PATTERN OFFSET HEX
+    cp --sparse=always "$P" "$D/c.pool"; poke "$D/c.pool" "$3" "$4"
+    local out rc
+    out=$("$TOOL" check "$D/c.pool" 2>&1); rc=$?
+    if [ $rc = 1 ] && grep -qE -- "$2" <<<"$out" && grep -q "recovery: " <<<"$out"; then ok "check: $1"
+    else bad "check: $1" "exit $rc: $out"; fi
+}
+corrupt "bad magic" "bad magic" 0 58585858
+corrupt "future version" "format version 3|corrupt header" 8 03000000
+corrupt "checksum" "corrupt header \(checksum mismatch\)" $((0x20)) 00000008
+corrupt "state 7" "host 2 has state 7" $((0x1000 + 256)) 07000000
+corrupt "live with generation 0" "host 0 is live but has generation 0" $((0x1000)) 01000000
+corrupt "left without leave time" "host 3 has left but has no leave time" $((0x1000 + 384)) 030000000100000001
+corrupt "slot beyond max-hosts" "host slot 9 is beyond max-hosts 4" $((0x1000 + 9 * 128 + 8)) 01
+corrupt "lock word without held bit" "line lock word 5 is 0x0000000000000001" $((0x10000 + 40)) 01
+corrupt "lock word of host 20" "line lock word 6 is 0x9400000000000001" $((0x10000 + 48)) 0100000000000094
+corrupt "undo slot of another host" "undo slot 0 is armed" $((0x20000)) 0100000000000081
+cp --sparse=always "$P" "$D/c.pool"; truncate -s $((META + 128 * MIB)) "$D/c.pool"
+expect "check: truncated" 1 "bytes long, its header says 270532608" "$TOOL" check "$D/c.pool"
+printf 'hello\n' >"$D/t.pool"
+expect "check: not a pool" 1 "is not a cxlpod pool .* smaller than its metadata" "$TOOL" check "$D/t.pool"
+truncate -s $((META + 256 * MIB)) "$D/nh.pool"
+expect "check: no header (torn create)" 1 "recovery: no host ever joined" "$TOOL" check "$D/nh.pool"
+expect "create: rewrites a headerless pool in place" 0 "had no header" "$TOOL" create --size 256M --max-hosts 4 "$D/nh.pool"
+expect "check: the remade pool is ok" 0 ": ok" "$TOOL" check "$D/nh.pool"
+expect "inspect: missing file" 2 "cannot open pool" "$TOOL" inspect "$D/missing.pool"
+expect "unknown command" 2 "unknown command" "$TOOL" frobnicate
+[ -d "$D" ] && expect "check: a directory" 1 "not a regular file" "$TOOL" check "$D"
+
+echo "1..$n"
+[ "$fails" = 0 ]
