@@ -168,6 +168,7 @@ typedef struct Pool {
     CXLPoolHeader *hdr;
     CXLPoolHost *hosts;
     CXLPoolError err;
+    bool empty;                 /* 0 bytes: a create stopped before sizing */
 } Pool;
 
 /* Open, lock, validate (any geometry) and map the metadata of a pool */
@@ -185,6 +186,12 @@ static int pool_open(Pool *p, const char *path, bool write)
     }
     if (!S_ISREG(p->st.st_mode)) {
         fail("pool '%s' is not a regular file", path);
+        return 1;
+    }
+    if (p->st.st_size == 0) {
+        p->empty = true;
+        fail("pool '%s' is empty: not a pool yet; the next host start (or "
+             "'cxlpod-pool create') makes it one", path);
         return 1;
     }
     if ((uint64_t)p->st.st_size >= CXLPOOL_META_SIZE &&
@@ -686,7 +693,16 @@ static void check_hosts(Pool *p, Report *r)
             problem(r, reset, "host %u is live but has a leave time", i);
         }
         if (state == CXLPOOL_HOST_LEFT && !e->leave_time_ns) {
-            problem(r, reset, "host %u has left but has no leave time", i);
+            if (e->join_time_ns && !locked) {
+                /* a join writes pid, join time, leave time 0, generation */
+                note(r, "host %u (pid %u) was stopped half-way through "
+                     "joining (generation %" PRIu64 " taken, never live); "
+                     "its next join is generation %" PRIu64, i, e->pid,
+                     e->generation, e->generation + 1);
+            } else if (!e->join_time_ns) {
+                problem(r, reset, "host %u has left but has no leave time",
+                        i);
+            }
         }
         if (state == CXLPOOL_HOST_LIVE && !locked) {
             note(r, "host %u (pid %u, generation %" PRIu64 ") died without "
@@ -774,6 +790,14 @@ static int cmd_check(int argc, char **argv)
     if (ret == 2) {
         pool_close(&p);
         return 2;
+    }
+    if (ret == 1 && p.empty) {
+        /* what a QEMU killed before it sized a new pool leaves */
+        note(&r, "'%s' is empty: the next host start creates the pool in "
+             "it (the file's mode is set then)", argv[1]);
+        printf("%s: ok (empty), 1 note\n", argv[1]);
+        pool_close(&p);
+        return 0;
     }
     if (ret == 1) {
         if (p.err != CXLPOOL_OK) {
