@@ -751,7 +751,9 @@ static const struct {
     { "no-directory", POOL_MISSING, "pool=%s/nodir/x.pool,size=256M",
       "cannot open pool" },
     { "no-header", POOL_NO_HEADER, "pool=%s,size=256M,coherent-size=64M,"
-      "max-hosts=4", "was stopped before writing one, so no host ever" },
+      "max-hosts=4", "was stopped before writing one, so no host ever "
+      "joined it; remove the file (or make it a pool again with "
+      "'cxlpod-pool create" },
     { "read-only", POOL_READONLY, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "is read-only (mode 0400)" },
     { "other-user", POOL_OTHER_USER, "pool=%s,size=256M,coherent-size=64M,"
