@@ -770,6 +770,41 @@ static void check_locks(Pool *p, Report *r)
     }
 }
 
+/* Metadata no cxlpod code writes: must be zero */
+static void check_reserved(Pool *p, Report *r)
+{
+    static const struct {
+        uint64_t start, end;
+        const char *what;
+    } areas[] = {
+        { sizeof(CXLPoolHeader), CXLPOOL_HOSTS_OFFSET,
+          "the rest of the header page" },
+        { CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost),
+          CXLPOOL_LINELOCK_OFFSET, "the space after the host table" },
+        { CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
+          sizeof(CXLShmUndo), CXLPOOL_LOCK_OFFSET,
+          "the space after the undo slots" },
+        { CXLPOOL_LOCK_OFFSET, CXLPOOL_META_SIZE,
+          "the liveness lock bytes (only ever locked)" },
+    };
+    size_t i;
+    uint64_t k;
+
+    for (i = 0; i < G_N_ELEMENTS(areas); i++) {
+        for (k = areas[i].start; k < areas[i].end; k++) {
+            if (p->meta[k]) {
+                problem(r, "something other than cxlpod wrote the metadata; "
+                        "the hosts do not read this area, so they still "
+                        "start: find the writer, and make a new pool if in "
+                        "doubt", "metadata no cxlpod code writes is not zero: "
+                        "%s (byte 0x%" PRIx64 " is 0x%02x)", areas[i].what,
+                        k, p->meta[k]);
+                break;
+            }
+        }
+    }
+}
+
 static int cmd_check(int argc, char **argv)
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new(
@@ -833,6 +868,7 @@ static int cmd_check(int argc, char **argv)
     if (!why) {
         check_hosts(&p, &r);
         check_locks(&p, &r);
+        check_reserved(&p, &r);
     }
     if (r.problems) {
         printf("%s: %d problem%s, %d note%s\n", argv[1], r.problems,

@@ -136,6 +136,8 @@ corrupt "slot beyond max-hosts" "host slot 9 is beyond max-hosts 4" $((0x1000 + 
 corrupt "lock word without held bit" "line lock word 5 is 0x0000000000000001" $((0x10000 + 40)) 01
 corrupt "lock word of host 20" "line lock word 6 is 0x9400000000000001" $((0x10000 + 48)) 0100000000000094
 corrupt "undo slot of another host" "undo slot 0 is armed" $((0x20000)) 0100000000000081
+corrupt "reserved header bytes" "is not zero: the rest of the header page \(byte 0x100 is 0x2a\)" $((0x100)) 2a
+corrupt "liveness lock bytes written" "is not zero: the liveness lock bytes .*\(byte 0x100003 is 0x01\)" $((0x100003)) 01
 cp --sparse=always "$P" "$D/c.pool"; truncate -s $((META + 128 * MIB)) "$D/c.pool"
 expect "check: truncated" 1 "bytes long, its header says 270532608" "$TOOL" check "$D/c.pool"
 printf 'hello\n' >"$D/t.pool"
