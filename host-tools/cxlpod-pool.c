@@ -169,6 +169,7 @@ typedef struct Pool {
     CXLPoolHost *hosts;
     CXLPoolError err;
     bool empty;                 /* 0 bytes: a create stopped before sizing */
+    uint32_t nr_hosts;          /* max_hosts, at most CXLPOOL_MAX_HOSTS */
 } Pool;
 
 /* Open, lock, validate (any geometry) and map the metadata of a pool */
@@ -218,6 +219,21 @@ static int pool_open(Pool *p, const char *path, bool write)
     }
     p->hdr = (CXLPoolHeader *)p->meta;
     p->hosts = (CXLPoolHost *)(p->meta + CXLPOOL_HOSTS_OFFSET);
+    p->nr_hosts = MIN(p->hdr->max_hosts, CXLPOOL_MAX_HOSTS);
+    if (write) {
+        CXLPoolGeometry g = {
+            .size = p->hdr->data_size,
+            .coherent_size = p->hdr->coherent_size,
+            .max_hosts = p->hdr->max_hosts,
+        };
+        const char *why = cxlpool_geometry_problem(&g);
+
+        if (why) {
+            fail("pool '%s' has an impossible geometry (%s); see "
+                 "'cxlpod-pool check'", path, why);
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -494,7 +510,7 @@ static void print_text(Pool *p)
            held, armed);
     printf("  host  status   table    lock  pid       generation  joined"
            "                leave\n");
-    for (i = 0; i < h->max_hosts; i++) {
+    for (i = 0; i < p->nr_hosts; i++) {
         CXLPoolHost *e = &p->hosts[i];
         g_autofree char *jt = fmt_time(e->join_time_ns);
         g_autofree char *lt = fmt_time(e->leave_time_ns);
@@ -551,7 +567,7 @@ static void print_json(Pool *p)
     json_builder_add_int_value(b, armed);
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
-    for (i = 0; i < h->max_hosts; i++) {
+    for (i = 0; i < p->nr_hosts; i++) {
         CXLPoolHost *e = &p->hosts[i];
         bool locked;
         const char *status = host_status(p, i, &locked);

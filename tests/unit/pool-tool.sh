@@ -138,6 +138,24 @@ corrupt "lock word of host 20" "line lock word 6 is 0x9400000000000001" $((0x100
 corrupt "undo slot of another host" "undo slot 0 is armed" $((0x20000)) 0100000000000081
 corrupt "reserved header bytes" "is not zero: the rest of the header page \(byte 0x100 is 0x2a\)" $((0x100)) 2a
 corrupt "liveness lock bytes written" "is not zero: the liveness lock bytes .*\(byte 0x100003 is 0x01\)" $((0x100003)) 01
+# a header with a valid checksum but max-hosts 40 (no device makes that)
+cp --sparse=always "$P" "$D/g.pool"
+python3 - "$D/g.pool" <<'PY'
+import struct, sys
+f = open(sys.argv[1], "r+b")
+h = bytearray(f.read(0x48))
+h[0x2c:0x30] = struct.pack("<I", 40)
+c = 0xffffffff
+for b in h:
+    c ^= b
+    for _ in range(8):
+        c = (c >> 1) ^ (0x82f63b78 & -(c & 1))
+f.seek(0)
+f.write(h + struct.pack("<I", c ^ 0xffffffff))
+PY
+expect "check: an impossible geometry under a valid checksum" 1 "geometry is invalid: max-hosts is not in \[1, 32\]" "$TOOL" check "$D/g.pool"
+expect "inspect: an impossible geometry is shown, 32 slots at most" 0 "max-hosts 40" "$TOOL" inspect "$D/g.pool"
+expect "wipe: refuses an impossible geometry" 1 "impossible geometry" "$TOOL" wipe "$D/g.pool"
 cp --sparse=always "$P" "$D/c.pool"; truncate -s $((META + 128 * MIB)) "$D/c.pool"
 expect "check: truncated" 1 "bytes long, its header says 270532608" "$TOOL" check "$D/c.pool"
 printf 'hello\n' >"$D/t.pool"
