@@ -386,6 +386,14 @@ static bool nt_written(int ins, size_t i)
 	return ins != NT_VMASKMOVDQU_HALF || !(i & 1);
 }
 
+/* copy with LOAD into register REG (CLOB: its clobber name), then the
+ * non-temporal STORE, STEP bytes at a time */
+#define NT_LOOP(step, load, store, reg, clob)                                                 \
+	for (i = 0; i < len; i += (step))                                                      \
+		__asm__ volatile(load " (%1), %%" reg "\n\t" store " %%" reg ", (%0)"           \
+				 ::"r"(dst + i), "r"(src + i)                                          \
+				 : "memory", clob)
+
 static void nt_copy(int ins, uint8_t *dst, const uint8_t *src, size_t len)
 {
 	static const uint8_t ones[16] __attribute__((aligned(16))) = {
@@ -408,42 +416,28 @@ static void nt_copy(int ins, uint8_t *dst, const uint8_t *src, size_t len)
 					 : "r"(*(const uint64_t *)(src + i)));
 		break;
 	case NT_MOVNTQ:
-		for (i = 0; i < len; i += 8)
-			__asm__ volatile("movq (%1), %%mm0\n\tmovntq %%mm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "mm0");
+		NT_LOOP(8, "movq", "movntq", "mm0", "mm0");
 		__asm__ volatile("emms");
 		break;
 	case NT_MOVNTDQ:
-		for (i = 0; i < len; i += 16)
-			__asm__ volatile("movdqu (%1), %%xmm0\n\tmovntdq %%xmm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(16, "movdqu", "movntdq", "xmm0", "xmm0");
 		break;
 	case NT_MOVNTPS:
-		for (i = 0; i < len; i += 16)
-			__asm__ volatile("movups (%1), %%xmm0\n\tmovntps %%xmm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(16, "movups", "movntps", "xmm0", "xmm0");
 		break;
 	case NT_MOVNTPD:
-		for (i = 0; i < len; i += 16)
-			__asm__ volatile("movupd (%1), %%xmm0\n\tmovntpd %%xmm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(16, "movupd", "movntpd", "xmm0", "xmm0");
 		break;
 	case NT_VMOVNTDQ:
-		for (i = 0; i < len; i += 32)
-			__asm__ volatile("vmovdqu (%1), %%ymm0\n\tvmovntdq %%ymm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(32, "vmovdqu", "vmovntdq", "ymm0", "xmm0");
 		__asm__ volatile("vzeroupper");
 		break;
 	case NT_VMOVNTPS:
-		for (i = 0; i < len; i += 32)
-			__asm__ volatile("vmovups (%1), %%ymm0\n\tvmovntps %%ymm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(32, "vmovups", "vmovntps", "ymm0", "xmm0");
 		__asm__ volatile("vzeroupper");
 		break;
 	case NT_VMOVNTPD:
-		for (i = 0; i < len; i += 32)
-			__asm__ volatile("vmovupd (%1), %%ymm0\n\tvmovntpd %%ymm0, (%0)"
-					 ::"r"(dst + i), "r"(src + i) : "memory", "xmm0");
+		NT_LOOP(32, "vmovupd", "vmovntpd", "ymm0", "xmm0");
 		__asm__ volatile("vzeroupper");
 		break;
 	case NT_MASKMOVQ:
