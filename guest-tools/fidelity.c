@@ -597,26 +597,14 @@ int main(int argc, char **argv)
 	const char *test = NULL;
 	size_t lines = 0;
 	double seconds = 3;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--lines") && i + 1 < argc)
-			lines = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-			seconds = atof(argv[++i]);
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
-			return 0;
-		} else if (argv[i][0] != '-' && !test)
-			test = argv[i];
-		else {
-			fprintf(stderr, "cxlpod-fidelity: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
+	const struct topt opts[] = {
+		{"--lines", TOPT_SIZE, &lines, 1, 4096},
+		{"--seconds", TOPT_DBL, &seconds, 0.001, 3600},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, &test);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
 	if (!test || (strcmp(test, "own-stores") && strcmp(test, "torn") && strcmp(test, "nt"))) {
 		fprintf(stderr, "cxlpod-fidelity: name a test: own-stores, torn or nt\n");
 		return EXIT_USAGE;
@@ -624,10 +612,6 @@ int main(int argc, char **argv)
 	bool own = !strcmp(test, "own-stores"), torn = !strcmp(test, "torn");
 	if (!lines)
 		lines = own ? 64 : 16;
-	if (lines > 4096 || seconds <= 0 || seconds > 3600) {
-		fprintf(stderr, "cxlpod-fidelity: --lines 1..4096, --seconds 0..3600\n");
-		return EXIT_USAGE;
-	}
 	bool both = t.method_both;
 	if (both)
 		t.method = CXLPOD_METHOD_DOORBELL;

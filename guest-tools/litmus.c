@@ -519,30 +519,15 @@ int main(int argc, char **argv)
 	struct tool t = {.name = "cxlpod-litmus", .rank = -1};
 	struct lit l = {.t = &t, .iters_mp = 3, .iters_sb = 100, .atomic_ops = 1000, .poll_ms = 20};
 	const char *only = NULL;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-			l.iters_sb = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--atomic-ops") && i + 1 < argc)
-			l.atomic_ops = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--test") && i + 1 < argc)
-			only = argv[++i];
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-litmus: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
-	if (l.iters_sb < 1 || l.atomic_ops < 1) {
-		fprintf(stderr, "cxlpod-litmus: --iters and --atomic-ops must be >= 1\n");
-		return EXIT_USAGE;
-	}
+	const struct topt opts[] = {
+		{"--iters", TOPT_INT, &l.iters_sb, 1, 1e7},
+		{"--atomic-ops", TOPT_INT, &l.atomic_ops, 1, 1e9},
+		{"--test", TOPT_STR, &only, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
 	if (only) {
 		int k;
 		for (k = 0; k < NTESTS && strcmp(only, test_name[k]); k++)
