@@ -32,6 +32,9 @@
 #   --keep-pools   keep the pool files (deleted at the end by default)
 #   --report DIR   boot nothing: print the table again from an earlier work dir
 #
+# CXLPOD_QEMU=PATH benchmarks another QEMU build (e.g. an older one, for a
+# before/after comparison on one machine).
+#
 # Runs one guest at a time (-smp 2 each) and one benchmark at a time; the
 # figures are wall-clock times under TCG, so the load of the machine shows
 # (the load average is printed with the results).
@@ -382,7 +385,7 @@ if [ $BUILD_ALL = 1 ]; then
 fi
 
 L=$BUILD/meson/host-tools/cxlpod-launch
-QEMU=$BUILD/qemu/qemu-system-x86_64
+QEMU=${CXLPOD_QEMU:-$BUILD/qemu/qemu-system-x86_64}  # the launcher takes CXLPOD_QEMU too
 [ -x "$L" ] || die "$L missing: run scripts/build-all.sh"
 for _ in $(seq 120); do [ -x "$QEMU" ] && break; sleep 1; done  # being relinked?
 [ -x "$QEMU" ] || die "$QEMU missing: run scripts/build-all.sh"
