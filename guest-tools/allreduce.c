@@ -53,40 +53,31 @@ static int parse_sizes(const char *s, uint64_t *out, int max)
 	return n;
 }
 
+static void usage(void)
+{
+	printf("usage: cxlpod-allreduce [--sizes 4K,64K,1M (bytes per vector)] "
+	       "[--rounds 3] [--no-flush] [options]\n%s",
+	       tool_common_usage());
+}
+
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-allreduce", .rank = -1};
 	uint64_t sizes[16] = {4096, 65536, 1u << 20}; /* bytes per vector */
 	int nsizes = 3, rounds = 3;
 	bool noflush = false;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
-			nsizes = parse_sizes(argv[++i], sizes, 16);
-			if (nsizes <= 0) {
-				fprintf(stderr, "cxlpod-allreduce: bad --sizes\n");
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
-			rounds = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--no-flush")) {
-			noflush = true;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: cxlpod-allreduce [--sizes 4K,64K,1M (bytes per vector)] "
-			       "[--rounds 3] [--no-flush] [options]\n%s",
-			       tool_common_usage());
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-allreduce: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
-	if (rounds < 1) {
-		fprintf(stderr, "cxlpod-allreduce: --rounds must be >= 1\n");
+	const char *sizes_arg = NULL;
+	const struct topt opts[] = {
+		{"--sizes", TOPT_STR, &sizes_arg, 0, 0},
+		{"--rounds", TOPT_INT, &rounds, 1, 1e6},
+		{"--no-flush", TOPT_FLAG, &noflush, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
+	if (sizes_arg && (nsizes = parse_sizes(sizes_arg, sizes, 16)) <= 0) {
+		fprintf(stderr, "cxlpod-allreduce: bad --sizes\n");
 		return EXIT_USAGE;
 	}
 	int rc = tool_open(&t);

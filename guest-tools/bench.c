@@ -315,59 +315,33 @@ static void j_ops(struct jbuf *j, const struct ops *o)
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-bench", .rank = -1};
-	size_t size = 16u << 20, lat_size = 0, pool_size = 0, pool_lat_size = 0, lat_small = 0;
+	size_t size = 0, lat_size = 0, pool_size = 0, pool_lat_size = 0, lat_small = 0;
 	size_t op_lines = 4096;
 	bool touch = false;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		const char *a = argv[i];
-		size_t *szp = !strcmp(a, "--size")            ? &size
-			      : !strcmp(a, "--lat-size")      ? &lat_size
-			      : !strcmp(a, "--pool-size")     ? &pool_size
-			      : !strcmp(a, "--pool-lat-size") ? &pool_lat_size
-							      : NULL;
-		if (szp && i + 1 < argc) {
-			*szp = parse_size_arg(argv[++i]);
-			if (*szp < (1u << 20)) {
-				fprintf(stderr, "cxlpod-bench: %s must be at least 1M\n", a);
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--lat-small") && i + 1 < argc) {
-			lat_small = parse_size_arg(argv[++i]) & ~(size_t)0xffff;
-			if (lat_small < (64u << 10) || lat_small > (1u << 20)) {
-				fprintf(stderr, "cxlpod-bench: --lat-small must be 64K..1M\n");
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--repeat") && i + 1 < argc) {
-			repeat = atoi(argv[++i]);
-			if (repeat < 1 || repeat > 100) {
-				fprintf(stderr, "cxlpod-bench: --repeat must be 1..100\n");
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--min-time") && i + 1 < argc) {
-			min_time = atof(argv[++i]);
-			if (!(min_time > 0 && min_time < 3600)) {
-				fprintf(stderr, "cxlpod-bench: bad --min-time\n");
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--quick")) {
-			size = 2u << 20;
-			op_lines = 1024;
-			min_time = 0.05;
-		} else if (!strcmp(a, "--touch-all")) {
-			touch = true;
-		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage();
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-bench: unknown option %s\n", a);
-			return EXIT_USAGE;
-		}
-	}
+	bool quick = false;
+	double min_time_arg = 0;
+	const struct topt opts[] = {
+		{"--size", TOPT_SIZE, &size, 1 << 20, 1e15},
+		{"--lat-size", TOPT_SIZE, &lat_size, 1 << 20, 1e15},
+		{"--pool-size", TOPT_SIZE, &pool_size, 1 << 20, 1e15},
+		{"--pool-lat-size", TOPT_SIZE, &pool_lat_size, 1 << 20, 1e15},
+		{"--lat-small", TOPT_SIZE, &lat_small, 64 << 10, 1 << 20},
+		{"--repeat", TOPT_INT, &repeat, 1, 100},
+		{"--min-time", TOPT_DBL, &min_time_arg, 0.001, 3600},
+		{"--quick", TOPT_FLAG, &quick, 0, 0},
+		{"--touch-all", TOPT_FLAG, &touch, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
+	lat_small &= ~(size_t)0xffff;
+	/* --quick: smaller defaults; options given explicitly win */
+	if (!size)
+		size = quick ? 2u << 20 : 16u << 20;
+	if (quick)
+		op_lines = 1024;
+	min_time = min_time_arg ? min_time_arg : quick ? 0.05 : min_time;
 	const size_t MiB = 1u << 20;
 	size &= ~(MiB - 1);
 	if (!lat_size)

@@ -18,19 +18,9 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-info", .rank = -1};
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
-			return 0;
-		}
-		fprintf(stderr, "cxlpod-info: unknown option %s\n", argv[i]);
-		return EXIT_USAGE;
-	}
+	int pr = tool_parse(&t, argc, argv, NULL, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
 	struct cxlpod_opts o = {.method = t.method};
 	char maperr[256] = "";
 	if (cxlpod_open(&t.p, &o)) {

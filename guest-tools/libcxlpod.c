@@ -337,6 +337,8 @@ static int open_device(cxlpod *p, const char *pci, const char *dax, unsigned fla
 	in->mode = rd32(p, CXLPOD_REG_MODE);
 	in->latency_ns = rd32(p, CXLPOD_REG_LATENCY_NS);
 	in->caps = rd32(p, CXLPOD_REG_CAPS);
+	in->wb_deferred = rd32(p, CXLPOD_REG_WB_MODE) == 0;
+	in->evict_rate = rd32(p, CXLPOD_REG_EVICT_RATE);
 	if (in->version != 1)
 		return fail(ENOTSUP, "%s: register block version %u, library knows 1", in->pci,
 			    in->version);
@@ -890,6 +892,11 @@ int cxlpod_stats(cxlpod *p, struct cxlpod_stats *st)
 		st->dev_inv_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x20);
 		st->dev_native_ops = rd64(p, CXLPOD_REG_STAT_BASE + 0x28);
 		st->dev_errors = rd64(p, CXLPOD_REG_STAT_BASE + 0x30);
+		st->dev_conflicts = rd64(p, CXLPOD_REG_STAT_BASE + 0x38);
+		st->dev_evicted = rd64(p, CXLPOD_REG_STAT_BASE + 0x40);
+		st->dev_nt_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x48);
+		st->dev_deferred = rd64(p, CXLPOD_REG_STAT_BASE + 0x50);
+		st->dev_resets = rd64(p, CXLPOD_REG_STAT_BASE + 0x58);
 	}
 	return 0;
 }

@@ -111,6 +111,8 @@ extern "C" {
 #define CXLPOD_REG_MODE 0x024
 #define CXLPOD_REG_LATENCY_NS 0x028
 #define CXLPOD_REG_CAPS 0x02c
+#define CXLPOD_REG_WB_MODE 0x030
+#define CXLPOD_REG_EVICT_RATE 0x034
 #define CXLPOD_REG_DB_OFFSET 0x100
 #define CXLPOD_REG_DB_LEN 0x108
 #define CXLPOD_REG_DB_OP 0x110
@@ -197,6 +199,9 @@ struct cxlpod_info {
 	unsigned mode;          /* enum cxlpod_mode */
 	unsigned latency_ns;    /* injected latency */
 	unsigned caps;          /* CXLPOD_CAP_* (loopback: ATOMICS) */
+	int wb_deferred;        /* device WB_MODE: clwb/clflushopt/NT stores take
+				 * effect at the vCPU's next fence (1) or at once (0) */
+	unsigned evict_rate;    /* device EVICT_RATE: random evictions per ms, 0 off */
 	enum cxlpod_method method; /* current method */
 	int cpu_clflushopt;     /* CPUID says clflushopt exists */
 	int cpu_clwb;           /* CPUID says clwb exists */
@@ -210,6 +215,8 @@ struct cxlpod_info {
 struct cxlpod_stats {
 	uint64_t dev_wb_ops, dev_inv_ops, dev_flush_ops;
 	uint64_t dev_wb_lines, dev_inv_lines, dev_native_ops, dev_errors;
+	uint64_t dev_conflicts; /* writebacks over another host's newer bytes */
+	uint64_t dev_evicted, dev_nt_lines, dev_deferred, dev_resets;
 	uint64_t lib_writeback, lib_invalidate, lib_flush, lib_fence;
 	uint64_t lib_bytes; /* bytes covered by coherence operations */
 };

@@ -8,12 +8,21 @@
  *   none   plain stores and loads, no coherence operation, no fence
  *   wb     writer: store, writeback, fence;  reader: plain loads
  *   wbinv  writer: store, writeback, fence;  reader: invalidate, then load
+ *   wb-nofence, wb-fence (mp only): writer: store, writeback, NO fence /
+ *          fence, then the flag, then it waits for the readers' acks with
+ *          plain loads (no fence point: no locked instruction, no sfence);
+ *          reader: invalidate, then load.  Without the fence a native
+ *          clwb/clflushopt is still queued (writeback=deferred) when the
+ *          reader loads: the payload is stale, unless an interrupt of the
+ *          writer's vCPU (a fence point) drained it first.  The doorbell is
+ *          synchronous, so it needs no fence.
  *
  * Tests (N >= 2 hosts; rank 0 is the writer / observer):
  *   mp      message passing: rank 0 stores data (in the area), applies the
  *           writer protocol and raises a flag in the COHERENT window; the
  *           others wait for the flag, apply the reader protocol, load data.
  *           outcome: new | old | mixed
+ *           (wb-nofence, wb-fence: 10 trials, 1 otherwise 3)
  *   sb      store buffering ring: rank r stores x[r]=1, protocol, loads
  *           x[r+1 mod N]; "00" = every rank read 0 in one trial.
  *           outcome: never-00 | always-00 | sometimes-00
@@ -22,6 +31,11 @@
  *           rank 0 invalidates and reads it.  outcome: exact | lost
  *   fs      false sharing: rank r stores word r of ONE line, protocol;
  *           rank 0 invalidates and reads the line.  outcome: all | lost
+ *           The device's conflict counter (STAT_CONFLICTS, summed over
+ *           the hosts) must grow by exactly min(N,8)-1 with wb and wbinv
+ *           in the non-coherent area (every writeback after the first
+ *           overwrites another host's word) and by 0 in the coherent
+ *           window: outcome "lost(kept 0x.., 1 conflict)".
  *   stale   rank 0 sets a flag IN THE AREA with the writer protocol; the
  *           others poll it (reader protocol on every poll) for a while.
  *           outcome: seen | unseen | mixed
@@ -38,17 +52,19 @@
 #include <string.h>
 
 enum { T_MP, T_SB, T_ATOMIC, T_FS, T_STALE, NTESTS };
-enum { P_NONE, P_WB, P_WBINV, NPROTO };
+enum { P_NONE, P_WB, P_WBINV, P_WBNF, P_WBF, NPROTO };
 enum { A_COH, A_NC, NAREAS };
 
 static const char *test_name[NTESTS] = {"mp", "sb", "atomic", "fs", "stale"};
-static const char *proto_name[NPROTO] = {"none", "wb", "wbinv"};
+static const char *proto_name[NPROTO] = {"none", "wb", "wbinv", "wb-nofence", "wb-fence"};
 static const char *area_name[NAREAS] = {"coherent", "noncoherent"};
 
-/* Expected outcome on the cxl-shm device.  "any" = not determined (a race).
- * On the loopback backend every area behaves like the coherent window. */
+/* Expected outcome on the cxl-shm device.  "any" = not determined (a race);
+ * "a|b" = either; NULL = combination not run.  mp noncoherent wb-nofence
+ * depends on the method and WB_MODE (expect_of).  On the loopback backend
+ * every area behaves like the coherent window. */
 static const char *expect_tab[NTESTS][NAREAS][NPROTO] = {
-	[T_MP] = {{"new", "new", "new"}, {"old", "old", "new"}},
+	[T_MP] = {{"new", "new", "new", "new", "new"}, {"old", "old", "new", "new", "new"}},
 	[T_SB] = {{"any", "never-00", "never-00"}, {"always-00", "always-00", "never-00"}},
 	[T_ATOMIC] = {{"exact", "exact", "exact"}, {"lost", "lost", "any"}},
 	[T_FS] = {{"all", "all", "all"}, {"lost", "lost", "lost"}},
@@ -57,6 +73,7 @@ static const char *expect_tab[NTESTS][NAREAS][NPROTO] = {
 
 struct ctl {
 	struct pline flag;
+	struct pline ack[CXLPOD_MAX_HOSTS];
 	struct pline obs[CXLPOD_MAX_HOSTS];
 	struct pline sbv[CXLPOD_MAX_HOSTS];
 };
@@ -93,7 +110,29 @@ static int writer_side(struct lit *l, int proto, volatile uint64_t *a)
 
 static int reader_side(struct lit *l, int proto, volatile uint64_t *a)
 {
-	return proto == P_WBINV ? cxlpod_invalidate(l->t->p, (const void *)a, 8) : 0;
+	return proto == P_WBINV || proto == P_WBNF || proto == P_WBF
+		       ? cxlpod_invalidate(l->t->p, (const void *)a, 8)
+		       : 0;
+}
+
+/* The mp writer after the flag with wb-nofence / wb-fence: wait until every
+ * reader acked TOK with plain loads and pause only, so that this vCPU
+ * reaches no fence point of its own; a few seconds at most (then the
+ * barriers that follow wait properly). */
+static void wait_acks_plain(struct lit *l, uint64_t tok)
+{
+	struct tool *t = l->t;
+	double t0 = now_s();
+	for (unsigned spins = 0;; spins++) {
+		int all = 1;
+		for (int r = 1; r < t->nhosts; r++)
+			all &= l->ctl->ack[r].v == tok;
+		if (all)
+			return;
+		__builtin_ia32_pause();
+		if ((spins & 4095) == 0 && now_s() - t0 > 5)
+			return;
+	}
 }
 
 /* Reset lines [k0, k0+n) of area a to value v (word 0; rest zero). */
@@ -151,7 +190,8 @@ static int prime(struct lit *l, int a, int k0, int n, uint64_t v)
 
 /* Runs one combination; writes the outcome string.  Returns 0, or -2 on
  * peer failure (fatal). */
-static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_t outn)
+static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_t outn,
+		     uint64_t *conflicts_out)
 {
 	struct tool *t = l->t;
 	struct ctl *c = l->ctl;
@@ -161,15 +201,21 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	switch (test) {
 	case T_MP: {
 		uint64_t nnew = 0, nold = 0;
-		for (int i = 0; i < l->iters_mp; i++) {
+		int iters = proto >= P_WBNF ? 10 : l->iters_mp;
+		for (int i = 0; i < iters; i++) {
 			uint64_t tok = ++l->token;
 			uint64_t oldv = tok << 8 | 1, newv = tok << 8 | 2;
 			volatile uint64_t *d = LINE(l, a, L_MP);
 			PRIME(l, a, L_MP, 1, oldv);
 			if (me == 0) {
 				*d = newv;
-				OP(writer_side(l, proto, d));
+				if (proto == P_WBNF)
+					OP(cxlpod_writeback(t->p, (const void *)d, 8));
+				else
+					OP(writer_side(l, proto, d));
 				__atomic_store_n(&c->flag.v, tok, __ATOMIC_RELEASE);
+				if (proto >= P_WBNF)
+					wait_acks_plain(l, tok);
 			} else {
 				if (tool_wait_eq(t, &c->flag.v, tok))
 					return -2;
@@ -177,6 +223,7 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 				uint64_t v = *d;
 				nnew += v == newv;
 				nold += v == oldv;
+				__atomic_store_n(&c->ack[me].v, tok, __ATOMIC_RELEASE);
 			}
 		}
 		obs = nnew << 32 | nold;
@@ -226,14 +273,19 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	}
 	case T_FS: {
 		uint64_t tok = ++l->token;
+		struct cxlpod_stats st0, st1;
 		PRIME(l, a, L_FS, 1, 0);
 		volatile uint64_t *line = LINE(l, a, L_FS);
+		OP(cxlpod_stats(t->p, &st0));
 		if (me < 8) {
 			line[me] = tok << 8 | (uint64_t)(me + 1);
 			OP(writer_side(l, proto, &line[me]));
 		}
 		if (tool_barrier(t))
 			return -2;
+		OP(cxlpod_stats(t->p, &st1));
+		__atomic_store_n(&c->sbv[me].v, st1.dev_conflicts - st0.dev_conflicts,
+				 __ATOMIC_RELEASE);
 		if (me == 0) {
 			OP(cxlpod_invalidate(t->p, (const void *)line, 64));
 			for (int r = 0; r < N && r < 8; r++)
@@ -279,13 +331,17 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	__atomic_store_n(&c->obs[me].v, obs, __ATOMIC_RELEASE);
 	if (tool_barrier(t))
 		return -2;
-	uint64_t o[CXLPOD_MAX_HOSTS];
-	for (int r = 0; r < N; r++)
+	uint64_t o[CXLPOD_MAX_HOSTS], conflicts = 0;
+	for (int r = 0; r < N; r++) {
 		o[r] = __atomic_load_n(&c->obs[r].v, __ATOMIC_ACQUIRE);
+		if (test == T_FS)
+			conflicts += __atomic_load_n(&c->sbv[r].v, __ATOMIC_ACQUIRE);
+	}
 	switch (test) {
 	case T_MP:
 	case T_STALE: {
-		uint64_t x = 0, y = 0, tot = (uint64_t)(N - 1) * l->iters_mp;
+		int iters = test == T_MP && proto >= P_WBNF ? 10 : l->iters_mp;
+		uint64_t x = 0, y = 0, tot = (uint64_t)(N - 1) * iters;
 		for (int r = 1; r < N; r++) {
 			x += o[r] >> 32;
 			y += o[r] & 0xffffffffu;
@@ -318,10 +374,13 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 		break;
 	case T_FS: {
 		int n = N < 8 ? N : 8;
+		const char *cs = conflicts == 1 ? "" : "s";
 		if (o[0] == (1ull << n) - 1)
-			snprintf(out, outn, "all");
+			snprintf(out, outn, "all(%llu conflict%s)", (unsigned long long)conflicts, cs);
 		else
-			snprintf(out, outn, "lost(kept 0x%llx)", (unsigned long long)o[0]);
+			snprintf(out, outn, "lost(kept 0x%llx, %llu conflict%s)",
+				 (unsigned long long)o[0], (unsigned long long)conflicts, cs);
+		*conflicts_out = conflicts;
 		break;
 	}
 	}
@@ -332,12 +391,38 @@ lib_err:
 	return -2;
 }
 
+/* EXPECTED: "any", or alternatives "a|b"; GOT matches one if it is that
+ * word, optionally followed by "(details)". */
 static bool matches(const char *expected, const char *got)
 {
 	if (!strcmp(expected, "any"))
 		return true;
-	size_t n = strlen(expected);
-	return !strncmp(got, expected, n) && (got[n] == 0 || got[n] == '(');
+	for (const char *e = expected; *e;) {
+		size_t n = strcspn(e, "|");
+		if (!strncmp(got, e, n) && (got[n] == 0 || got[n] == '('))
+			return true;
+		e += n + (e[n] == '|');
+	}
+	return false;
+}
+
+/* mp noncoherent wb-nofence: stale (at least once) only where a writeback
+ * without a fence can still be pending: native instructions queued by a
+ * device in writeback=deferred */
+static const char *expect_of(struct lit *l, int test, int a, int proto, bool loop)
+{
+	const char *exp = expect_tab[test][loop ? A_COH : a][proto];
+	if (test == T_MP && a == A_NC && proto == P_WBNF && !loop &&
+	    l->t->info.method == CXLPOD_METHOD_NATIVE && l->t->info.wb_deferred)
+		exp = "old|mixed";
+	return exp;
+}
+
+/* fs: conflicts the device must count (summed over the hosts) */
+static uint64_t fs_conflicts_expected(struct lit *l, int a, int proto, bool loop)
+{
+	int n = l->t->nhosts < 8 ? l->t->nhosts : 8;
+	return !loop && a == A_NC && (proto == P_WB || proto == P_WBINV) ? (uint64_t)n - 1 : 0;
 }
 
 static int run_all(struct lit *l, const char *only)
@@ -346,7 +431,7 @@ static int run_all(struct lit *l, const char *only)
 	bool loop = t->info.backend == CXLPOD_BACKEND_LOOPBACK;
 	const char *method = cxlpod_method_name(t->info.method);
 	if (!t->json)
-		printf("%-7s %-12s %-6s %-24s %-10s %s\n", "test", "area", "proto", "outcome",
+		printf("%-7s %-12s %-10s %-24s %-10s %s\n", "test", "area", "proto", "outcome",
 		       "expected", "result");
 	for (int test = 0; test < NTESTS; test++) {
 		if (only && strcmp(only, test_name[test]))
@@ -356,23 +441,38 @@ static int run_all(struct lit *l, const char *only)
 				continue;
 			for (int p = 0; p < NPROTO; p++) {
 				char got[96];
-				int r = run_combo(l, test, a, p, got, sizeof(got));
+				uint64_t conflicts = 0;
+				if (p >= P_WBNF && test != T_MP)
+					continue;
+				int r = run_combo(l, test, a, p, got, sizeof(got), &conflicts);
 				if (r == -3) {
-					printf("%-7s %-12s %-6s setup error: line reset not visible\n",
+					printf("%-7s %-12s %-10s setup error: line reset not visible\n",
 					       test_name[test], area_name[a], proto_name[p]);
 					return EXIT_WRONG;
 				}
 				if (r)
 					return EXIT_PEER;
-				const char *exp = expect_tab[test][loop ? A_COH : a][p];
+				const char *exp = expect_of(l, test, a, p, loop);
 				if (test == T_ATOMIC && !strcmp(exp, "exact") && !loop &&
 				    !(t->info.caps & CXLPOD_CAP_ATOMICS))
 					exp = "any"; /* device says atomics are not cross-host */
 				bool ok = matches(exp, got);
+				/* the conflict report: none in the coherent window, and
+				 * exactly one per clobbering writeback (not counted for
+				 * "none": its writebacks come later, at the next reset) */
+				if (test == T_FS && p != P_NONE &&
+				    conflicts != fs_conflicts_expected(l, a, p, loop) &&
+				    t->info.backend == CXLPOD_BACKEND_DEVICE) {
+					ok = false;
+					snprintf(got + strlen(got), sizeof(got) - strlen(got),
+						 " want %llu conflicts",
+						 (unsigned long long)fs_conflicts_expected(l, a, p,
+											loop));
+				}
 				l->combos++;
 				l->mismatches += !ok;
 				if (!t->json)
-					printf("%-7s %-12s %-6s %-24s %-10s %s\n", test_name[test],
+					printf("%-7s %-12s %-10s %-24s %-10s %s\n", test_name[test],
 					       area_name[a], proto_name[p], got, exp,
 					       ok ? "ok" : "MISMATCH");
 				fflush(stdout);
@@ -382,6 +482,12 @@ static int run_all(struct lit *l, const char *only)
 				j_str(l->j, "area", area_name[a]);
 				j_str(l->j, "proto", proto_name[p]);
 				j_str(l->j, "outcome", got);
+				if (test == T_FS) {
+					j_uint(l->j, "conflicts", conflicts);
+					uint64_t off = 0;
+					cxlpod_offset(t->p, l->base[a] + 64 * L_FS, &off);
+					j_uint(l->j, "line_offset", off);
+				}
 				j_str(l->j, "expected", exp);
 				j_bool(l->j, "ok", ok);
 				j_obj_end(l->j);
@@ -403,8 +509,8 @@ static void usage(void)
 	printf("usage: cxlpod-litmus [--iters N(100)] [--atomic-ops K(1000)] [--test NAME]\n"
 	       "                     [--method doorbell|native|both] [options]\n"
 	       "Runs mp, sb, atomic, fs, stale in both areas with protocols none, wb,\n"
-	       "wbinv on all hosts in lock step; exit 3 if an outcome differs from the\n"
-	       "expected one.  Needs >= 2 hosts.\n%s",
+	       "wbinv (mp also wb-nofence, wb-fence) on all hosts in lock step; exit 3\n"
+	       "if an outcome differs from the expected one.  Needs >= 2 hosts.\n%s",
 	       tool_common_usage());
 }
 
@@ -413,30 +519,15 @@ int main(int argc, char **argv)
 	struct tool t = {.name = "cxlpod-litmus", .rank = -1};
 	struct lit l = {.t = &t, .iters_mp = 3, .iters_sb = 100, .atomic_ops = 1000, .poll_ms = 20};
 	const char *only = NULL;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-			l.iters_sb = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--atomic-ops") && i + 1 < argc)
-			l.atomic_ops = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--test") && i + 1 < argc)
-			only = argv[++i];
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-litmus: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
-	if (l.iters_sb < 1 || l.atomic_ops < 1) {
-		fprintf(stderr, "cxlpod-litmus: --iters and --atomic-ops must be >= 1\n");
-		return EXIT_USAGE;
-	}
+	const struct topt opts[] = {
+		{"--iters", TOPT_INT, &l.iters_sb, 1, 1e7},
+		{"--atomic-ops", TOPT_INT, &l.atomic_ops, 1, 1e9},
+		{"--test", TOPT_STR, &only, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
 	if (only) {
 		int k;
 		for (k = 0; k < NTESTS && strcmp(only, test_name[k]); k++)
@@ -502,6 +593,9 @@ int main(int argc, char **argv)
 	j_bool(&j, "ok", rc == 0);
 	j_int(&j, "combinations", l.combos);
 	j_int(&j, "mismatches", l.mismatches);
+	struct cxlpod_stats st;
+	if (!cxlpod_stats(t.p, &st))
+		j_uint(&j, "conflicts_total", st.dev_conflicts); /* this host, whole run */
 	if (*skipped)
 		j_str(&j, "note", skipped);
 	if (t.json)

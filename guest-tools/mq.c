@@ -156,38 +156,32 @@ static int dequeue(struct mq *q, int *err)
 	return 1;
 }
 
+static void usage(void)
+{
+	printf("usage: cxlpod-mq [--messages N(2000) per producer] [--size BYTES(1024)]\n"
+	       "                 [--slots N(64)] [--producers P(N/2)] [--no-flush] [options]\n%s",
+	       tool_common_usage());
+}
+
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-mq", .rank = -1};
 	struct mq q = {.t = &t, .size = 1024, .nslots = 64, .verbose_errors = 5};
 	uint64_t msgs = 2000;
 	int producers = 0;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--messages") && i + 1 < argc)
-			msgs = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			q.size = parse_size_arg(argv[++i]);
-		else if (!strcmp(argv[i], "--slots") && i + 1 < argc)
-			q.nslots = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--producers") && i + 1 < argc)
-			producers = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--no-flush"))
-			q.noflush = true;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: cxlpod-mq [--messages N(2000) per producer] [--size BYTES(1024)]\n"
-			       "                 [--slots N(64)] [--producers P(N/2)] [--no-flush] [options]\n%s",
-			       tool_common_usage());
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-mq: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
+	bool noflush = false;
+	const struct topt opts[] = {
+		{"--messages", TOPT_U64, &msgs, 1, 1e12},
+		{"--size", TOPT_SIZE, &q.size, 24, 1e12},
+		{"--slots", TOPT_U64, &q.nslots, 2, 1e9},
+		{"--producers", TOPT_INT, &producers, 0, 0},
+		{"--no-flush", TOPT_FLAG, &noflush, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
+	q.noflush = noflush;
 	if (q.size < 24 || q.nslots < 2 || msgs < 1) {
 		fprintf(stderr, "cxlpod-mq: --size >= 24, --slots >= 2, --messages >= 1\n");
 		return EXIT_USAGE;

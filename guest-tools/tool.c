@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -140,7 +141,8 @@ int tool_common_opt(struct tool *t, int argc, char **argv, int *i)
 			t->method_both = true;
 		else {
 			fprintf(stderr, "%s: --method doorbell|native%s\n", t->name,
-				(!strcmp(t->name, "cxlpod-litmus") || !strcmp(t->name, "cxlpod-bench"))
+				(!strcmp(t->name, "cxlpod-litmus") || !strcmp(t->name, "cxlpod-bench") ||
+				 !strcmp(t->name, "cxlpod-fidelity"))
 					? "|both"
 					: "");
 			return -1;
@@ -149,6 +151,102 @@ int tool_common_opt(struct tool *t, int argc, char **argv, int *i)
 	}
 	return 0;
 #undef NEEDARG
+}
+
+static int topt_value(struct tool *t, const struct topt *o, const char *v)
+{
+	char *end = NULL;
+	double x = 0;
+	errno = 0;
+	switch (o->kind) {
+	case TOPT_INT: {
+		long n = strtol(v, &end, 0);
+		x = (double)n;
+		if (n < INT_MIN || n > INT_MAX)
+			errno = ERANGE;
+		*(int *)o->dst = (int)n;
+		break;
+	}
+	case TOPT_U64: {
+		if (*v == '-')
+			errno = ERANGE;
+		unsigned long long n = strtoull(v, &end, 0);
+		x = (double)n;
+		*(uint64_t *)o->dst = n;
+		break;
+	}
+	case TOPT_SIZE: {
+		uint64_t n = parse_size_arg(v);
+		if (!n) {
+			fprintf(stderr, "%s: %s: '%s' is not a size (N, NK, NM or NG)\n", t->name,
+				o->name, v);
+			return EXIT_USAGE;
+		}
+		x = (double)n;
+		*(size_t *)o->dst = n;
+		goto range;
+	}
+	case TOPT_DBL:
+		x = strtod(v, &end);
+		*(double *)o->dst = x;
+		break;
+	case TOPT_STR:
+		*(const char **)o->dst = v;
+		return 0;
+	case TOPT_FLAG:
+		return 0;
+	}
+	if (errno || !end || end == v || *end) {
+		fprintf(stderr, "%s: %s: '%s' is not a number\n", t->name, o->name, v);
+		return EXIT_USAGE;
+	}
+range:
+	if (o->max > o->min && !(x >= o->min && x <= o->max)) {
+		fprintf(stderr, "%s: %s must be %.15g..%.15g\n", t->name, o->name, o->min, o->max);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+int tool_parse(struct tool *t, int argc, char **argv, const struct topt *opts,
+	       void (*usage)(void), const char **positional)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = tool_common_opt(t, argc, argv, &i);
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r)
+			continue;
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage();
+			return TOOL_HELP;
+		}
+		const struct topt *o = opts;
+		while (o && o->name && strcmp(o->name, a))
+			o++;
+		if (o && o->name) {
+			if (o->kind == TOPT_FLAG) {
+				*(bool *)o->dst = true;
+				continue;
+			}
+			if (i + 1 >= argc) {
+				fprintf(stderr, "%s: %s needs an argument\n", t->name, a);
+				return EXIT_USAGE;
+			}
+			if (topt_value(t, o, argv[++i]))
+				return EXIT_USAGE;
+			continue;
+		}
+		if (a[0] != '-' && positional && !*positional) {
+			*positional = a;
+			continue;
+		}
+		fprintf(stderr, "%s: unknown %s %s (--help lists them)\n", t->name,
+			a[0] == '-' ? "option" : "argument", a);
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 static int env_int(const char *n, int dflt)

@@ -70,6 +70,29 @@ struct tool {
  * -1 on error (message printed). */
 int tool_common_opt(struct tool *t, int argc, char **argv, int *i);
 const char *tool_common_usage(void);
+
+/* A tool's own options, for tool_parse(): a table ended by {NULL} */
+enum topt_kind {
+	TOPT_FLAG, /* bool: set to true */
+	TOPT_INT,  /* int */
+	TOPT_U64,  /* uint64_t */
+	TOPT_SIZE, /* size_t, with a K/M/G suffix (parse_size_arg) */
+	TOPT_DBL,  /* double */
+	TOPT_STR,  /* const char * */
+};
+struct topt {
+	const char *name; /* "--lines" */
+	enum topt_kind kind;
+	void *dst;
+	double min, max; /* numbers: the accepted range, checked when max > min */
+};
+#define TOOL_HELP (-1)
+/* Parse argv: the common options, then OPTS.  -h / --help prints usage()
+ * and returns TOOL_HELP (the tool exits 0); a word that is not an option
+ * goes to *positional (one, when positional is not NULL).  Returns 0,
+ * TOOL_HELP, or EXIT_USAGE after printing what is wrong. */
+int tool_parse(struct tool *t, int argc, char **argv, const struct topt *opts,
+	       void (*usage)(void), const char **positional);
 /* Open the pool, resolve rank/nhosts (options > CXLPOD_HOST_ID/NHOSTS env >
  * device host id / 1).  Returns an exit code (0 ok). */
 int tool_open(struct tool *t);

@@ -134,49 +134,39 @@ static void module_missing(int err)
 		PROC_FILE, strerror(err), why);
 }
 
+static void usage(void)
+{
+	printf("usage: cxlpod-wbinvd [--op wbinvd|wbnoinvd|invd|all(default)]\n"
+	       "       [--lines N(256)] [--writer H(0)] [--emulate] [options]\n%s",
+	       tool_common_usage());
+}
+
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-wbinvd", .rank = -1};
 	int writer = 0, only = -1;
 	size_t lines = 256;
 	bool emulate = false;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--writer") && i + 1 < argc)
-			writer = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--lines") && i + 1 < argc)
-			lines = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--emulate"))
-			emulate = true;
-		else if (!strcmp(argv[i], "--op") && i + 1 < argc) {
-			const char *o = argv[++i];
-			only = -2;
-			for (int k = 0; k < NOPS; k++)
-				if (!strcmp(o, op_name[k]))
-					only = k;
-			if (!strcmp(o, "all"))
-				only = -1;
-			if (only == -2) {
-				fprintf(stderr, "cxlpod-wbinvd: --op wbinvd|wbnoinvd|invd|all\n");
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: cxlpod-wbinvd [--op wbinvd|wbnoinvd|invd|all(default)]\n"
-			       "       [--lines N(256)] [--writer H(0)] [--emulate] [options]\n%s",
-			       tool_common_usage());
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-wbinvd: unknown option %s\n", argv[i]);
+	const char *op_arg = NULL;
+	const struct topt opts[] = {
+		{"--writer", TOPT_INT, &writer, 0, CXLPOD_MAX_HOSTS - 1},
+		{"--lines", TOPT_SIZE, &lines, 1, 1 << 20},
+		{"--emulate", TOPT_FLAG, &emulate, 0, 0},
+		{"--op", TOPT_STR, &op_arg, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
+	if (op_arg && strcmp(op_arg, "all")) {
+		only = -2;
+		for (int k = 0; k < NOPS; k++)
+			if (!strcmp(op_arg, op_name[k]))
+				only = k;
+		if (only == -2) {
+			fprintf(stderr, "cxlpod-wbinvd: --op wbinvd|wbnoinvd|invd|all\n");
 			return EXIT_USAGE;
 		}
-	}
-	if (!lines) {
-		fprintf(stderr, "cxlpod-wbinvd: --lines must be > 0\n");
-		return EXIT_USAGE;
 	}
 	int rc = tool_open(&t);
 	if (rc)

@@ -79,16 +79,24 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
 /*
  * A consistent copy of an image line that vCPUs may be storing into: two
  * reads in a row that agree (a store between them shows as a difference).
+ * Plain memcpy: the compiler may use vector loads, each aligned 8-byte
+ * word of which is still read whole on the hosts QEMU runs on; the barrier
+ * keeps the second read a second read.
+ *
+ * The pool, the twin and the undo log are copied with memcpy too: a pool
+ * line is written and read only by holders of its page lock, the twin
+ * and the log only by this process's device code (the lock-free
+ * line_needs_work() reads are a hint, re-checked under the lock).
  */
 static void snapshot(const uint64_t *img, uint64_t *snap)
 {
     uint64_t again[CXLSHM_LINE_WORDS];
     int tries;
 
-    read8(img, snap);
+    memcpy(snap, img, CXLSHM_LINE);
     for (tries = 0; tries < 64; tries++) {
         smp_rmb();  /* the second read is not hoisted above the first */
-        read8(img, again);
+        memcpy(again, img, CXLSHM_LINE);
         if (same8(snap, again)) {
             return;
         }
@@ -198,19 +206,22 @@ static void unlock_page(CXLShmLines *l, Held *h)
     qatomic_store_release(&l->slot_busy[h->slot], 0);
 }
 
-/* Write one pool line, logged so that a death half-way is rolled back */
+/*
+ * Write one pool line, logged so that a death half-way is rolled back.
+ * @old is the line's current pool content (the caller has read it).
+ */
 static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
-                       const uint64_t *src)
+                       const uint64_t *src, const uint64_t *old)
 {
     CXLShmUndo *u = undo_slot(l, l->host_id, l->generation, h->slot);
     uint64_t *pool = (uint64_t *)(l->pool + off);
 
     qatomic_set(&u->offset, off);
-    read8(pool, (uint64_t *)u->old);
+    memcpy(u->old, old, CXLSHM_LINE);
     smp_wmb();  /* offset and old bytes are logged before the log is armed */
     qatomic_set(&u->armed, h->tag);
     smp_wmb();  /* armed before the pool line changes */
-    write8(pool, src);
+    memcpy(pool, src, CXLSHM_LINE);
     smp_wmb();  /* the whole line is written before the log is disarmed */
     qatomic_set(&u->armed, 0);
 }
@@ -258,16 +269,16 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
     int w;
 
     snapshot(img, snap);
-    read8(twin, base);
+    memcpy(base, twin, CXLSHM_LINE);
     if (op != CXLSHM_LINE_DROP && !same8(snap, base)) {
-        read8(pool, cur);
+        memcpy(cur, pool, CXLSHM_LINE);
         if (!same8(cur, base)) {
             report_conflict(l, off, base, cur, snap, n);
         }
-        pool_write(l, h, off, snap);
+        pool_write(l, h, off, snap, cur);
         /* the pool before the twin: a line whose twin is new is in the pool */
         smp_wmb();
-        write8(twin, snap);
+        memcpy(twin, snap, CXLSHM_LINE);
         memcpy(base, snap, CXLSHM_LINE);
         n->written++;
     }
@@ -339,14 +350,15 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
 void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data)
 {
-    uint64_t src[CXLSHM_LINE_WORDS];
+    uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
     memcpy(src, data, CXLSHM_LINE);
     lock_page(l, offset, &h);
     if (offset >= l->coherent_size) {
-        pool_write(l, &h, offset, src);
+        memcpy(old, l->pool + offset, CXLSHM_LINE);
+        pool_write(l, &h, offset, src, old);
     } else {
         /* no undo log: see rollback(); a death here may tear the line */
         write8((uint64_t *)(l->pool + offset), src);

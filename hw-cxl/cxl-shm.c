@@ -41,6 +41,7 @@
 #include "qemu/rcu.h"
 #include "qemu/madvise.h"
 #include "cxl-shm.h"
+#include "cxl-shm-doorbell.h"
 #include "trace.h"
 
 #define CXLSHM_BAR              5
@@ -51,20 +52,6 @@
 #define CXLSHM_CAP_NATIVE       (1u << 0)
 #define CXLSHM_CAP_ATOMICS      (1u << 1)
 #define CXLSHM_CAP_DIRECT       (1u << 2)
-
-enum {
-    CXLSHM_OP_WRITEBACK = 1,
-    CXLSHM_OP_INVALIDATE = 2,
-    CXLSHM_OP_FLUSH = 3,
-};
-
-enum {
-    CXLSHM_DB_OK = 0,
-    CXLSHM_DB_RANGE = 1,
-    CXLSHM_DB_UNALIGNED = 2,
-    CXLSHM_DB_ZERO = 3,
-    CXLSHM_DB_BADOP = 4,
-};
 
 #define CXLSHM_PAGE             4096
 #define CXLSHM_SIZE_MAX         (1 * TiB)
@@ -285,27 +272,10 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
 
 static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
 {
-    static const CXLShmLineOp line_op[] = {
-        [CXLSHM_OP_WRITEBACK] = CXLSHM_LINE_WRITEBACK,
-        [CXLSHM_OP_INVALIDATE] = CXLSHM_LINE_FLUSH,
-        [CXLSHM_OP_FLUSH] = CXLSHM_LINE_FLUSH,
-    };
     uint64_t off = s->db_offset, len = s->db_len;
     CXLShmLineCount n = { 0 };
-    uint32_t st;
+    uint32_t st = cxl_shm_db_check(op, off, len, s->size);
     bool locked;
-
-    if (op < CXLSHM_OP_WRITEBACK || op > CXLSHM_OP_FLUSH) {
-        st = CXLSHM_DB_BADOP;
-    } else if (len == 0) {
-        st = CXLSHM_DB_ZERO;
-    } else if ((off | len) & (CXLPOOL_LINE - 1)) {
-        st = CXLSHM_DB_UNALIGNED;
-    } else if (off + len < off || off + len > s->size) {
-        st = CXLSHM_DB_RANGE;
-    } else {
-        st = CXLSHM_DB_OK;
-    }
 
     s->db_status = st;
     if (st != CXLSHM_DB_OK) {
@@ -319,13 +289,15 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
     /*
      * The line work and the latency charge run without the BQL: they may
      * take long, and the line engine needs no lock of QEMU's.  The
-     * doorbell registers stay under db_lock.
+     * doorbell registers are read above and written below under the BQL
+     * again; a guest that rings from two vCPUs at once shares one set of
+     * registers (libcxlpod serialises its callers).
      */
     locked = bql_locked();
     if (locked) {
         bql_unlock();
     }
-    cxl_shm_range(s, line_op[op], off, len, &n);
+    cxl_shm_range(s, cxl_shm_db_line_op(op), off, len, &n);
     cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
                                        off + len)) / CXLPOOL_LINE);
     if (locked) {
@@ -552,24 +524,14 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
 
 static void cxl_shm_write32(CXLShmState *s, hwaddr addr, uint32_t val)
 {
-    switch (addr) {
-    case 0x100:
-        s->db_offset = deposit64(s->db_offset, 0, 32, val);
-        break;
-    case 0x104:
-        s->db_offset = deposit64(s->db_offset, 32, 32, val);
-        break;
-    case 0x108:
-        s->db_len = deposit64(s->db_len, 0, 32, val);
-        break;
-    case 0x10c:
-        s->db_len = deposit64(s->db_len, 32, 32, val);
-        break;
-    case 0x110:
-        cxl_shm_doorbell(s, val);
-        break;
-    default:
-        break;
+    CXLShmDoorbellRegs r = { .offset = s->db_offset, .len = s->db_len };
+    bool rang;
+    uint32_t op = cxl_shm_db_write32(&r, addr, val, &rang);
+
+    s->db_offset = r.offset;
+    s->db_len = r.len;
+    if (rang) {
+        cxl_shm_doorbell(s, op);
     }
 }
 

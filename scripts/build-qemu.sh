@@ -5,11 +5,21 @@
 # hw-cxl/ or patches/ rebuilds only what it touches.
 #
 #   CXLPOD_QEMU_VERSION=1:10.0.13+ds-0+deb13u1  pin a source version
+#   --sanitize   build with AddressSanitizer and UndefinedBehaviorSanitizer
+#                into build/qemu-san instead (same source tree, own build
+#                folder; scripts/test-sanitize.sh runs the device tests on it)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
+SANITIZE=0
+case ${1:-} in
+    --sanitize) SANITIZE=1 ;;
+    "") ;;
+    *) die "unknown argument: $1 (--sanitize or nothing)" ;;
+esac
 SRC=$BUILD/qemu-src        # Debian source + patches (a git work tree)
 OUT=$BUILD/qemu            # meson/ninja build folder
+[ $SANITIZE = 0 ] || OUT=$BUILD/qemu-san
 DL=$BUILD/qemu-dl          # downloaded source package
 BASE_STAMP=$BUILD/qemu-src.base        # Debian version the tree was made from
 PATCH_STAMP=$BUILD/qemu-src.patches    # hash of the applied patch set
@@ -90,6 +100,7 @@ CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
       --with-devices-x86_64=cxlpod
       --enable-tcg --enable-kvm --disable-docs --disable-install-blobs
       --disable-werror)
+[ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
 [ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)
 csum=$( (printf '%s\n' "${CONF[@]}"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$OUT/.cxlpod-config" 2>/dev/null)" != "$csum" ]; then

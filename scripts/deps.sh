@@ -11,7 +11,7 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       seabios qemu-system-data busybox-static cpio xz-utils zstd kmod
       libelf1
       python3-venv python3-setuptools python3-wheel python3-yaml
-      ca-certificates git file jq)
+      ca-certificates git file jq clang libclang-rt-14-dev)
 BPO_PKGS=(meson python3-pycotap)
 
 missing=()

@@ -352,6 +352,71 @@ static void test_mmio_path(void)
     qtest_quit(h.qts);
 }
 
+/*
+ * Reprogramming a committed decoder (base, then DPA skip) without
+ * uncommitting it: the direct mapping follows the registers, as the MMIO
+ * path does, so device memory appears where the decoder now says and
+ * nowhere else.  A stale mapping at the old base would still show (and
+ * take stores into) the pool there.
+ */
+static void test_hdm_reprogram(void)
+{
+    g_autofree char *pool = pool_path("reprogram.pool");
+    uint64_t hdm, old_hpa, new_hpa;
+    Host h;
+
+    host_start(&h, pool, 0, true);
+    hdm = find_hdm(h.qts);
+    old_hpa = h.hpa;
+    new_hpa = old_hpa + POOL_SIZE;
+    mem_wq(&h, 0x1000, 0x1111222233334444ULL);
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x1111222233334444ULL);
+
+    /* base: the decoder moves up by the device's size, still committed */
+    qtest_writel(h.qts, hdm + 0x10, new_hpa & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x14, new_hpa >> 32);
+    g_assert_cmphex(qtest_readl(h.qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    g_assert_cmphex(qtest_readq(h.qts, new_hpa + 0x1000), ==,
+                    0x1111222233334444ULL);
+    qtest_writeq(h.qts, new_hpa + 0x2000, 0x5555666677778888ULL);
+    g_assert_cmphex(pool_rq(pool, 0x2000), ==, 0x5555666677778888ULL);
+    /* the old base decodes nothing now: no pool data, stores go nowhere */
+    g_assert_cmphex(qtest_readq(h.qts, old_hpa + 0x1000), !=,
+                    0x1111222233334444ULL);
+    qtest_writeq(h.qts, old_hpa + 0x3000, 0x9999aaaabbbbccccULL);
+    g_assert_cmphex(pool_rq(pool, 0x3000), ==, 0);
+    {
+        /* each address space prints the tree: look for ranges, not counts */
+        g_autofree char *mtree = qtest_hmp(h.qts, "info mtree");
+        g_autofree char *at_new = g_strdup_printf(
+            "%016" PRIx64 "-%016" PRIx64 " (prio 1, ram): alias cxl-shm-direct",
+            new_hpa, (uint64_t)(new_hpa + POOL_SIZE - 1));
+        g_autofree char *at_old = g_strdup_printf(
+            "%016" PRIx64 "-%016" PRIx64 " (prio 1, ram): alias cxl-shm-direct",
+            old_hpa, (uint64_t)(old_hpa + POOL_SIZE - 1));
+
+        g_assert_nonnull(strstr(mtree, at_new));
+        g_assert_null(strstr(mtree, at_old));
+    }
+
+    /* DPA skip of the whole device: nothing left to decode, unmapped */
+    qtest_writel(h.qts, hdm + 0x24, POOL_SIZE & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x28, POOL_SIZE >> 32);
+    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 0);
+    qtest_writeq(h.qts, new_hpa + 0x4000, 0x1234ULL);
+    g_assert_cmphex(pool_rq(pool, 0x4000), ==, 0);
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x1111222233334444ULL);
+
+    /* back to no skip: mapped again, the same pool */
+    qtest_writel(h.qts, hdm + 0x24, 0);
+    qtest_writel(h.qts, hdm + 0x28, 0);
+    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    g_assert_cmphex(qtest_readq(h.qts, new_hpa + 0x2000), ==,
+                    0x5555666677778888ULL);
+    qtest_quit(h.qts);
+}
+
 /* Every doorbell operation on both areas */
 static void test_doorbell(void)
 {
@@ -1718,6 +1783,7 @@ int main(int argc, char **argv)
 
     qtest_add_func("/cxl-shm/identify", test_identify);
     qtest_add_func("/cxl-shm/mmio-path", test_mmio_path);
+    qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);

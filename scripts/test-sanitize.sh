@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The device under AddressSanitizer and UndefinedBehaviorSanitizer: builds
+# QEMU with both (scripts/build-qemu.sh --sanitize, into build/qemu-san: a
+# second full QEMU build, about as long as the first), then runs every
+# cxl-shm qtest case on it, and with --integration also the integration
+# tests (their guests then run on the sanitized QEMU, several times slower).
+# Any sanitizer report fails the run: ASan aborts, UBSan is made fatal.
+# Not part of scripts/test.sh (it doubles the build); run it after a device
+# change.  The last line is "N passed, N failed".
+#
+#   bash scripts/test-sanitize.sh [--integration] [PATTERN]
+set -uo pipefail
+. "$(dirname "$0")/common.sh"
+
+INTEGRATION=0
+[ "${1:-}" = --integration ] && { INTEGRATION=1; shift; }
+PATTERN=${1:-}
+bash "$TOP/scripts/build-qemu.sh" --sanitize || die "sanitized QEMU build failed"
+bash "$TOP/scripts/build-tools.sh" || die "tools build failed"
+bash "$TOP/scripts/build-guest.sh" >/dev/null || die "guest image build failed"
+
+SAN=$BUILD/qemu-san
+R=$BUILD/test-logs-san
+rm -rf "$R"; mkdir -p "$R"
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export QTEST_QEMU_BINARY=$SAN/qemu-system-x86_64
+export CXLPOD_QEMU=$QTEST_QEMU_BINARY CXLPOD_TOP=$TOP
+passed=0 failed=0
+while read -r target; do
+    log="$R/qtest-$(basename "$target").log"
+    timeout 1800 "$SAN/$target" --tap -k >"$log" 2>&1
+    rc=$?
+    while read -r line; do
+        case $line in
+        "ok "*) passed=$((passed + 1)); echo "PASS  ${line#ok * }" ;;
+        "not ok "*) failed=$((failed + 1)); echo "FAIL  ${line#not ok * }" ;;
+        esac
+    done < <(grep -E '^(not )?ok ' "$log" | grep -v '# SKIP' | grep -- "$PATTERN")
+    if grep -qE 'ERROR: AddressSanitizer|runtime error:' "$log"; then
+        failed=$((failed + 1)); echo "FAIL  sanitizer report in $log:"
+        grep -E -A5 'ERROR: AddressSanitizer|runtime error:' "$log" | head -n 20
+    elif [ "$rc" != 0 ] && ! grep -q '^not ok' "$log"; then
+        failed=$((failed + 1)); echo "FAIL  $(basename "$target") exited $rc (log: $log)"
+    fi
+done < <(sed -n 's/^#\s*qtest:\s*//p' "$TOP/hw-cxl/cxlpod-devices.mak")
+if [ $INTEGRATION = 1 ]; then
+    for t in "$TOP"/tests/integration/[0-9]*.sh; do
+        n=$(basename "$t" .sh)
+        [ -z "$PATTERN" ] || [[ $n == *$PATTERN* ]] || continue
+        if timeout 1800 bash "$t" >"$R/int-$n.log" 2>&1 &&
+           ! grep -rqE 'ERROR: AddressSanitizer|runtime error:' "$R/int-$n.log"; then
+            passed=$((passed + 1)); echo "PASS  int-$n"
+        else
+            failed=$((failed + 1)); echo "FAIL  int-$n (log: $R/int-$n.log)"
+        fi
+    done
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

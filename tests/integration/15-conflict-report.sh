@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The conflict report (issue 7): two guests false-share one non-coherent line
+# (cxlpod-litmus fs, doorbell and native).  litmus checks that the device
+# counts exactly one conflict per clobbering writeback; here the JSON-lines
+# log (conflict-log property, one file for both QEMUs) must name that line
+# and the writing host, hold as many entries as the hosts' counters, and
+# mark as lost only bytes of the other host's word.
+. "$(dirname "$0")/lib.sh"
+
+log=$WORK/conflicts.jsonl
+pod -n 2 "${SHM[@]}" --device-opt "conflict-log=$log" --timeout 300 -- \
+    'cxlpod-litmus --test fs --method both --json' >"$WORK/launch.out" 2>&1 \
+    || { cat "$WORK/launch.out"; out 0; out 1; fail "litmus fs reported a mismatch or the pod failed"; }
+j0=$(json_of 0 cxlpod-litmus)
+[ "$(jq -r .mismatches <<<"$j0")" = 0 ] || fail "host0: litmus mismatches"
+line=$(jq -r '[.results[] | select(.area=="noncoherent") | .line_offset] | unique | .[]' <<<"$j0")
+[ "$(wc -w <<<"$line")" = 1 ] || fail "litmus reported fs lines '$line', expected one"
+counted=0
+for h in 0 1; do
+    c=$(json_of $h cxlpod-litmus | jq -r .conflicts_total)
+    echo "host$h: STAT_CONFLICTS $c"
+    counted=$((counted + c))
+done
+[ -s "$log" ] || fail "no conflict log written"
+n=$(wc -l <"$log")
+echo "conflict log: $n entries, false-shared line at pool offset $line"
+[ "$n" = "$counted" ] || fail "conflict log has $n entries, the hosts counted $counted"
+[ "$n" -ge 4 ] || fail "only $n conflicts logged, expected at least 4 (wb and wbinv, 2 methods)"
+# every entry: the fs line, a host of the pod, generation 1, a non-empty lost
+# mask (bit i = byte i of the line) inside the other host's word (word h of
+# the line is host h's)
+while read -r off host gen mask; do
+    [ "$off" = "$line" ] || fail "conflict logged at pool offset $off, not the false-shared line $line"
+    case $host in 0|1) ;; *) fail "conflict logged for host $host, not a host of the pod" ;; esac
+    [ "$gen" = 1 ] || fail "conflict of host $host logged with generation $gen, expected 1"
+    other=$((8 * (1 - host)))
+    (( mask != 0 && (mask & ~(0xff << other)) == 0 )) \
+        || fail "host $host: lost mask $mask names bytes outside host $((1 - host))'s word (bytes $other..$((other + 7)))"
+done < <(jq -r '"\(.offset) \(.host) \(.generation) \(.lost_mask)"' "$log")
+for h in 0 1; do
+    [ "$(jq -r --argjson h $h 'select(.host == $h) | .host' "$log" | wc -l)" -ge 1 ] \
+        || fail "no conflict logged for host $h"
+done
+pass "conflict report: $n entries, all on line $line, each naming the writer and only the other host's bytes"
