@@ -32,6 +32,7 @@
 #include "exec/memory.h"
 #include "exec/address-spaces.h"
 #include "system/cache-maint.h"
+#include "system/cpu-timers.h"
 #include "system/system.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
@@ -107,18 +108,27 @@ uint32_t cxl_shm_caps(CXLShmState *s)
 }
 
 /*
- * Charge the configured latency: a busy-wait on the host clock.  Never
- * called with the BQL held.
+ * Charge the configured latency for @lines lines, on the vCPU thread of
+ * the access.  With icount, exactly, in guest time: the virtual clock
+ * (and the guest's TSC) jumps by the cost (patch 0006), so every run
+ * sees the same.  Without icount, approximately: a busy-wait on the host
+ * clock, which the guest sees as time passing but which stretches with
+ * the host's load.  Never called with the BQL held.
  */
 static void cxl_shm_charge(CXLShmState *s, uint64_t lines)
 {
     uint32_t lat = qatomic_read(&s->latency_ns);
-    int64_t end;
+    int64_t end, ns;
 
     if (!lat || !lines) {
         return;
     }
-    end = get_clock() + (int64_t)MIN(lines * lat, INT64_MAX / 2);
+    ns = (int64_t)MIN(lines * lat, INT64_MAX / 2);
+    if (icount_enabled()) {
+        icount_advance_ns(ns);
+        return;
+    }
+    end = get_clock() + ns;
     while (get_clock() < end) {
         /* spin */
     }

@@ -1185,7 +1185,7 @@ static const uint8_t fw_reset[] = { 0xe9, 0x0d, 0xf0 };
 /* Start a paused TCG host (-smp 1) that runs @code at 0xf000 */
 static void fw_host_start_code(Host *h, const char *pool, int host_id,
                                const uint8_t *code, size_t code_len,
-                               const char *extra)
+                               const char *extra, const char *qemu_opts)
 {
     g_autofree char *fw = g_build_filename(tmpdir, "fw.bin", NULL);
     g_autofree uint8_t *img = g_malloc0(0x10000);
@@ -1199,8 +1199,9 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     g_assert_true(g_file_set_contents(fw, (char *)img, 0x10000, NULL));
 
     /* CXLSHM_TEST_TCG overrides the TCG options, e.g. "tcg,thread=single" */
-    all = g_strdup_printf("%s -accel %s -smp 1 -cpu max -S -bios %s", args,
-                          g_getenv("CXLSHM_TEST_TCG") ?: "tcg", fw);
+    all = g_strdup_printf("%s -accel %s -smp 1 -cpu max -S -bios %s %s", args,
+                          g_getenv("CXLSHM_TEST_TCG") ?: "tcg", fw,
+                          qemu_opts ?: "");
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops (bit 0), atomics (bit 1), direct mapping (bit 2) */
@@ -1216,7 +1217,8 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
 
 static void fw_host_start(Host *h, const char *pool, int host_id)
 {
-    fw_host_start_code(h, pool, host_id, fw_code, sizeof(fw_code), NULL);
+    fw_host_start_code(h, pool, host_id, fw_code, sizeof(fw_code), NULL,
+                       NULL);
 }
 
 static void fw_host_wait(Host *h)
@@ -1343,7 +1345,8 @@ static void test_fidelity_tcg(void)
     g_autofree char *pool = pool_path("fidelity.pool");
     Host h;
 
-    fw_host_start_code(&h, pool, 0, fw_fidelity, sizeof(fw_fidelity), NULL);
+    fw_host_start_code(&h, pool, 0, fw_fidelity, sizeof(fw_fidelity), NULL,
+                       NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
 
     /* clwb and clflushopt without a fence: nothing in the pool yet */
@@ -1389,7 +1392,7 @@ static void test_immediate_tcg(void)
     Host h;
 
     fw_host_start_code(&h, pool, 0, fw_fidelity, sizeof(fw_fidelity),
-                       ",writeback=immediate");
+                       ",writeback=immediate", NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
     fw_phase(&h, 1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
@@ -1407,6 +1410,70 @@ static void test_immediate_tcg(void)
  * lost, the image is fetched again, the generation grows and another host
  * sees it in the host table.
  */
+/*
+ * Latency under icount: a firmware (flat protected mode) reads the TSC,
+ * rings a writeback of 16 non-coherent lines, reads the TSC again.  With
+ * -icount the TSC is the virtual clock in ns, so the charge must show
+ * exactly: latency-ns=1000 adds 16000 to what latency-ns=0 gives, and the
+ * same run twice gives the same count.  fw_latency, assembled with GNU as
+ * (--32, linked at 0xfffff000) from: cli; lgdtl; set CR0.PE; ljmpl to
+ * 32-bit; load flat data segments; rdtsc; mov %eax,%ebx; movl DB_OFFSET
+ * = 0x04000000 (two halves), DB_LEN = 0x400, DB_OP = 1 (BAR5 at
+ * 0xe0100000); rdtsc; sub %ebx,%eax; mov %eax,0x5010; movl $1,0x5000;
+ * 1: hlt; jmp 1b; then the GDT (null, flat code, flat data) and its
+ * descriptor.
+ */
+static const uint8_t fw_latency[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x88, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0x0f, 0x31, 0x89, 0xc3, 0xc7, 0x05, 0x00, 0x01, 0x10, 0xe0, 0x00, 0x00,
+    0x00, 0x04, 0xc7, 0x05, 0x04, 0x01, 0x10, 0xe0, 0x00, 0x00, 0x00, 0x00,
+    0xc7, 0x05, 0x08, 0x01, 0x10, 0xe0, 0x00, 0x04, 0x00, 0x00, 0xc7, 0x05,
+    0x0c, 0x01, 0x10, 0xe0, 0x00, 0x00, 0x00, 0x00, 0xc7, 0x05, 0x10, 0x01,
+    0x10, 0xe0, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x31, 0x29, 0xd8, 0xa3, 0x10,
+    0x50, 0x00, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00,
+    0x00, 0xf4, 0xeb, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0x70, 0xf0, 0xff, 0xff,
+};
+
+static uint32_t latency_run(unsigned lat_ns, const char *qemu_opts)
+{
+    g_autofree char *pool = pool_path("latency.pool");
+    g_autofree char *extra = g_strdup_printf(",latency-ns=%u", lat_ns);
+    uint32_t ticks;
+    Host h;
+
+    fw_host_start_code(&h, pool, 0, fw_latency, sizeof(fw_latency), extra,
+                       qemu_opts);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+    ticks = qtest_readl(h.qts, 0x5010);
+    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS), ==, 1);
+    qtest_quit(h.qts);
+    return ticks;
+}
+
+static void test_latency_icount(void)
+{
+    const char *icount = "-icount shift=0,sleep=off";
+    uint32_t base = latency_run(0, icount);
+    uint32_t again = latency_run(0, icount);
+    uint32_t charged = latency_run(1000, icount);
+    uint32_t wall;
+
+    g_test_message("icount: %u ticks without latency, %u with 16 x 1000 ns",
+                   base, charged);
+    g_assert_cmpuint(base, >, 0);
+    g_assert_cmpuint(again, ==, base);
+    g_assert_cmpuint(charged - base, ==, 16 * 1000);
+    /* without icount the same charge is a wait: at least as long */
+    wall = latency_run(1000, NULL);
+    g_test_message("no icount: %u TSC ticks with 16 x 1000 ns", wall);
+    g_assert_cmpuint(wall, >, 0);
+}
+
 static void test_reset(void)
 {
     g_autofree char *pool = pool_path("reset.pool");
@@ -1795,6 +1862,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
+    qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
