@@ -39,7 +39,8 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     CXLShmState *s;
     CxlShmInfo *info;
     CxlShmHostList **htail;
-    uint32_t i;
+    CxlShmCapabilityList **ctail;
+    uint32_t i, st;
 
     if (!object_dynamic_cast(obj, TYPE_CXL_SHM) || !DEVICE(obj)->realized) {
         return 0;
@@ -50,7 +51,7 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     info = g_new0(CxlShmInfo, 1);
     info->path = object_get_canonical_path(obj);
     info->id = g_strdup(DEVICE(obj)->id ? DEVICE(obj)->id : "");
-    info->mode = g_strdup("direct");
+    info->mode = CXL_SHM_MODE_DIRECT;
     info->pool = g_strdup(s->pool_path);
     info->size = s->size;
     info->coherent_size = s->coherent_size;
@@ -60,8 +61,16 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     info->latency_ns = s->latency_ns;
     info->generation = s->generation;
     info->direct_mapped = cxl_shm_direct_active(s);
+    ctail = &info->capabilities;
     info->caps = cxl_shm_caps(s);
-    info->writeback = g_strdup(s->wb_deferred ? "deferred" : "immediate");
+    for (i = 0; i < CXL_SHM_CAPABILITY__MAX; i++) {
+        /* the enum's order is the CAPS bit order */
+        if (info->caps & (1u << i)) {
+            QAPI_LIST_APPEND(ctail, (CxlShmCapability)i);
+        }
+    }
+    info->writeback = s->wb_deferred ? CXL_SHM_WRITEBACK_DEFERRED
+                                     : CXL_SHM_WRITEBACK_IMMEDIATE;
     info->evict_rate = s->evict_rate;
 
     htail = &info->hosts;
@@ -69,8 +78,10 @@ static int cxl_shm_collect(Object *obj, void *opaque)
         CxlShmHost *h = g_new0(CxlShmHost, 1);
 
         h->host_id = i;
-        h->state = g_strdup(cxlpool_host_state_name(
-                                qatomic_read(&s->hosts[i].state)));
+        st = qatomic_read(&s->hosts[i].state);
+        /* the enum's order is the host table's state numbering */
+        h->state = st < CXL_SHM_HOST_STATE__MAX ? (CxlShmHostState)st
+                                                : CXL_SHM_HOST_STATE_FAILED;
         h->generation = qatomic_read(&s->hosts[i].generation);
         h->pid = s->hosts[i].pid;
         h->stats = cxl_shm_stats(s->hosts[i].stats);
@@ -100,10 +111,6 @@ void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
         error_setg(errp, "'%s' is not a cxl-shm device", path);
         return;
     }
-    if (latency_ns > 65535) {
-        error_setg(errp, "latency-ns is %u (allowed: [0, 65535])",
-                   latency_ns);
-        return;
-    }
-    qatomic_set(&CXL_SHM(obj)->latency_ns, latency_ns);
+    /* the property's setter checks the range and updates the CDAT */
+    object_property_set_uint(obj, "latency-ns", latency_ns, errp);
 }

@@ -22,6 +22,7 @@
 #include "qemu/timer.h"
 #include "qemu/main-loop.h"
 #include "qapi/error.h"
+#include "qapi/visitor.h"
 #include "qom/object_interfaces.h"
 #include "hw/qdev-properties.h"
 #include "hw/pci/pci.h"
@@ -743,9 +744,10 @@ static int cxl_shm_cdat_range(CXLShmState *s, CDATSubHeader **t, int handle,
     return n;
 }
 
+/* The cxl-type3 class hook: @priv is the device */
 static int cxl_shm_build_cdat(CDATSubHeader ***cdat_table, void *priv)
 {
-    CXLShmState *s = priv;
+    CXLShmState *s = CXL_SHM(priv);
     CDATSubHeader **t = g_new0(CDATSubHeader *, 12);
     int n = 0, handle = 0;
 
@@ -1075,8 +1077,6 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     CXLShmState *s = CXL_SHM(pci_dev);
     CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
     CXLType3Dev *ct3d = &s->parent_obj;
-    CXLComponentState *cstate = &ct3d->cxl_cstate;
-    CDATObject *cdat = &cstate->cdat;
 
     s->fd = -1;
     if (!cxl_shm_check_props(s, errp)) {
@@ -1105,19 +1105,6 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (*errp) {
         ct3d->hostvmem = NULL;
         goto fail_image;
-    }
-
-    /* Replace the parent's CDAT by ours (two DSMAS ranges) */
-    cxl_doe_cdat_release(cstate);
-    cdat->entry = NULL;
-    cdat->built_buf = NULL;
-    cdat->built_buf_len = 0;
-    cdat->buf = NULL;
-    cdat->build_cdat_table = cxl_shm_build_cdat;
-    cdat->free_cdat_table = cxl_shm_free_cdat;
-    cdat->private = s;
-    if (!cxl_doe_cdat_init(cstate, errp)) {
-        goto fail_parent;
     }
 
     memory_region_init_io(&s->regs, OBJECT(s), &cxl_shm_reg_ops, s,
@@ -1253,6 +1240,82 @@ static void cxl_shm_reset(DeviceState *dev)
     s->reset_once = true;
 }
 
+/*
+ * latency-ns can change at run time (qom-set, or cxl-shm-set-latency):
+ * the charge uses the new value from the next operation on, and the
+ * CDAT's DSLBIS latencies follow (its sequence number grows, so software
+ * that cached the table can tell).
+ */
+static void cxl_shm_cdat_set_latency(CXLShmState *s)
+{
+    CDATObject *cdat = &s->parent_obj.cxl_cstate.cdat;
+    CDATTableHeader *hdr;
+    uint8_t sum = 0;
+    int i, b;
+
+    if (!cdat->entry || cdat->entry_len < 1) {
+        return;
+    }
+    for (i = 1; i < cdat->entry_len; i++) {
+        CDATDslbis *d = cdat->entry[i].base;
+
+        if (d->header.type == CDAT_TYPE_DSLBIS &&
+            (d->data_type == HMAT_LB_DATA_READ_LATENCY ||
+             d->data_type == HMAT_LB_DATA_WRITE_LATENCY)) {
+            d->entry[0] = qatomic_read(&s->latency_ns);
+        }
+    }
+    hdr = cdat->entry[0].base;
+    hdr->sequence++;
+    hdr->checksum = 0;
+    for (i = 0; i < cdat->entry_len; i++) {
+        const uint8_t *p = cdat->entry[i].base;
+
+        for (b = 0; b < cdat->entry[i].length; b++) {
+            sum += p[b];
+        }
+    }
+    hdr->checksum = ~sum + 1;
+}
+
+static void cxl_shm_get_latency(Object *obj, Visitor *v, const char *name,
+                                void *opaque, Error **errp)
+{
+    uint32_t val = qatomic_read(&CXL_SHM(obj)->latency_ns);
+
+    visit_type_uint32(v, name, &val, errp);
+}
+
+static void cxl_shm_set_latency(Object *obj, Visitor *v, const char *name,
+                                void *opaque, Error **errp)
+{
+    CXLShmState *s = CXL_SHM(obj);
+    uint32_t val;
+
+    if (!visit_type_uint32(v, name, &val, errp)) {
+        return;
+    }
+    if (val > CXLSHM_LATENCY_MAX) {
+        error_setg(errp, "cxl-shm: property 'latency-ns' is %u (allowed: "
+                   "[0, %u])", val, CXLSHM_LATENCY_MAX);
+        return;
+    }
+    qatomic_set(&s->latency_ns, val);
+    if (DEVICE(obj)->realized) {
+        cxl_shm_cdat_set_latency(s);
+        trace_cxl_shm_latency(s->host_id, val);
+    }
+}
+
+static const PropertyInfo cxl_shm_prop_latency = {
+    .type = "uint32",
+    .description = "ns charged per line of a coherence operation, 0..65535 "
+                   "(settable at run time)",
+    .get = cxl_shm_get_latency,
+    .set = cxl_shm_set_latency,
+    .realized_set_allowed = true,
+};
+
 static const Property cxl_shm_props[] = {
     DEFINE_PROP_STRING("pool", CXLShmState, pool_path),
     DEFINE_PROP_STRING("mode", CXLShmState, mode),
@@ -1260,7 +1323,8 @@ static const Property cxl_shm_props[] = {
     DEFINE_PROP_SIZE("coherent-size", CXLShmState, coherent_size, 0),
     DEFINE_PROP_UINT32("host-id", CXLShmState, host_id, 0),
     DEFINE_PROP_UINT32("max-hosts", CXLShmState, max_hosts, 2),
-    DEFINE_PROP_UINT32("latency-ns", CXLShmState, latency_ns, 0),
+    DEFINE_PROP("latency-ns", CXLShmState, latency_ns, cxl_shm_prop_latency,
+                uint32_t),
     DEFINE_PROP_UINT32("bandwidth-mbs", CXLShmState, bandwidth_mbs, 16000),
     DEFINE_PROP_UINT32("pool-mode", CXLShmState, pool_mode, 0600),
     DEFINE_PROP_STRING("writeback", CXLShmState, writeback),
@@ -1284,6 +1348,8 @@ static void cxl_shm_class_init(ObjectClass *oc, void *data)
     device_class_set_legacy_reset(dc, cxl_shm_reset);
     cvc->hdm_decoder_changed = cxl_shm_hdm_changed;
     cvc->set_cacheline = cxl_shm_set_cacheline;
+    cvc->build_cdat_table = cxl_shm_build_cdat;
+    cvc->free_cdat_table = cxl_shm_free_cdat;
     dc->desc = "CXL 3.0 multi-host shared memory pod device (cxlpod)";
     device_class_set_props(dc, cxl_shm_props);
 }

@@ -1071,27 +1071,31 @@ static uint32_t cdat_read_entry(QTestState *qts, uint64_t doe, int handle,
     return rsp >> 16;   /* next entry handle */
 }
 
-static void test_cdat(void)
+/*
+ * Read the whole CDAT; check its ranges, that its DSLBIS carry @lat_ns and
+ * @bw_mbs, and that its checksum holds.  Returns the header's sequence.
+ */
+static uint32_t cdat_check(QTestState *qts, uint64_t doe, unsigned lat_ns,
+                           unsigned bw_mbs)
 {
-    g_autofree char *pool = pool_path("cdat.pool");
-    g_autofree char *args = host_args(pool, 0,
-                                      ",latency-ns=180,bandwidth-mbs=20000");
-    uint64_t doe = ECAM_BASE + (DEV_BUS << 20) + DOE_CAP;
-    uint32_t e[64];
-    int handle = 0, ndsmas = 0, ndslbis = 0;
-    Host h;
+    uint32_t e[64], seq;
+    uint8_t sum = 0;
+    int handle, ndsmas = 0, ndslbis = 0, i;
+    uint8_t *b = (uint8_t *)e;
 
-    h.qts = qtest_init(args);
-    host_enable(&h, false);
-    cfg_writel(h.qts, 0, 0, 0x64, ECAM_BASE >> 32);
-    cfg_writel(h.qts, 0, 0, 0x60, (uint32_t)ECAM_BASE | 1);
-    g_assert_cmphex(qtest_readl(h.qts, doe) & 0xffff, ==, 0x2e);
-
-    handle = cdat_read_entry(h.qts, doe, 0, e, ARRAY_SIZE(e)); /* header */
+    handle = cdat_read_entry(qts, doe, 0, e, ARRAY_SIZE(e)); /* header */
+    memcpy(&seq, b + 12, 4);
+    for (i = 0; i < 16; i++) {
+        sum += b[i];
+    }
     while (handle != 0xffff) {
-        uint8_t *b = (uint8_t *)e;
+        uint16_t elen;
 
-        handle = cdat_read_entry(h.qts, doe, handle, e, ARRAY_SIZE(e));
+        handle = cdat_read_entry(qts, doe, handle, e, ARRAY_SIZE(e));
+        memcpy(&elen, b + 2, 2);
+        for (i = 0; i < elen; i++) {
+            sum += b[i];
+        }
         if (b[0] == 0) {            /* DSMAS */
             uint64_t base, len;
 
@@ -1114,15 +1118,53 @@ static void test_cdat(void)
             memcpy(&unit, b + 8, 8);
             memcpy(&val, b + 16, 2);
             if (b[6] <= 2) {        /* access/read/write latency */
-                g_assert_cmpuint(unit * val, ==, 180 * 1000);
+                g_assert_cmpuint(unit * val, ==, lat_ns * 1000ULL);
             } else {                /* bandwidth */
-                g_assert_cmpuint(unit * val, ==, 20000);
+                g_assert_cmpuint(unit * val, ==, bw_mbs);
             }
             ndslbis++;
         }
     }
     g_assert_cmpint(ndsmas, ==, 2);
     g_assert_cmpint(ndslbis, ==, 8);
+    g_assert_cmpuint(sum, ==, 0);
+    return seq;
+}
+
+static void test_cdat(void)
+{
+    g_autofree char *pool = pool_path("cdat.pool");
+    g_autofree char *args = host_args(pool, 0,
+                                      ",latency-ns=180,bandwidth-mbs=20000");
+    uint64_t doe = ECAM_BASE + (DEV_BUS << 20) + DOE_CAP;
+    QDict *rsp;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, false);
+    cfg_writel(h.qts, 0, 0, 0x64, ECAM_BASE >> 32);
+    cfg_writel(h.qts, 0, 0, 0x60, (uint32_t)ECAM_BASE | 1);
+    g_assert_cmphex(qtest_readl(h.qts, doe) & 0xffff, ==, 0x2e);
+    g_assert_cmpuint(cdat_check(h.qts, doe, 180, 20000), ==, 0);
+
+    /* latency at run time: qom-set, then the QMP command; CDAT follows */
+    qtest_qmp_assert_success(h.qts, "{'execute': 'qom-set', 'arguments': "
+                             "{'path': '/machine/peripheral/shm0', "
+                             "'property': 'latency-ns', 'value': 300}}");
+    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 300);
+    g_assert_cmpuint(cdat_check(h.qts, doe, 300, 20000), ==, 1);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cxl-shm-set-latency', "
+                             "'arguments': {'path': '/machine/peripheral/shm0',"
+                             " 'latency-ns': 250}}");
+    g_assert_cmpuint(cdat_check(h.qts, doe, 250, 20000), ==, 2);
+    /* out of range: refused, nothing changes */
+    rsp = qtest_qmp(h.qts, "{'execute': 'qom-set', 'arguments': "
+                    "{'path': '/machine/peripheral/shm0', "
+                    "'property': 'latency-ns', 'value': 70000}}");
+    g_assert_true(qdict_haskey(rsp, "error"));
+    qobject_unref(rsp);
+    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 250);
+    g_assert_cmpuint(cdat_check(h.qts, doe, 250, 20000), ==, 2);
     qtest_quit(h.qts);
 }
 
