@@ -638,6 +638,12 @@ static void cxl_shm_map(CXLShmState *s, int which)
         }
     }
 
+    map_size = dpa < s->size ? MIN(size, s->size - dpa) : 0;
+    if (d->mapped && d->hpa == base && d->dpa == dpa &&
+        d->size == map_size && iw == 0) {
+        return;     /* rewritten with the values it had: nothing moves */
+    }
+    cxl_shm_unmap(s, which);
     if (iw != 0) {
         trace_cxl_shm_direct_refused(s->host_id, which, "interleaved");
         return;
@@ -646,7 +652,6 @@ static void cxl_shm_map(CXLShmState *s, int which)
         trace_cxl_shm_direct_refused(s->host_id, which, "no device memory");
         return;
     }
-    map_size = MIN(size, s->size - dpa);
 
     /* Only ever map over a CXL fixed memory window, never over RAM */
     sec = memory_region_find(get_system_memory(), base, map_size);
@@ -679,16 +684,39 @@ static void cxl_shm_map(CXLShmState *s, int which)
     }
 }
 
+static bool cxl_shm_decoder_committed(CXLShmState *s, int which)
+{
+    int hdm_inc = R_CXL_HDM_DECODER1_BASE_LO - R_CXL_HDM_DECODER0_BASE_LO;
+    uint32_t *cache_mem = s->parent_obj.cxl_cstate.crb.cache_mem_registers;
+    uint32_t ctrl = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_CTRL +
+                             which * hdm_inc);
+
+    return FIELD_EX32(ctrl, CXL_HDM_DECODER0_CTRL, COMMITTED);
+}
+
+/*
+ * Decoder @which was committed, uncommitted or reprogrammed while
+ * committed.  A decoder's DPA range starts where the previous decoders'
+ * skips and sizes end, so every committed decoder from @which on may
+ * have moved: each is mapped again where its registers now say (a
+ * decoder whose range did not change stays as it is).  A 64-bit base,
+ * size or skip is written as two halves: between them the mapping
+ * follows the half-written value, as the MMIO path does.
+ */
 static void cxl_shm_hdm_changed(CXLType3Dev *ct3d, int which, bool committed)
 {
     CXLShmState *s = CXL_SHM(ct3d);
+    int i;
 
     if (which < 0 || which >= CXLSHM_MAX_DECODERS) {
         return;
     }
-    cxl_shm_unmap(s, which);
-    if (committed) {
-        cxl_shm_map(s, which);
+    for (i = which; i < CXLSHM_MAX_DECODERS; i++) {
+        if (i == which ? committed : cxl_shm_decoder_committed(s, i)) {
+            cxl_shm_map(s, i);
+        } else if (i == which) {
+            cxl_shm_unmap(s, i);
+        }
     }
 }
 

@@ -417,6 +417,74 @@ static void test_hdm_reprogram(void)
     qtest_quit(h.qts);
 }
 
+/*
+ * Two decoders on a 512 MiB device: decoder 1's DPA range starts where
+ * decoder 0's ends, so growing decoder 0 to the whole device leaves
+ * decoder 1 nothing to decode: its mapping must go, not keep pointing
+ * at the old DPA.
+ */
+static void test_hdm_reprogram_two(void)
+{
+    g_autofree char *pool = pool_path("reprogram2.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, 2 * POOL_SIZE, COH_SIZE);
+    uint64_t hdm, hpa1, mib256 = POOL_SIZE;
+    g_autofree char *at1 = NULL;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, false);
+    hdm = find_hdm(h.qts);
+    qtest_writel(h.qts, hdm + 0x04, 0x2);
+    qtest_writel(h.qts, hdm + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x14, h.hpa >> 32);
+    qtest_writel(h.qts, hdm + 0x18, mib256 & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x1c, mib256 >> 32);
+    qtest_writel(h.qts, hdm + 0x20, 1 << 9);
+    hpa1 = h.hpa + 2 * mib256;
+    qtest_writel(h.qts, hdm + 0x30, hpa1 & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x34, hpa1 >> 32);
+    qtest_writel(h.qts, hdm + 0x38, mib256 & 0xf0000000);
+    qtest_writel(h.qts, hdm + 0x3c, mib256 >> 32);
+    qtest_writel(h.qts, hdm + 0x40, 1 << 9);
+    g_assert_cmphex(qtest_readl(h.qts, hdm + 0x40) & (1 << 10), ==, 1 << 10);
+    /* decoder 1 serves DPA [256 MiB, 512 MiB) (non-coherent: the image) */
+    qtest_writeq(h.qts, hpa1 + 0x1000, 0x0102030405060708ULL);
+    g_assert_cmphex(qtest_readq(h.qts, hpa1 + 0x1000), ==,
+                    0x0102030405060708ULL);
+    at1 = g_strdup_printf("%016" PRIx64 "-%016" PRIx64
+                          " (prio 1, ram): alias cxl-shm-direct", hpa1,
+                          (uint64_t)(hpa1 + mib256 - 1));
+    {
+        g_autofree char *mtree = qtest_hmp(h.qts, "info mtree");
+
+        g_assert_nonnull(strstr(mtree, at1));
+    }
+
+    /* decoder 0 grows to the whole device while both are committed */
+    qtest_writel(h.qts, hdm + 0x18, (2 * mib256) & 0xf0000000);
+    {
+        g_autofree char *mtree = qtest_hmp(h.qts, "info mtree");
+
+        g_assert_null(strstr(mtree, at1));
+    }
+    /* decoder 1's range decodes nothing now: no data, stores go nowhere */
+    g_assert_cmphex(qtest_readq(h.qts, hpa1 + 0x1000), !=,
+                    0x0102030405060708ULL);
+    qtest_writeq(h.qts, hpa1 + 0x2000, 0x1111ULL);
+    /* decoder 0 now reaches the upper half: the line stored, not the new */
+    g_assert_cmphex(qtest_readq(h.qts, h.hpa + mib256 + 0x1000), ==,
+                    0x0102030405060708ULL);
+    g_assert_cmphex(qtest_readq(h.qts, h.hpa + mib256 + 0x2000), ==, 0);
+    qtest_quit(h.qts);
+}
+
 /* Every doorbell operation on both areas */
 static void test_doorbell(void)
 {
@@ -1897,6 +1965,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/identify", test_identify);
     qtest_add_func("/cxl-shm/mmio-path", test_mmio_path);
     qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
+    qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
