@@ -79,24 +79,23 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
 /*
  * A consistent copy of an image line that vCPUs may be storing into: two
  * reads in a row that agree (a store between them shows as a difference).
- * Plain memcpy: the compiler may use vector loads, each aligned 8-byte
- * word of which is still read whole on the hosts QEMU runs on; the barrier
- * keeps the second read a second read.
+ * The image is read word by word with atomic loads: vCPUs store into it
+ * concurrently, so a word must never be read torn.
  *
- * The pool, the twin and the undo log are copied with memcpy too: a pool
+ * The pool, the twin and the undo log are copied with memcpy: a pool
  * line is written and read only by holders of its page lock, the twin
- * and the log only by this process's device code (the lock-free
- * line_needs_work() reads are a hint, re-checked under the lock).
+ * and the log only by this process's device code under that lock (the
+ * lock-free line_needs_work() reads are a hint, re-checked under it).
  */
 static void snapshot(const uint64_t *img, uint64_t *snap)
 {
     uint64_t again[CXLSHM_LINE_WORDS];
     int tries;
 
-    memcpy(snap, img, CXLSHM_LINE);
+    read8(img, snap);
     for (tries = 0; tries < 64; tries++) {
         smp_rmb();  /* the second read is not hoisted above the first */
-        memcpy(again, img, CXLSHM_LINE);
+        read8(img, again);
         if (same8(snap, again)) {
             return;
         }

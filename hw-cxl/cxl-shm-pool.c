@@ -26,6 +26,7 @@
 #include "qemu/atomic.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
+#include "system/qtest.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
@@ -33,8 +34,8 @@
  * Test-only: with CXL_SHM_TEST_KILL_AT=<step> in its environment, this
  * QEMU kills itself with SIGKILL at that step of joining, leaving or
  * resetting, so that tests can check what the next start makes of a
- * pool left at each step (tests/qtest/kill-steps.sh).  Not for use
- * outside tests.
+ * pool left at each step (tests/qtest/kill-steps.sh).  Only under the
+ * qtest accelerator; ignored (with a warning) anywhere else.
  */
 static const char *const pool_test_steps[] = {
     "after-open", "after-flock", "after-allocate", "after-header",
@@ -47,7 +48,7 @@ static void pool_test_kill(const char *step)
 {
     const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
 
-    if (at && strcmp(at, step) == 0) {
+    if (at && qtest_enabled() && strcmp(at, step) == 0) {
         raise(SIGKILL);
     }
 }
@@ -58,6 +59,10 @@ static void pool_test_kill_check(void)
     int i;
 
     if (!at) {
+        return;
+    }
+    if (!qtest_enabled()) {
+        warn_report("cxl-shm: CXL_SHM_TEST_KILL_AT is ignored outside qtest");
         return;
     }
     for (i = 0; i < ARRAY_SIZE(pool_test_steps); i++) {

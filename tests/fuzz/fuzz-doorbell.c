@@ -19,7 +19,9 @@
  *   - a refused op changes nothing: host A's image and twin and the pool
  *     are byte-identical; the status is one of the documented codes
  *   - an accepted op changes nothing outside [offset, offset + len) of the
- *     image, twin and pool, and nothing of the coherent window
+ *     image, twin and pool, and nothing of the coherent window; inside it
+ *     a writeback leaves every line clean, an invalidate or flush leaves
+ *     image, twin and pool equal
  *   - host B's image never changes; no page lock is left held and no undo
  *     slot left armed
  * AddressSanitizer (allocations of the exact sizes) catches any access
@@ -38,7 +40,8 @@
 #define SIZE (256u << 10)
 #define NC (SIZE - COH)
 
-static uint8_t *pool, *pool_before, *img_a_before, *twin_a_before, *img_b_expect;
+static uint8_t *pool, *pool_before, *img_a_before, *twin_a_before;
+static uint8_t *img_b_expect;
 static uint64_t *locks;
 static CXLShmUndo *undo;
 static CXLShmLines host_a, host_b;
@@ -123,6 +126,30 @@ static void same_outside(const uint8_t *a, const uint8_t *b, size_t n,
     }
 }
 
+/*
+ * What an accepted op must have done to the non-coherent lines
+ * [lo, hi): a writeback leaves each of them clean (image = twin); an
+ * invalidate or flush leaves image, twin and pool equal (no guest stores
+ * run meanwhile here).
+ */
+static void check_done(uint32_t op, uint64_t lo, uint64_t hi)
+{
+    uint64_t o;
+
+    for (o = lo; o < hi; o += CXLSHM_LINE) {
+        const uint8_t *img = host_a.image + (o - COH);
+        const uint8_t *twin = host_a.twin + (o - COH);
+
+        CHECK(!memcmp(img, twin, CXLSHM_LINE),
+              "op %u left line 0x%llx dirty", op, (unsigned long long)o);
+        if (op != CXLSHM_OP_WRITEBACK) {
+            CHECK(!memcmp(img, pool + o, CXLSHM_LINE),
+                  "op %u left line 0x%llx different from the pool", op,
+                  (unsigned long long)o);
+        }
+    }
+}
+
 static void ring(uint32_t op)
 {
     uint64_t off = regs.offset, len = regs.len;
@@ -145,6 +172,7 @@ static void ring(uint32_t op)
               (unsigned long long)(len / CXLSHM_LINE));
         lo = MAX(off, COH);
         hi = MAX(off + len, COH);
+        check_done(op, lo, hi);
     } else {
         lo = hi = 0;    /* nothing may change */
     }

@@ -1516,11 +1516,6 @@ static void test_immediate_tcg(void)
 }
 
 /*
- * A guest reset is a host failure and a rejoin: the unflushed line is
- * lost, the image is fetched again, the generation grows and another host
- * sees it in the host table.
- */
-/*
  * Latency under icount: a firmware (flat protected mode) reads the TSC,
  * rings a writeback of 16 non-coherent lines, reads the TSC again.  With
  * -icount the TSC is the virtual clock in ns, so the charge must show
@@ -1588,6 +1583,11 @@ static void test_latency_icount(void)
     g_assert_cmpuint(wall, >=, 16 * 1000);
 }
 
+/*
+ * A guest reset is a host failure and a rejoin: the unflushed line is
+ * lost, the image is fetched again, the generation grows and another host
+ * sees it in the host table.
+ */
 static void test_reset(void)
 {
     g_autofree char *pool = pool_path("reset.pool");

@@ -11,7 +11,9 @@
     __atomic_compare_exchange_n(p, &_old, n, false, __ATOMIC_SEQ_CST, \
                                 __ATOMIC_SEQ_CST); \
     _old; })
-#define smp_rmb() __atomic_thread_fence(__ATOMIC_ACQUIRE)
-#define smp_wmb() __atomic_thread_fence(__ATOMIC_RELEASE)
-#define smp_mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* as in QEMU: a compiler barrier as well as the fence */
+#define barrier() __asm__ __volatile__("" ::: "memory")
+#define smp_rmb() ({ barrier(); __atomic_thread_fence(__ATOMIC_ACQUIRE); })
+#define smp_wmb() ({ barrier(); __atomic_thread_fence(__ATOMIC_RELEASE); })
+#define smp_mb() ({ barrier(); __atomic_thread_fence(__ATOMIC_SEQ_CST); })
 #endif
