@@ -29,7 +29,6 @@
 #include "hw/cxl/cxl.h"
 #include "hw/cxl/cxl_host.h"
 #include "hw/core/cpu.h"
-#include "exec/translation-block.h"
 #include "exec/memory.h"
 #include "exec/address-spaces.h"
 #include "system/cache-maint.h"
@@ -1004,28 +1003,28 @@ static void cxl_shm_drop_image(CXLShmState *s)
 }
 
 /*
- * Cross-host atomics in the coherent window need host atomic instructions
- * on the shared pages.  KVM has them; TCG emits them only with CF_PARALLEL,
- * which QEMU sets only for MTTCG with maxcpus > 1: force it for every vCPU.
+ * Guest atomics on the coherent window must be atomic across the hosts'
+ * QEMUs.  KVM runs them natively; TCG does only when its vCPUs translate
+ * with CF_PARALLEL, which the accelerator turns on for every vCPU, CPU
+ * hotplug included, once a device asks (patch 0007).
  */
-static void cxl_shm_setup_atomics(CXLShmState *s)
+static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
-    CPUState *cpu;
-
     if (kvm_enabled()) {
         s->atomics_ok = true;
-        return;
+        return true;
     }
     if (!tcg_enabled()) {
         s->atomics_ok = false;
-        return;
+        return true;
     }
-    CPU_FOREACH(cpu) {
-        if (!tcg_cflags_has(cpu, CF_PARALLEL)) {
-            tcg_cflags_set(cpu, CF_PARALLEL);
-        }
+    if (!tcg_require_parallel_atomics("cxl-shm", errp)) {
+        error_append_hint(errp, "Cross-host atomics on the coherent window "
+                          "need it: drop parallel-atomics=off.\n");
+        return false;
     }
     s->atomics_ok = true;
+    return true;
 }
 
 static bool cxl_shm_no_swap(void)
@@ -1110,6 +1109,10 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_check_props(s, errp)) {
         return;
     }
+    /* before the pool is touched: a refusal here leaves it as it was */
+    if (!cxl_shm_setup_atomics(s, errp)) {
+        return;
+    }
     if (s->conflict_log && *s->conflict_log) {
         s->conflict_fp = fopen(s->conflict_log, "a");
         if (!s->conflict_fp) {
@@ -1152,7 +1155,6 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         goto fail_parent;
     }
 
-    cxl_shm_setup_atomics(s);
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
     s->skip_unresident = cxl_shm_no_swap();

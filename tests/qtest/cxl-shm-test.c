@@ -1383,6 +1383,27 @@ static void test_atomics_tcg(void)
 }
 
 /*
+ * Cross-host atomics cannot be had with -accel tcg,parallel-atomics=off:
+ * the device is refused, says why, and creates no pool.
+ */
+static void test_atomics_refused(void)
+{
+    g_autofree char *pool = pool_path("atomics-off.pool");
+    g_autofree char *dev = host_args(pool, 0, NULL);
+    g_autofree char *cmd = g_strdup_printf(
+        "timeout 30 %s -accel tcg,parallel-atomics=off -display none -S %s",
+        g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_nonnull(strstr(err, "parallel-atomics=off"));
+    g_assert_false(g_file_test(pool, G_FILE_TEST_EXISTS));
+}
+
+/*
  * Deferred writeback, non-temporal stores, wbinvd and invd under TCG.  A
  * firmware with the prologue above (cli: no interrupt is a fence point)
  * runs in phases; it reports each phase at 0x5000 and waits at some for
@@ -1975,6 +1996,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/cdat", test_cdat);
     qtest_add_func("/cxl-shm/native-tcg", test_native_tcg);
     qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);
+    qtest_add_func("/cxl-shm/atomics-refused", test_atomics_refused);
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
