@@ -338,7 +338,11 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     s->joined = true;
     pool_test_kill("after-slot-claim");
 
-    /* line locks and undo slots; locks an earlier life of ours left held */
+    /*
+     * Line locks and undo slots.  The locks an earlier life of ours left
+     * held are taken over once the pool's data is mapped (realize, after
+     * the backend): a rollback writes pool lines.
+     */
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
     s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
     s->lines.host_id = s->host_id;
@@ -347,7 +351,6 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     s->lines.size = s->size;
     s->lines.owner_alive = pool_owner_alive;
     s->lines.opaque = s;
-    cxl_shm_lines_recover_own(&s->lines);
 
     cxlpool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);

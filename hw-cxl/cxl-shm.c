@@ -1127,6 +1127,12 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_make_backend(s, errp)) {
         goto fail_leave;
     }
+    /*
+     * Line locks an earlier life of this host died holding: take them
+     * over and roll their half-written lines back, now that the pool's
+     * data is mapped and before anything else touches a line.
+     */
+    cxl_shm_lines_recover_own(&s->lines);
     if (!cxl_shm_make_image(s, errp)) {
         goto fail_backend;
     }

@@ -1605,6 +1605,47 @@ static void test_latency_icount(void)
 }
 
 /*
+ * A host that died in the middle of a writeback left its line lock held
+ * and its undo record armed; the next QEMU on the same slot takes the
+ * lock over at its join and rolls the half-written line back.  (The kill
+ * test found that this crashed the rejoining QEMU: the rollback ran
+ * before the pool data was mapped.)  Layout: docs/pool-format.md.
+ */
+static void test_rejoin_rollback(void)
+{
+    g_autofree char *pool = pool_path("rollback.pool");
+    uint64_t off = COH_SIZE + 0x3000;
+    uint64_t tag = (1ULL << 63) | 1;        /* host 0, slot 0, generation 1 */
+    uint64_t undo = 0x20000 + (0 * 2 + 1) * 64 * 128;  /* host 0, bank 1 */
+    uint64_t lock = 0x10000 + ((off / 4096) % 8192) * 8;
+    uint8_t old[LINE], torn[LINE], got[LINE];
+    uint64_t zero = 0;
+    Host h;
+
+    host_start(&h, pool, 0, false);     /* generation 1, then leaves */
+    qtest_quit(h.qts);
+
+    memset(old, 0x5a, sizeof(old));
+    memset(torn, 0xa5, LINE / 2);       /* died half-way through the line */
+    memset(torn + LINE / 2, 0x5a, LINE / 2);
+    patch_pool(pool, META_SIZE + off, torn, LINE);
+    patch_pool(pool, undo + 8, &off, 8);
+    patch_pool(pool, undo + 16, old, LINE);
+    patch_pool(pool, undo, &tag, 8);
+    patch_pool(pool, lock, &tag, 8);
+
+    host_start(&h, pool, 0, false);     /* generation 2 rolls it back */
+    g_assert_cmpuint(r64(&h, R_HOST_GEN(0)), ==, 2);
+    pool_pread(pool, META_SIZE + off, got, LINE);
+    g_assert_cmpmem(got, LINE, old, LINE);
+    pool_pread(pool, lock, &tag, 8);
+    g_assert_cmphex(tag, ==, zero);
+    pool_pread(pool, undo, &tag, 8);
+    g_assert_cmphex(tag, ==, zero);
+    qtest_quit(h.qts);
+}
+
+/*
  * A guest reset is a host failure and a rejoin: the unflushed line is
  * lost, the image is fetched again, the generation grows and another host
  * sees it in the host table.
@@ -2000,6 +2041,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
+    qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
