@@ -125,7 +125,9 @@ CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
                  h->max_hosts != want->max_hosts)) {
         return CXLPOOL_ERR_GEOMETRY;
     }
-    if (file_size != CXLPOOL_META_SIZE + h->data_size) {
+    /* no wrap-around: data_size comes from the file */
+    if (file_size < CXLPOOL_META_SIZE ||
+        h->data_size != file_size - CXLPOOL_META_SIZE) {
         return CXLPOOL_ERR_FILE_SIZE;
     }
     return CXLPOOL_OK;
