@@ -14,6 +14,13 @@
  * can kill the writer's QEMU when it sees that line.
  * --no-flush: the writer publishes without writeback; readers must then
  * report "corruption detected" (exit 3).
+ * --unpublished K: after --crash-at published records the writer stores K
+ * more with plain stores only (no writeback, not published), prints
+ * CRASH-POINT and waits to be killed; readers count what reached the pool
+ * of them (intact / partial / absent): none without eviction, a subset
+ * with the device's evict-rate.
+ * --log [--lives N]: one log across a writer that is killed and restarted
+ * N-1 times (log_writer, log_reader below).
  * Exit codes: 0 all published records intact (reader) / all written
  * (writer); 3 corruption detected (torn or missing published record);
  * 1 usage; 2 setup; 4 peer timeout.

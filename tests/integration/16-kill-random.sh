@@ -24,7 +24,7 @@ SEED=${CXLPOD_SEED:-$(( $(od -An -N4 -tu4 /dev/urandom) ))}
 # boot), the stall deadline (a job silent for a minute) or the survivor's
 # idle limit, long before the overall timeout
 TIMEOUT=$(( 120 + KILLS * 30 ))
-JOB="cxlpod-crash --json --log --lives $((KILLS + 1)) --crash-at 100 --delay-us 200 --idle 45"
+JOB="cxlpod-crash --json --log --lives $((KILLS + 1)) --crash-at 100 --delay-us 1000 --idle 45"
 
 t0=$(date +%s)
 rc=0
