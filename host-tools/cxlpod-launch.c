@@ -2516,6 +2516,56 @@ static void check_clean_exit(struct host *h, bool quiet)
     }
 }
 
+/*
+ * After the run: the host table as the pool file holds it
+ * (docs/pool-format.md), which also covers the host that exited last,
+ * when no survivor's QMP was left to ask.  Returns the number of entries
+ * read into state[] / gen[] (0 if the file is not a pool of version 2).
+ */
+#define POOL_MAGIC "CXLPOOL"
+static int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
+{
+    int fd = open(pool, O_RDONLY | O_CLOEXEC);
+    unsigned char hdr[0x50];
+    if (fd < 0) {
+        return 0;
+    }
+    uint32_t version = 0, max_hosts = 0, hoff = 0, hsize = 0;
+    if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+        memcmp(hdr, POOL_MAGIC, 8)) {
+        close(fd);
+        return 0;
+    }
+    memcpy(&version, hdr + 0x08, 4);
+    memcpy(&max_hosts, hdr + 0x2c, 4);
+    memcpy(&hoff, hdr + 0x30, 4);
+    memcpy(&hsize, hdr + 0x34, 4);
+    if (version != 2 || hsize < 16 || max_hosts > MAX_HOSTS) {
+        close(fd);
+        return 0;
+    }
+    int got = 0;
+    for (int i = 0; i < n && i < (int)max_hosts; i++) {
+        unsigned char e[16];
+        if (pread(fd, e, sizeof(e), (off_t)hoff + (off_t)hsize * i) != 16) {
+            break;
+        }
+        uint32_t st;
+        memcpy(&st, e, 4);
+        memcpy(&gen[i], e + 8, 8);
+        state[i] = st;
+        got++;
+    }
+    close(fd);
+    return got;
+}
+
+static const char *pool_state_name(unsigned st)
+{
+    static const char *const names[] = { "free", "live", "failed", "left" };
+    return st < 4 ? names[st] : "?";
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -3023,6 +3073,26 @@ static int run(struct opts *o)
         if (h->exit_state[0]) {
             printf("host %d: clean exit: host %d's table shows it %s\n", i,
                    h->exit_seen_by, h->exit_state);
+        }
+    }
+    if (o->device == DEV_CXL_SHM && !o->interactive) {
+        unsigned pst[MAX_HOSTS];
+        uint64_t pgen[MAX_HOSTS];
+        int np = read_pool_hosts(o->pool, o->nhosts, pst, pgen);
+        if (np > 0) {
+            printf("pool host table after the run:");
+            buf_puts(&json, ",\"pool_hosts\":[");
+            for (int i = 0; i < np; i++) {
+                /* every QEMU is gone now: "live" means it died unnoticed */
+                printf(" host %d %s gen %llu%s", i, pool_state_name(pst[i]),
+                       (unsigned long long)pgen[i], i + 1 < np ? "," : "\n");
+                char tmp[128];
+                snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"state\":\"%s\","
+                         "\"generation\":%llu}", i ? "," : "", i,
+                         pool_state_name(pst[i]), (unsigned long long)pgen[i]);
+                buf_puts(&json, tmp);
+            }
+            buf_puts(&json, "]");
         }
     }
     if (g_n_kill_recs > 0) {
@@ -3618,6 +3688,46 @@ static int selftest(void)
     CHECK(strstr(cmd, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
     free(cmd);
     strv_free(&a);
+
+    /* the host table of a pool file */
+    {
+        char tmpl[] = "/tmp/cxlpod-selftest-XXXXXX";
+        int fd = mkstemp(tmpl);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            unsigned char meta[0x1000 + 3 * 128] = { 0 };
+            uint32_t u32;
+            uint64_t u64;
+            memcpy(meta, "CXLPOOL", 8);
+            u32 = 2;
+            memcpy(meta + 0x08, &u32, 4);
+            u32 = 3;
+            memcpy(meta + 0x2c, &u32, 4);
+            u32 = 0x1000;
+            memcpy(meta + 0x30, &u32, 4);
+            u32 = 128;
+            memcpy(meta + 0x34, &u32, 4);
+            for (int i = 0; i < 3; i++) {
+                u32 = (uint32_t)(i + 1);        /* live, failed, left */
+                memcpy(meta + 0x1000 + 128 * i, &u32, 4);
+                u64 = 10 + i;
+                memcpy(meta + 0x1000 + 128 * i + 8, &u64, 8);
+            }
+            CHECK(write(fd, meta, sizeof(meta)) == (ssize_t)sizeof(meta));
+            close(fd);
+            unsigned pst[4];
+            uint64_t pg[4];
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 3);
+            CHECK(pst[0] == 1 && pst[1] == 2 && pst[2] == 3 && pg[2] == 12);
+            CHECK(!strcmp(pool_state_name(pst[2]), "left"));
+            CHECK(read_pool_hosts(tmpl, 2, pst, pg) == 2);
+            meta[8] = 1;                        /* version 1: not read */
+            write_file(tmpl, (char *)meta, sizeof(meta), 0600);
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+            unlink(tmpl);
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+        }
+    }
 
     /* a restarted job learns how often it was restarted */
     {

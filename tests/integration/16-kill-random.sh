@@ -54,6 +54,10 @@ med=$(jl '.detect_ms_median')
 awk -v m="$max" 'BEGIN { exit !(m < 1000) }' || fail "a failure took ${max} ms to show in the host table (limit 1000)"
 [ "$(jl '.results[0].exit_table_state')" = left ] \
     || { show; fail "host 0's clean exit shows as '$(jl '.results[0].exit_table_state')' in host 1's table, not left"; }
+# and after the run, in the pool file: both hosts left (host 1 exited last,
+# with nobody to ask over QMP), host 0 at generation KILLS + 1
+[ "$(jl '[.pool_hosts[] | .state] == ["left", "left"] and .pool_hosts[0].generation == '$((KILLS + 1)) )" = true ] \
+    || { show; fail "pool host table after the run: $(jq -c .pool_hosts <<<"$L")"; }
 
 # the survivor: every published record intact after each kill
 r=$(json_of 1 cxlpod-crash)
