@@ -504,7 +504,7 @@ int main(int argc, char **argv)
 	unsigned delay_us = 0;
 	bool noflush = false, log_mode = false;
 	uint64_t unpub = 0;
-	unsigned hold_ms = 0, lives = 0;
+	unsigned hold_ms = 0, lives = 0, slot = 0;
 	for (int i = 1; i < argc; i++) {
 		int r = tool_common_opt(&t, argc, argv, &i);
 		if (r < 0)
@@ -531,6 +531,8 @@ int main(int argc, char **argv)
 			unpub = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--hold-ms") && i + 1 < argc)
 			hold_ms = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--slot") && i + 1 < argc)
+			slot = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--log"))
 			log_mode = true;
 		else if (!strcmp(argv[i], "--lives") && i + 1 < argc)
@@ -540,7 +542,9 @@ int main(int argc, char **argv)
 			       "       [--records N(all that fit, max 1M)] [--crash-at K(1000)]\n"
 			       "       [--record-size B(256)] [--delay-us U(0)] [--idle S(30)]\n"
 			       "       [--no-flush] [--unpublished K [--hold-ms M(0)]]\n"
-			       "       [--log [--lives N]] [options]\n"
+			       "       [--log [--lives N]] [--slot S(0)] [options]\n"
+			       "  --slot S         S=1..3: use header S and the S-th quarter of the\n"
+			       "                   non-coherent area (two runs side by side)\n"
 			       "  --unpublished K  after --crash-at published records, store K more\n"
 			       "                   without writeback or publication, wait M ms, print\n"
 			       "                   CRASH-POINT and wait to be killed; readers count\n"
@@ -558,6 +562,10 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (slot > 3) {
+		fprintf(stderr, "cxlpod-crash: --slot 0..3\n");
+		return EXIT_USAGE;
+	}
 	if (rs < 64 || rs % 64) {
 		fprintf(stderr, "cxlpod-crash: --record-size must be a multiple of 64\n");
 		return EXIT_USAGE;
@@ -567,6 +575,14 @@ int main(int argc, char **argv)
 		return rc;
 	if (!role)
 		role = t.rank == writer ? "writer" : "reader";
+	if (slot) {
+		/* a quarter of the non-coherent area and its own header: two
+		 * runs of the tool (one after the other's join) do not meet */
+		size_t q = t.nc_len / 4 / CXLPOD_LINE * CXLPOD_LINE;
+		t.coh += slot * 4096u;
+		t.nc += slot * q;
+		t.nc_len = q;
+	}
 	struct hdr *h = (struct hdr *)t.coh;
 	uint64_t cap = t.nc_len / rs;
 	if (cap > (1u << 20))
@@ -627,7 +643,9 @@ int main(int argc, char **argv)
 
 	if (is_writer) {
 		h->recsize.v = rs;
-		h->writer.v = t.rank;
+		/* the host table is indexed by device host id (ranks may differ) */
+		h->writer.v = t.info.backend == CXLPOD_BACKEND_DEVICE ? t.info.host_id
+								      : (unsigned)t.rank;
 		h->capacity.v = records;
 		h->epoch.v = t.epoch;
 		__atomic_store_n(&h->magic.v, CRASH_MAGIC, __ATOMIC_SEQ_CST);

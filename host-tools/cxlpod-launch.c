@@ -1167,6 +1167,24 @@ static void host_paths_init(struct host_paths *hp, const char *wd, int i)
 }
 
 /*
+ * --device-opt I:K=V applies to host I only: returns I and sets *kv to
+ * "K=V"; -1 (and *kv = opt) for a K=V of every host.
+ */
+static int device_opt_host(const char *opt, const char **kv)
+{
+    const char *p = opt;
+    *kv = opt;
+    while (isdigit((unsigned char)*p)) {
+        p++;
+    }
+    if (p == opt || *p != ':' || p - opt > 2) {
+        return -1;
+    }
+    *kv = p + 1;
+    return atoi(opt);
+}
+
+/*
  * The one function that knows how the pool device is attached.  Everything
  * device-specific on the QEMU command line comes from here.
  */
@@ -1215,8 +1233,13 @@ static void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     }
     }
     for (int i = 0; i < o->device_opts.n; i++) {
+        const char *kv = o->device_opts.v[i];
+        int only = device_opt_host(kv, &kv);
+        if (only >= 0 && only != host) {
+            continue;
+        }
         buf_puts(&dev, ",");
-        buf_puts(&dev, o->device_opts.v[i]);
+        buf_puts(&dev, kv);
     }
     strv_add(a, "-device");
     strv_add(a, dev.p);
@@ -1680,7 +1703,8 @@ static void usage(FILE *f)
 "      --coherent-size SIZE  cxl-shm coherent window (default 64M)\n"
 "      --latency-ns NS     cxl-shm injected latency\n"
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
-"      --device-opt K=V    extra device property (repeatable)\n"
+"      --device-opt K=V    extra device property (repeatable);\n"
+"                          I:K=V for host I only\n"
 "\n"
 "Jobs and checks:\n"
 "      --job FILE          shell script to run in every guest\n"
@@ -1857,12 +1881,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 bad("--device", optarg, "expected cxl-type3 or cxl-shm");
             }
             break;
-        case OPT_DEVICE_OPT:
-            if (!strchr(optarg, '=') || optarg[0] == '=') {
-                bad("--device-opt", optarg, "expected KEY=VALUE");
+        case OPT_DEVICE_OPT: {
+            const char *kv;
+            int dh = device_opt_host(optarg, &kv);
+            if (!strchr(kv, '=') || kv[0] == '=') {
+                bad("--device-opt", optarg, "expected KEY=VALUE or I:KEY=VALUE");
+            }
+            if (dh >= MAX_HOSTS) {
+                bad("--device-opt", optarg, "host id before ':' must be 0..31");
             }
             strv_add(&o->device_opts, optarg);
             break;
+        }
         case OPT_QEMU_ARG:
             strv_add(&o->qemu_args, optarg);
             break;
@@ -2058,6 +2088,14 @@ static void parse_args(int argc, char **argv, struct opts *o)
         o->seed = mix64((uint64_t)ts.tv_sec * 1000000000ULL +
                         (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
         o->seed %= 1000000000000ULL;    /* short enough to retype */
+    }
+    for (int i = 0; i < o->device_opts.n; i++) {
+        const char *kv;
+        int dh = device_opt_host(o->device_opts.v[i], &kv);
+        if (dh >= o->nhosts) {
+            die(EXIT_USAGE, "--device-opt %s: there are only %d hosts (0..%d)",
+                o->device_opts.v[i], o->nhosts, o->nhosts - 1);
+        }
     }
     if (o->coherent_size_given && o->coherent_size > o->size) {
         die(EXIT_USAGE, "--coherent-size is larger than --size");
@@ -3677,6 +3715,24 @@ static int selftest(void)
     CHECK(!strstr(cmd, "memory-backend-file"));
     free(cmd);
     strv_free(&a);
+    {
+        /* a property for one host only */
+        const char *kv;
+        CHECK(device_opt_host("1:evict-rate=10", &kv) == 1 && !strcmp(kv, "evict-rate=10"));
+        CHECK(device_opt_host("evict-rate=10", &kv) == -1 && !strcmp(kv, "evict-rate=10"));
+        CHECK(device_opt_host("conflict-log=/a:b", &kv) == -1);
+        strv_add(&o.device_opts, "2:evict-rate=7");
+        add_pool_device_args(&a, &o, 2);
+        cmd = argv_to_shell(&a);
+        CHECK(strstr(cmd, "mode=timed,evict-rate=7"));
+        free(cmd);
+        strv_free(&a);
+        add_pool_device_args(&a, &o, 1);
+        cmd = argv_to_shell(&a);
+        CHECK(strstr(cmd, "mode=timed") && !strstr(cmd, "evict-rate"));
+        free(cmd);
+        strv_free(&a);
+    }
     o.device = DEV_CXL_TYPE3;
     o.device_opts.n = 0;
     add_pool_device_args(&a, &o, 0);
