@@ -474,11 +474,17 @@ static char *fmt_size(uint64_t v)
     return xasprintf("%llu", (unsigned long long)v);
 }
 
-/* A --kill spec: I@STRING or I@+SECONDS. */
+/*
+ * A --kill spec: I@STRING, I@+SECONDS, or I@random:MIN-MAX[:STRING] (a
+ * random delay of MIN..MAX seconds after STRING appears in the run's
+ * console, or after its job began when STRING is not given).
+ */
 struct kill_spec {
     int host;
-    char *pattern;      /* NULL for a time trigger */
+    char *pattern;      /* NULL for a time trigger (random: the anchor) */
     double after_s;     /* seconds after the host's QEMU started */
+    bool random;        /* I@random:MIN-MAX[:STRING] */
+    double min_s, max_s;
 };
 
 static bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
@@ -486,7 +492,7 @@ static bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
     const char *at = strchr(arg, '@');
     long host;
     if (!at) {
-        *why = "expected I@STRING or I@+SECONDS";
+        *why = "expected I@STRING, I@+SECONDS or I@random:MIN-MAX[:STRING]";
         return false;
     }
     char *hs = strndup(arg, (size_t)(at - arg));
@@ -497,7 +503,39 @@ static bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
         return false;
     }
     k->host = (int)host;
-    if (at[1] == '+') {
+    k->random = false;
+    k->min_s = k->max_s = 0;
+    if (!strncmp(at + 1, "random:", 7)) {
+        const char *r = at + 8;
+        const char *dash = strchr(r, '-');
+        const char *colon = strchr(r, ':');
+        const char *end = colon ? colon : r + strlen(r);
+        if (!dash || dash > end) {
+            *why = "expected random:MIN-MAX[:STRING] (seconds, e.g. random:0.2-1.5)";
+            return false;
+        }
+        char *lo = strndup(r, (size_t)(dash - r));
+        char *hi = strndup(dash + 1, (size_t)(end - dash - 1));
+        ok = lo && hi && parse_seconds(lo, &k->min_s) &&
+             parse_seconds(hi, &k->max_s);
+        free(lo);
+        free(hi);
+        if (!ok) {
+            *why = "MIN and MAX of random:MIN-MAX must be numbers of seconds";
+            return false;
+        }
+        if (k->max_s < k->min_s) {
+            *why = "random:MIN-MAX needs MIN <= MAX";
+            return false;
+        }
+        if (colon && !colon[1]) {
+            *why = "empty STRING after random:MIN-MAX:";
+            return false;
+        }
+        k->random = true;
+        k->pattern = colon ? xstrdup(colon + 1) : NULL;
+        k->after_s = 0;
+    } else if (at[1] == '+') {
         k->pattern = NULL;
         if (!parse_seconds(at + 2, &k->after_s)) {
             *why = "time after '@+' must be a number of seconds";
@@ -512,6 +550,166 @@ static bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
         k->after_s = 0;
     }
     return true;
+}
+
+/*
+ * The random delay of kill spec k for run `run` of its host: a function of
+ * (seed, host, run, k) only, so a run is replayed exactly with --seed.
+ */
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double kill_delay(const struct kill_spec *ks, uint64_t seed, int run, int k)
+{
+    uint64_t z = mix64(seed ^ mix64(((uint64_t)ks->host << 40) ^
+                                    ((uint64_t)run << 8) ^ (uint64_t)k));
+    double u = (double)(z >> 11) / (double)(1ULL << 53);  /* [0, 1) */
+    return ks->min_s + (ks->max_s - ks->min_s) * u;
+}
+
+/*
+ * A few lines of JSON scanning, enough to read one host's entry of a
+ * query-cxl-shm reply (QEMU prints an object's members in hash order).
+ */
+static const char *json_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+        p++;
+    }
+    return p;
+}
+
+/* Skip one JSON string starting at its opening quote; NULL if broken. */
+static const char *json_skip_string(const char *p)
+{
+    for (p++; *p; p++) {
+        if (*p == '\\' && p[1]) {
+            p++;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Skip one JSON value: returns the ',' '}' or ']' that ends it, NULL if
+ * the text ends first. */
+static const char *json_skip_value(const char *p)
+{
+    int depth = 0;
+    for (;;) {
+        if (!*p) {
+            return NULL;
+        }
+        if (*p == '"') {
+            p = json_skip_string(p);
+            if (!p) {
+                return NULL;
+            }
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+            p++;
+        } else if (*p == '}' || *p == ']') {
+            if (depth == 0) {
+                return p;
+            }
+            depth--;
+            p++;
+        } else if (*p == ',' && depth == 0) {
+            return p;
+        } else {
+            p++;
+        }
+    }
+}
+
+/* In the object starting at obj ('{'), the value of member key, or NULL. */
+static const char *json_member(const char *obj, const char *key)
+{
+    const char *p = json_ws(obj);
+    if (*p != '{') {
+        return NULL;
+    }
+    p = json_ws(p + 1);
+    size_t kl = strlen(key);
+    while (*p == '"') {
+        const char *ks = p + 1;
+        const char *ke = json_skip_string(p);
+        if (!ke) {
+            return NULL;
+        }
+        p = json_ws(ke);
+        if (*p != ':') {
+            return NULL;
+        }
+        const char *v = json_ws(p + 1);
+        if ((size_t)(ke - 1 - ks) == kl && !memcmp(ks, key, kl)) {
+            return v;
+        }
+        p = json_skip_value(v);
+        if (!p) {
+            return NULL;
+        }
+        p = json_ws(p);
+        if (*p != ',') {
+            return NULL;
+        }
+        p = json_ws(p + 1);
+    }
+    return NULL;
+}
+
+/*
+ * From a query-cxl-shm reply, host `host`'s entry of the (first) device's
+ * host table: its state ("live", "failed", "left", "free") and generation.
+ */
+static bool qmp_host_state(const char *reply, int host, char *state, size_t n,
+                           uint64_t *gen)
+{
+    const char *ret = json_member(reply, "return");
+    if (!ret || *ret != '[') {
+        return false;
+    }
+    const char *dev = json_ws(ret + 1);
+    const char *hosts = json_member(dev, "hosts");
+    if (!hosts || *hosts != '[') {
+        return false;
+    }
+    const char *p = json_ws(hosts + 1);
+    while (*p == '{') {
+        const char *id = json_member(p, "host-id");
+        if (id && isdigit((unsigned char)*id) && atoi(id) == host) {
+            const char *st = json_member(p, "state");
+            const char *g = json_member(p, "generation");
+            if (!st || *st != '"') {
+                return false;
+            }
+            const char *se = strchr(st + 1, '"');
+            size_t l = se ? (size_t)(se - st - 1) : 0;
+            if (!se || l >= n) {
+                return false;
+            }
+            memcpy(state, st + 1, l);
+            state[l] = '\0';
+            *gen = g ? strtoull(g, NULL, 10) : 0;
+            return true;
+        }
+        p = json_skip_value(p);
+        if (!p) {
+            return false;
+        }
+        p = json_ws(p);
+        if (*p != ',') {
+            return false;
+        }
+        p = json_ws(p + 1);
+    }
+    return false;
 }
 
 /* What the guest told us in its serial log. */
@@ -689,6 +887,10 @@ struct opts {
     struct kill_spec *kills;
     int n_kills;
     bool restart[MAX_HOSTS];
+    int restarts;               /* --restarts N: kill + restart N times */
+    uint64_t seed;              /* --seed: random kill delays */
+    bool seed_given;
+    double stall_timeout_s;     /* job silent this long: stalled (0: off) */
     long stagger_ms;
     bool json;
     bool follow;
@@ -965,6 +1167,24 @@ static void host_paths_init(struct host_paths *hp, const char *wd, int i)
 }
 
 /*
+ * --device-opt I:K=V applies to host I only: returns I and sets *kv to
+ * "K=V"; -1 (and *kv = opt) for a K=V of every host.
+ */
+static int device_opt_host(const char *opt, const char **kv)
+{
+    const char *p = opt;
+    *kv = opt;
+    while (isdigit((unsigned char)*p)) {
+        p++;
+    }
+    if (p == opt || *p != ':' || p - opt > 2) {
+        return -1;
+    }
+    *kv = p + 1;
+    return atoi(opt);
+}
+
+/*
  * The one function that knows how the pool device is attached.  Everything
  * device-specific on the QEMU command line comes from here.
  */
@@ -1013,8 +1233,13 @@ static void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     }
     }
     for (int i = 0; i < o->device_opts.n; i++) {
+        const char *kv = o->device_opts.v[i];
+        int only = device_opt_host(kv, &kv);
+        if (only >= 0 && only != host) {
+            continue;
+        }
         buf_puts(&dev, ",");
-        buf_puts(&dev, o->device_opts.v[i]);
+        buf_puts(&dev, kv);
     }
     strv_add(a, "-device");
     strv_add(a, dev.p);
@@ -1120,7 +1345,22 @@ enum host_end {
     END_LATE,           /* reported END but did not power off in time */
     END_SPAWN_FAILED,
     END_BOOT_STALLED,   /* no ready marker within --boot-timeout */
+    END_STALLED,        /* job silent for --stall-timeout */
 };
+
+/* One injected kill and what the survivors saw of it. */
+struct kill_rec {
+    int host, run;
+    double t;           /* host time of the SIGKILL, seconds since start */
+    double after_s;     /* since the run's QEMU started */
+    double delay_s;     /* random kills: the drawn delay after the anchor */
+    int seen_by;        /* survivor whose query-cxl-shm was read (-1: none) */
+    double detect_s;    /* SIGKILL -> survivor's table says failed (-1) */
+    uint64_t gen;       /* generation that failed */
+};
+
+static struct kill_rec *g_kill_recs;
+static int g_n_kill_recs;
 
 struct host {
     int id;
@@ -1143,6 +1383,11 @@ struct host {
     bool killed_once;       /* injected kill happened (maybe restarted) */
     double t_killed;
     bool kill_fired[16];
+    double kill_anchor[16]; /* random kills: when the anchor was seen */
+    int kills;              /* injected kills of this host */
+    double t_output;        /* last time its log grew */
+    char exit_state[16];    /* clean exit: state in a survivor's table */
+    int exit_seen_by;       /* that survivor (-1: none asked) */
     bool started_announced;
     bool ready_announced;
     bool end_announced;
@@ -1261,8 +1506,9 @@ static void show_tail(const char *path, int lines, const char *prefix)
 
 /*
  * Before a restart: tell the job it is running again by adding
- * "export CXLPOD_RESTARTED=<n>" after the script's first line if that is a
- * #! line, else before it.
+ * "export CXLPOD_RESTARTED=<n>" (n: restarts so far) after the script's
+ * first line if that is a #! line, else before it; a later restart
+ * rewrites n.
  */
 static void mark_job_restarted(const struct host *h, int n)
 {
@@ -1271,25 +1517,36 @@ static void mark_job_restarted(const struct host *h, int n)
     if (!job) {
         return;
     }
-    if (strstr(job, "export CXLPOD_RESTARTED=") == job ||
-        strstr(job, "\nexport CXLPOD_RESTARTED=")) {
-        free(job);      /* already marked by an earlier restart */
-        return;
-    }
-    size_t split = 0;
-    if (len >= 2 && job[0] == '#' && job[1] == '!') {
-        char *nl = memchr(job, '\n', len);
-        split = nl ? (size_t)(nl + 1 - job) : len;
-    }
-    struct buf b = { 0 };
-    buf_append(&b, job, split);
-    if (split && job[split - 1] != '\n') {
-        buf_puts(&b, "\n");
-    }
+    static const char key[] = "export CXLPOD_RESTARTED=";
     char line[64];
-    snprintf(line, sizeof(line), "export CXLPOD_RESTARTED=%d\n", n);
-    buf_puts(&b, line);
-    buf_append(&b, job + split, len - split);
+    snprintf(line, sizeof(line), "%s%d\n", key, n);
+    struct buf b = { 0 };
+    char *old = NULL;
+    if (strncmp(job, key, strlen(key)) == 0) {
+        old = job;
+    } else if ((old = strstr(job, "\nexport CXLPOD_RESTARTED=")) != NULL) {
+        old++;
+    }
+    if (old) {
+        /* marked by an earlier restart: replace that line */
+        char *nl = memchr(old, '\n', len - (size_t)(old - job));
+        size_t rest = nl ? (size_t)(nl + 1 - job) : len;
+        buf_append(&b, job, (size_t)(old - job));
+        buf_puts(&b, line);
+        buf_append(&b, job + rest, len - rest);
+    } else {
+        size_t split = 0;
+        if (len >= 2 && job[0] == '#' && job[1] == '!') {
+            char *nl = memchr(job, '\n', len);
+            split = nl ? (size_t)(nl + 1 - job) : len;
+        }
+        buf_append(&b, job, split);
+        if (split && job[split - 1] != '\n') {
+            buf_puts(&b, "\n");
+        }
+        buf_puts(&b, line);
+        buf_append(&b, job + split, len - split);
+    }
     if (!write_file(h->hp.job, b.p, b.len, 0755)) {
         msg("host %d: cannot update %s: %s", h->id, h->hp.job, strerror(errno));
     }
@@ -1360,6 +1617,12 @@ static bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     h->run_base = h->log.len;
     h->frozen_len = 0;
     h->parsed = false;
+    h->t_output = h->t_start;
+    memset(h->kill_fired, 0, sizeof(h->kill_fired));
+    memset(h->kill_scan, 0, sizeof(h->kill_scan));
+    memset(h->kill_anchor, 0, sizeof(h->kill_anchor));
+    h->exit_state[0] = '\0';
+    h->exit_seen_by = -1;
     h->t_ready = h->t_end = 0;
     h->ready_announced = h->end_announced = false;
     h->term_sent = false;
@@ -1393,6 +1656,9 @@ static void read_log(struct host *h)
     }
     if (h->log.len == before && h->parsed) {
         return;
+    }
+    if (h->log.len != before) {
+        h->t_output = now_s();
     }
     h->parsed = true;
     /* after an injected SIGKILL nothing later belongs to that run */
@@ -1437,7 +1703,8 @@ static void usage(FILE *f)
 "      --coherent-size SIZE  cxl-shm coherent window (default 64M)\n"
 "      --latency-ns NS     cxl-shm injected latency\n"
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
-"      --device-opt K=V    extra device property (repeatable)\n"
+"      --device-opt K=V    extra device property (repeatable);\n"
+"                          I:K=V for host I only\n"
 "\n"
 "Jobs and checks:\n"
 "      --job FILE          shell script to run in every guest\n"
@@ -1449,7 +1716,16 @@ static void usage(FILE *f)
 "                          %d; none in --interactive unless given; 0 = none)\n"
 "      --kill I@STRING     SIGKILL host I when STRING shows in its console\n"
 "      --kill I@+SECONDS   SIGKILL host I SECONDS after its QEMU started\n"
+"      --kill I@random:MIN-MAX[:STRING]  SIGKILL host I a random MIN..MAX\n"
+"                          seconds after STRING shows in its console (default:\n"
+"                          after its job began); drawn anew for every run\n"
 "      --restart I         boot host I again after it was killed\n"
+"      --restarts N        kill and restart each --restart host up to N times\n"
+"                          (its kills fire on its first N runs; default 1)\n"
+"      --seed S            seed of the random kill delays (default: from the\n"
+"                          clock; printed, so a run can be replayed)\n"
+"      --stall-timeout SECONDS  stop a guest whose job has printed nothing\n"
+"                          this long (default 0 = off)\n"
 "  -f, --follow            stream job output while it runs\n"
 "      --json              print a JSON result line last on stdout\n"
 "      --dry-run           print the QEMU command lines and exit\n"
@@ -1466,6 +1742,7 @@ enum {
     OPT_COHERENT, OPT_DEVICE, OPT_DEVICE_OPT, OPT_QEMU_ARG, OPT_MEM, OPT_SMP,
     OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
+    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT,
 };
 
 static const struct option long_opts[] = {
@@ -1493,6 +1770,9 @@ static const struct option long_opts[] = {
     { "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
     { "kill", required_argument, NULL, OPT_KILL },
     { "restart", required_argument, NULL, OPT_RESTART },
+    { "restarts", required_argument, NULL, OPT_RESTARTS },
+    { "seed", required_argument, NULL, OPT_SEED },
+    { "stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT },
     { "stagger", required_argument, NULL, OPT_STAGGER },
     { "follow", no_argument, NULL, 'f' },
     { "json", no_argument, NULL, OPT_JSON },
@@ -1525,6 +1805,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
     o->smp = 2;
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
+    o->restarts = 1;
+    bool restarts_given = false;
 
     long v;
     int c;
@@ -1599,12 +1881,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 bad("--device", optarg, "expected cxl-type3 or cxl-shm");
             }
             break;
-        case OPT_DEVICE_OPT:
-            if (!strchr(optarg, '=') || optarg[0] == '=') {
-                bad("--device-opt", optarg, "expected KEY=VALUE");
+        case OPT_DEVICE_OPT: {
+            const char *kv;
+            int dh = device_opt_host(optarg, &kv);
+            if (!strchr(kv, '=') || kv[0] == '=') {
+                bad("--device-opt", optarg, "expected KEY=VALUE or I:KEY=VALUE");
+            }
+            if (dh >= MAX_HOSTS) {
+                bad("--device-opt", optarg, "host id before ':' must be 0..31");
             }
             strv_add(&o->device_opts, optarg);
             break;
+        }
         case OPT_QEMU_ARG:
             strv_add(&o->qemu_args, optarg);
             break;
@@ -1677,6 +1965,29 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 bad("--restart", optarg, "need a host id");
             }
             o->restart[v] = true;
+            break;
+        case OPT_RESTARTS:
+            if (!parse_int(optarg, 1, 100000, &v)) {
+                bad("--restarts", optarg, "need a number 1..100000");
+            }
+            o->restarts = (int)v;
+            restarts_given = true;
+            break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long sv = strtoull(optarg, &end, 0);
+            if (errno || !*optarg || *end || *optarg == '-') {
+                bad("--seed", optarg, "need an unsigned number");
+            }
+            o->seed = sv;
+            o->seed_given = true;
+            break;
+        }
+        case OPT_STALL_TIMEOUT:
+            if (!parse_seconds(optarg, &o->stall_timeout_s)) {
+                bad("--stall-timeout", optarg, "need a number of seconds");
+            }
             break;
         case OPT_STAGGER:
             if (!parse_int(optarg, 0, 3600000, &v)) {
@@ -1759,6 +2070,31 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 die(EXIT_USAGE, "--restart %d needs a --kill %d@... "
                     "(a host is only restarted after an injected kill)", h, h);
             }
+        }
+    }
+    if (restarts_given) {
+        bool any = false;
+        for (int h = 0; h < MAX_HOSTS; h++) {
+            any |= o->restart[h];
+        }
+        if (!any) {
+            die(EXIT_USAGE, "--restarts %d needs a --restart I (it says how "
+                "often that host is killed and restarted)", o->restarts);
+        }
+    }
+    if (!o->seed_given) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->seed = mix64((uint64_t)ts.tv_sec * 1000000000ULL +
+                        (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
+        o->seed %= 1000000000000ULL;    /* short enough to retype */
+    }
+    for (int i = 0; i < o->device_opts.n; i++) {
+        const char *kv;
+        int dh = device_opt_host(o->device_opts.v[i], &kv);
+        if (dh >= o->nhosts) {
+            die(EXIT_USAGE, "--device-opt %s: there are only %d hosts (0..%d)",
+                o->device_opts.v[i], o->nhosts, o->nhosts - 1);
         }
     }
     if (o->coherent_size_given && o->coherent_size > o->size) {
@@ -2060,6 +2396,220 @@ static void show_qemu_tails(const struct host *h, int console_lines)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* what the survivors see: their host table over QMP                   */
+
+static int unix_connect(const char *path);
+static char *read_line_fd(int fd, struct buf *pending, int timeout_ms);
+static char *qmp_exchange(int s, struct buf *pending, const char *cmd);
+
+#define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
+#define DETECT_POLL_MS 2
+#define LEFT_LIMIT_S 2.0    /* a clean exit not in the table by then */
+
+/* Kill specs of a host fire on its runs 1..this. */
+static int kill_runs(const struct opts *o, int host)
+{
+    return o->restart[host] ? o->restarts : 1;
+}
+
+/* A running host other than `not` whose QMP can be asked (-1: none). */
+static int pick_survivor(int not, int skip)
+{
+    for (int i = 0; i < g_nhosts; i++) {
+        if (i != not && i != skip && g_hosts[i].pid > 0 &&
+            !g_hosts[i].term_sent && !g_hosts[i].rep.ended) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A QMP session with host i (greeting and capabilities done); -1 if not. */
+static int qmp_open(int i, struct buf *pending)
+{
+    int s = unix_connect(g_hosts[i].hp.qmp);
+    if (s < 0) {
+        return -1;
+    }
+    char *g = read_line_fd(s, pending, 2000);
+    bool ok = g && strstr(g, "\"QMP\"");
+    free(g);
+    if (ok) {
+        char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
+        ok = r && strstr(r, "\"return\"");
+        free(r);
+    }
+    if (!ok) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/*
+ * Ask survivor `sv` for host `host`'s state (query-cxl-shm) until it is
+ * not `from`, or until `deadline`.  Returns 1 and the state, generation
+ * and time of the reply that showed the change, 0 on the deadline (the
+ * last state seen), -1 if QMP failed.
+ */
+static int watch_host_state(int sv, int host, const char *from, double deadline,
+                            char *state, size_t n, uint64_t *gen, double *t_seen)
+{
+    struct buf pending = { 0 };
+    int s = qmp_open(sv, &pending);
+    int ret = -1;
+    snprintf(state, n, "?");
+    if (s < 0) {
+        free(pending.p);
+        return -1;
+    }
+    for (;;) {
+        char *r = qmp_exchange(s, &pending, "{\"execute\":\"query-cxl-shm\"}");
+        double t = now_s();
+        if (!r || !qmp_host_state(r, host, state, n, gen)) {
+            free(r);
+            break;
+        }
+        free(r);
+        if (strcmp(state, from)) {
+            *t_seen = t;
+            ret = 1;
+            break;
+        }
+        if (t > deadline) {
+            ret = 0;
+            break;
+        }
+        poll(NULL, 0, DETECT_POLL_MS);
+    }
+    close(s);
+    free(pending.p);
+    return ret;
+}
+
+/* Right after the SIGKILL of host h at tk: how long until a survivor's
+ * host table says it failed. */
+static void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet)
+{
+    char state[16];
+    uint64_t gen = 0;
+    double ts = 0;
+    int sv = pick_survivor(h->id, -1);
+    int r = sv < 0 ? -1 : watch_host_state(sv, h->id, "live", tk + DETECT_LIMIT_S,
+                                           state, sizeof(state), &gen, &ts);
+    if (r < 0 && sv >= 0) {
+        int sv2 = pick_survivor(h->id, sv);     /* that one did not answer */
+        if (sv2 >= 0) {
+            sv = sv2;
+            r = watch_host_state(sv, h->id, "live", tk + DETECT_LIMIT_S,
+                                 state, sizeof(state), &gen, &ts);
+        }
+    }
+    if (r < 0) {
+        if (sv >= 0 || !quiet) {
+            msg("host %d: no survivor's QMP answered: failure detection not "
+                "measured", h->id);
+        }
+        return;
+    }
+    kr->seen_by = sv;
+    kr->gen = gen;
+    if (r == 1 && !strcmp(state, "failed")) {
+        kr->detect_s = ts - tk;
+        if (!quiet) {
+            msg("host %d: host %d's table shows it failed (generation %llu) "
+                "%.1f ms after the SIGKILL", h->id, sv, (unsigned long long)gen,
+                kr->detect_s * 1e3);
+        }
+    } else {
+        msg("host %d: host %d's table shows it %s, not failed, %.1f s after "
+            "the SIGKILL", h->id, sv, state, now_s() - tk);
+    }
+}
+
+/* Host h's QEMU exited by itself: what a survivor's table says (left). */
+static void check_clean_exit(struct host *h, bool quiet)
+{
+    char state[16];
+    uint64_t gen = 0;
+    double ts;
+    int sv = pick_survivor(h->id, -1);
+    if (sv < 0) {
+        return;     /* nobody left to ask */
+    }
+    int r = watch_host_state(sv, h->id, "live", now_s() + LEFT_LIMIT_S, state,
+                             sizeof(state), &gen, &ts);
+    if (r < 0) {
+        return;
+    }
+    snprintf(h->exit_state, sizeof(h->exit_state), "%s", state);
+    h->exit_seen_by = sv;
+    if (strcmp(state, "left")) {
+        msg("host %d: exited cleanly but host %d's table shows it %s, not left",
+            h->id, sv, state);
+    } else if (!quiet) {
+        msg("host %d: exited; host %d's table shows it left (generation %llu)",
+            h->id, sv, (unsigned long long)gen);
+    }
+}
+
+/*
+ * After the run: the host table as the pool file holds it
+ * (docs/pool-format.md), which also covers the host that exited last,
+ * when no survivor's QMP was left to ask.  Returns the number of entries
+ * read into state[] / gen[] (0 if the file is not a pool of version 2).
+ */
+#define POOL_MAGIC "CXLPOOL"
+static int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
+{
+    int fd = open(pool, O_RDONLY | O_CLOEXEC);
+    unsigned char hdr[0x50];
+    if (fd < 0) {
+        return 0;
+    }
+    uint32_t version = 0, max_hosts = 0, hoff = 0, hsize = 0;
+    if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+        memcmp(hdr, POOL_MAGIC, 8)) {
+        close(fd);
+        return 0;
+    }
+    memcpy(&version, hdr + 0x08, 4);
+    memcpy(&max_hosts, hdr + 0x2c, 4);
+    memcpy(&hoff, hdr + 0x30, 4);
+    memcpy(&hsize, hdr + 0x34, 4);
+    if (version != 2 || hsize < 16 || max_hosts > MAX_HOSTS) {
+        close(fd);
+        return 0;
+    }
+    int got = 0;
+    for (int i = 0; i < n && i < (int)max_hosts; i++) {
+        unsigned char e[16];
+        if (pread(fd, e, sizeof(e), (off_t)hoff + (off_t)hsize * i) != 16) {
+            break;
+        }
+        uint32_t st;
+        memcpy(&st, e, 4);
+        memcpy(&gen[i], e + 8, 8);
+        state[i] = st;
+        got++;
+    }
+    close(fd);
+    return got;
+}
+
+static const char *pool_state_name(unsigned st)
+{
+    static const char *const names[] = { "free", "live", "failed", "left" };
+    return st < 4 ? names[st] : "?";
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int run(struct opts *o)
 {
     char accel_note[512];
@@ -2102,6 +2652,13 @@ static int run(struct opts *o)
 
     msg("work dir: %s", o->workdir);
     msg("accelerator: %s", accel_note);
+    for (int k = 0; k < o->n_kills; k++) {
+        if (o->kills[k].random) {
+            msg("random kills: seed %llu (replay with --seed %llu)",
+                (unsigned long long)o->seed, (unsigned long long)o->seed);
+            break;
+        }
+    }
     if (!o->quiet) {
         msg("%d host%s, pool %s (%s, %llu MiB), QEMU %s", o->nhosts,
             o->nhosts > 1 ? "s" : "", o->pool, device_name(o->device),
@@ -2191,15 +2748,17 @@ static int run(struct opts *o)
                 follow_output(h, false);
             }
 
-            /* failure injection (first run only) */
-            if (h->pid > 0 && h->runs == 1 && !h->term_sent) {
+            /* failure injection (first run only; with --restart and
+             * --restarts N, the first N runs) */
+            if (h->pid > 0 && h->runs <= kill_runs(o, h->id) && !h->term_sent) {
                 for (int k = 0; k < o->n_kills; k++) {
                     const struct kill_spec *ks = &o->kills[k];
                     if (ks->host != h->id || h->kill_fired[k]) {
                         continue;
                     }
-                    bool fire;
-                    if (ks->pattern) {
+                    bool fire = false;
+                    double delay = 0;
+                    if (ks->pattern && (!ks->random || h->kill_anchor[k] == 0)) {
                         /* search only what is new, plus an overlap */
                         size_t plen = strlen(ks->pattern);
                         size_t from = h->kill_scan[k] > plen ?
@@ -2211,10 +2770,30 @@ static int run(struct opts *o)
                                memmem(h->log.p + from, h->log.len - from,
                                       ks->pattern, plen) != NULL;
                         h->kill_scan[k] = h->log.len;
-                    } else {
+                        if (fire && ks->random) {
+                            h->kill_anchor[k] = t;
+                            fire = false;
+                        }
+                    } else if (!ks->random) {
                         fire = t - h->t_start >= ks->after_s;
                     }
+                    if (ks->random) {
+                        if (!ks->pattern && h->kill_anchor[k] == 0 && h->rep.begun) {
+                            h->kill_anchor[k] = t;
+                        }
+                        delay = kill_delay(ks, o->seed, h->runs, k);
+                        if (h->kill_anchor[k] > 0 && h->rep.ended) {
+                            msg("host %d: job ended before its random kill "
+                                "(%.2f s after %s); not killed", h->id, delay,
+                                ks->pattern ? ks->pattern : "its job began");
+                            h->kill_fired[k] = true;
+                            continue;
+                        }
+                        fire = h->kill_anchor[k] > 0 &&
+                               t - h->kill_anchor[k] >= delay;
+                    }
                     if (fire) {
+                        double tk = now_s();
                         h->kill_fired[k] = true;
                         kill_qemu(h->pid, SIGKILL);
                         h->end = END_KILLED;
@@ -2223,16 +2802,49 @@ static int run(struct opts *o)
                         h->t_killed = t;
                         h->term_sent = true;    /* no further SIGTERM */
                         h->t_term = t;
-                        if (ks->pattern) {
+                        h->kills++;
+                        if (ks->random) {
+                            msg("host %d: killed (SIGKILL) %.2f s after %s "
+                                "(random %g-%g s; run %d), %.2f s after start",
+                                h->id, tk - h->kill_anchor[k],
+                                ks->pattern ? ks->pattern : "its job began",
+                                ks->min_s, ks->max_s, h->runs, tk - h->t_start);
+                        } else if (ks->pattern) {
                             msg("host %d: killed (SIGKILL) on '%s' after %.2f s",
                                 h->id, ks->pattern, t - h->t_start);
                         } else {
                             msg("host %d: killed (SIGKILL) after %.2f s", h->id,
                                 t - h->t_start);
                         }
+                        g_kill_recs = xrealloc(g_kill_recs, (g_n_kill_recs + 1) *
+                                               sizeof(*g_kill_recs));
+                        struct kill_rec *kr = &g_kill_recs[g_n_kill_recs++];
+                        *kr = (struct kill_rec){
+                            .host = h->id, .run = h->runs, .t = tk - t0,
+                            .after_s = tk - h->t_start,
+                            .delay_s = ks->random ? delay : -1,
+                            .seen_by = -1, .detect_s = -1,
+                        };
+                        if (o->device == DEV_CXL_SHM) {
+                            detect_kill(h, kr, tk, o->quiet);
+                        }
                         break;
                     }
                 }
+            }
+
+            /* a job that prints nothing for --stall-timeout is stuck (a
+             * hung guest, or a job waiting for something that never
+             * comes): report it with its console and stop it */
+            if (o->stall_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
+                h->rep.begun && !h->rep.ended &&
+                t - h->t_output > o->stall_timeout_s) {
+                msg("host %d: job printed nothing for %.0f s (stalled, "
+                    "--stall-timeout %.0f): stopping it", h->id, t - h->t_output,
+                    o->stall_timeout_s);
+                show_qemu_tails(h, 25);
+                h->end = END_STALLED;
+                send_term(h, t);
             }
 
             /* boot deadline: a guest that never reaches its ready marker
@@ -2277,8 +2889,13 @@ static int run(struct opts *o)
                     if (h->end == END_NONE) {
                         h->end = END_EXITED;
                     }
+                    if ((h->end == END_EXITED || h->end == END_LATE) &&
+                        o->device == DEV_CXL_SHM && WIFEXITED(st) &&
+                        WEXITSTATUS(st) == 0) {
+                        check_clean_exit(h, o->quiet);
+                    }
                     if (h->end == END_KILLED && o->restart[h->id] &&
-                        h->runs == 1 && !interrupted && !timed_out) {
+                        h->runs <= o->restarts && !interrupted && !timed_out) {
                         if (spawn_qemu(h, o, accel, has_job)) {
                             msg("host %d: restarted, QEMU pid %d", h->id,
                                 (int)h->pid);
@@ -2401,6 +3018,10 @@ static int run(struct opts *o)
             snprintf(line, sizeof(line), "boot stalled: no ready marker "
                      "within %.0f s", o->boot_timeout_s);
             state = "boot-stalled";
+        } else if (h->end == END_STALLED) {
+            snprintf(line, sizeof(line), "job stalled: no console output "
+                     "for %.0f s", o->stall_timeout_s);
+            state = "stalled";
         } else if (o->interactive) {
             snprintf(line, sizeof(line), "QEMU exited (status %s)", qs);
             state = "exited";
@@ -2415,8 +3036,16 @@ static int run(struct opts *o)
         if (nerr && h->end != END_KILLED) {
             ok = false;
         }
-        printf("host %d: %s%s", i, h->killed_once && h->runs > 1 ?
-               "killed, restarted: " : "", line);
+        if (h->exit_state[0] && strcmp(h->exit_state, "left")) {
+            ok = false;     /* a clean exit must show as left */
+        }
+        if (h->killed_once && h->runs > 1 && h->kills > 1) {
+            printf("host %d: killed and restarted %d times: %s", i, h->kills,
+                   line);
+        } else {
+            printf("host %d: %s%s", i, h->killed_once && h->runs > 1 ?
+                   "killed, restarted: " : "", line);
+        }
         if (nerr) {
             printf(" (%d guest error%s)", nerr, nerr > 1 ? "s" : "");
         }
@@ -2450,6 +3079,14 @@ static int run(struct opts *o)
         buf_puts(&json, tmp);
         buf_puts(&json, ",\"qemu_exit\":");
         json_string(&json, qs, strlen(qs));
+        snprintf(tmp, sizeof(tmp), ",\"kills\":%d,\"runs\":%d,"
+                 "\"exit_table_state\":", h->kills, h->runs);
+        buf_puts(&json, tmp);
+        if (h->exit_state[0]) {
+            json_string(&json, h->exit_state, strlen(h->exit_state));
+        } else {
+            buf_puts(&json, "null");
+        }
         buf_puts(&json, ",\"errors\":[");
         const char *p = errs;
         bool first = true;
@@ -2466,6 +3103,113 @@ static int run(struct opts *o)
         buf_puts(&json, "]}");
         free(errs);
     }
+    buf_puts(&json, "]");
+
+    /* injected kills: how fast the survivors' host table showed them */
+    for (int i = 0; i < o->nhosts; i++) {
+        struct host *h = &g_hosts[i];
+        if (h->exit_state[0]) {
+            printf("host %d: clean exit: host %d's table shows it %s\n", i,
+                   h->exit_seen_by, h->exit_state);
+        }
+    }
+    if (o->device == DEV_CXL_SHM && !o->interactive) {
+        unsigned pst[MAX_HOSTS];
+        uint64_t pgen[MAX_HOSTS];
+        int np = read_pool_hosts(o->pool, o->nhosts, pst, pgen);
+        if (np > 0) {
+            printf("pool host table after the run:");
+            buf_puts(&json, ",\"pool_hosts\":[");
+            for (int i = 0; i < np; i++) {
+                /* every QEMU is gone now: "live" means it died unnoticed */
+                printf(" host %d %s gen %llu%s", i, pool_state_name(pst[i]),
+                       (unsigned long long)pgen[i], i + 1 < np ? "," : "\n");
+                char tmp[128];
+                snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"state\":\"%s\","
+                         "\"generation\":%llu}", i ? "," : "", i,
+                         pool_state_name(pst[i]), (unsigned long long)pgen[i]);
+                buf_puts(&json, tmp);
+            }
+            buf_puts(&json, "]");
+        }
+    }
+    if (g_n_kill_recs > 0) {
+        double *lat = xmalloc(sizeof(double) * (size_t)g_n_kill_recs);
+        int nlat = 0, asked = 0;
+        for (int k = 0; k < g_n_kill_recs; k++) {
+            asked += g_kill_recs[k].seen_by >= 0;
+            if (g_kill_recs[k].detect_s >= 0) {
+                lat[nlat++] = g_kill_recs[k].detect_s;
+            }
+        }
+        qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
+        double mx = nlat ? lat[nlat - 1] : -1;
+        double med = nlat ? (nlat % 2 ? lat[nlat / 2] :
+                             (lat[nlat / 2 - 1] + lat[nlat / 2]) / 2) : -1;
+        bool any_random = false;
+        for (int k = 0; k < o->n_kills; k++) {
+            any_random |= o->kills[k].random;
+        }
+        printf("kills: %d", g_n_kill_recs);
+        if (any_random) {
+            printf(" (seed %llu)", (unsigned long long)o->seed);
+        }
+        if (nlat) {
+            printf("; a survivor's host table showed the host failed after "
+                   "max %.1f ms, median %.1f ms (%d of %d seen)", mx * 1e3,
+                   med * 1e3, nlat, g_n_kill_recs);
+        }
+        if (asked > nlat) {
+            printf("; %d kill(s) NOT seen as failed within %.0f s",
+                   asked - nlat, DETECT_LIMIT_S);
+            if (status == EXIT_OK) {
+                status = EXIT_JOBFAIL;
+            }
+        }
+        printf("\n");
+        char tmp[256];
+        if (any_random) {
+            snprintf(tmp, sizeof(tmp), ",\"kill_seed\":%llu",
+                     (unsigned long long)o->seed);
+        } else {
+            snprintf(tmp, sizeof(tmp), ",\"kill_seed\":null");
+        }
+        buf_puts(&json, tmp);
+        buf_puts(&json, ",\"detect_ms_max\":");
+        if (nlat) {
+            snprintf(tmp, sizeof(tmp), "%.3f,\"detect_ms_median\":%.3f",
+                     mx * 1e3, med * 1e3);
+        } else {
+            snprintf(tmp, sizeof(tmp), "null,\"detect_ms_median\":null");
+        }
+        buf_puts(&json, tmp);
+        snprintf(tmp, sizeof(tmp), ",\"kills_seen\":%d,\"kills\":[", nlat);
+        buf_puts(&json, tmp);
+        for (int k = 0; k < g_n_kill_recs; k++) {
+            const struct kill_rec *kr = &g_kill_recs[k];
+            snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"run\":%d,\"t_s\":%.3f,"
+                     "\"after_start_s\":%.3f,\"delay_s\":", k ? "," : "",
+                     kr->host, kr->run, kr->t, kr->after_s);
+            buf_puts(&json, tmp);
+            if (kr->delay_s >= 0) {
+                snprintf(tmp, sizeof(tmp), "%.3f", kr->delay_s);
+            } else {
+                snprintf(tmp, sizeof(tmp), "null");
+            }
+            buf_puts(&json, tmp);
+            snprintf(tmp, sizeof(tmp), ",\"seen_by\":%d,\"generation\":%llu,"
+                     "\"detect_ms\":", kr->seen_by, (unsigned long long)kr->gen);
+            buf_puts(&json, tmp);
+            if (kr->detect_s >= 0) {
+                snprintf(tmp, sizeof(tmp), "%.3f}", kr->detect_s * 1e3);
+            } else {
+                snprintf(tmp, sizeof(tmp), "null}");
+            }
+            buf_puts(&json, tmp);
+        }
+        buf_puts(&json, "]");
+        free(lat);
+    }
     if (timed_out) {
         status = EXIT_TIMEOUT;
     }
@@ -2474,7 +3218,7 @@ static int run(struct opts *o)
     }
     {
         char tmp[96];
-        snprintf(tmp, sizeof(tmp), "],\"ok\":%s,\"exit\":%d}",
+        snprintf(tmp, sizeof(tmp), ",\"ok\":%s,\"exit\":%d}",
                  status == EXIT_OK ? "true" : "false", status);
         buf_puts(&json, tmp);
     }
@@ -2806,6 +3550,62 @@ static int selftest(void)
     CHECK(!parse_kill("1@", &k, &why));
     CHECK(!parse_kill("1@+abc", &k, &why));
     CHECK(!parse_kill("99@foo", &k, &why));
+    /* random kills */
+    CHECK(parse_kill("0@random:0.2-1.5", &k, &why) && k.host == 0 && k.random &&
+          !k.pattern && k.min_s == 0.2 && k.max_s == 1.5);
+    CHECK(parse_kill("3@random:1-1:CRASH-POINT life=", &k, &why) && k.host == 3 &&
+          k.random && k.min_s == 1 && k.max_s == 1 &&
+          !strcmp(k.pattern, "CRASH-POINT life="));
+    free(k.pattern);
+    CHECK(parse_kill("1@random:0-2:a:b-c", &k, &why) && k.max_s == 2 &&
+          !strcmp(k.pattern, "a:b-c"));
+    free(k.pattern);
+    CHECK(!parse_kill("0@random:", &k, &why));
+    CHECK(!parse_kill("0@random:1", &k, &why));
+    CHECK(!parse_kill("0@random:2-1", &k, &why));
+    CHECK(!parse_kill("0@random:a-1", &k, &why));
+    CHECK(!parse_kill("0@random:1-", &k, &why));
+    CHECK(!parse_kill("0@random:-1-2", &k, &why));
+    CHECK(!parse_kill("0@random:0-1:", &k, &why));
+    CHECK(!parse_kill("0@random:0:x-1", &k, &why));
+    {
+        /* delays: inside [MIN, MAX], a function of (seed, host, run, spec) */
+        struct kill_spec r = { .host = 0, .random = true, .min_s = 0.5, .max_s = 2 };
+        bool differ = false;
+        for (int run = 1; run <= 200; run++) {
+            double d = kill_delay(&r, 42, run, 0);
+            CHECK(d >= 0.5 && d < 2);
+            CHECK(d == kill_delay(&r, 42, run, 0));
+            differ |= d != kill_delay(&r, 43, run, 0);
+        }
+        CHECK(differ);
+        CHECK(kill_delay(&r, 42, 1, 0) != kill_delay(&r, 42, 2, 0));
+        CHECK(kill_delay(&r, 42, 1, 0) != kill_delay(&r, 42, 1, 1));
+        r.max_s = 0.5;
+        CHECK(kill_delay(&r, 7, 3, 0) == 0.5);
+    }
+
+    /* a query-cxl-shm reply (members in QEMU's hash order) */
+    {
+        const char *rep =
+            "{\"return\": [{\"host-id\": 1, \"stats\": {\"errors\": 0}, "
+            "\"hosts\": [{\"host-id\": 0, \"stats\": {\"a\": 1, \"b\": [1, {\"c\": \"}\"}]}, "
+            "\"state\": \"failed\", \"generation\": 3, \"pid\": 99}, "
+            "{\"state\": \"live\", \"host-id\": 1, \"generation\": 12, "
+            "\"stats\": {}}], \"mode\": \"direct\", \"generation\": 1}]}";
+        char st[16];
+        uint64_t g = 0;
+        CHECK(qmp_host_state(rep, 0, st, sizeof(st), &g) && !strcmp(st, "failed") &&
+              g == 3);
+        CHECK(qmp_host_state(rep, 1, st, sizeof(st), &g) && !strcmp(st, "live") &&
+              g == 12);
+        CHECK(!qmp_host_state(rep, 2, st, sizeof(st), &g));
+        CHECK(!qmp_host_state("{\"error\": {\"class\": \"CommandNotFound\"}}", 0,
+                              st, sizeof(st), &g));
+        CHECK(!qmp_host_state("{\"return\": [{\"hosts\": [{\"host-id\": 0, "
+                              "\"state\": \"fa", 0, st, sizeof(st), &g));
+        CHECK(!qmp_host_state("", 0, st, sizeof(st), &g));
+    }
 
     /* log parsing */
     struct guest_report r;
@@ -2882,9 +3682,19 @@ static int selftest(void)
     CHECK(o.job_cmd.n == 2 && !strcmp(o.job_cmd.v[0], "echo"));
     CHECK(o.timeout_s == 300);
     CHECK(o.boot_timeout_s == DEFAULT_BOOT_TIMEOUT_S);
+    CHECK(o.restarts == 1 && !o.kills[0].random);
     {
         struct opts o2;
 
+        selftest_parse_args("-n 2 --kill 0@random:0.1-2:CRASH-POINT --restart 0 "
+                            "--restarts 20 --seed 1234 --stall-timeout 30 -- x", &o2);
+        CHECK(o2.n_kills == 1 && o2.kills[0].random && o2.restart[0]);
+        CHECK(o2.restarts == 20 && o2.seed == 1234 && o2.seed_given);
+        CHECK(o2.stall_timeout_s == 30);
+        CHECK(kill_runs(&o2, 0) == 20 && kill_runs(&o2, 1) == 1);
+        selftest_parse_args("--kill 0@+1 -- x", &o2);
+        CHECK(!o2.seed_given && o2.restarts == 1 && o2.stall_timeout_s == 0);
+        CHECK(kill_runs(&o2, 0) == 1);
         selftest_parse_args("--interactive", &o2);
         CHECK(o2.timeout_s == 0 && o2.boot_timeout_s == 0);
         selftest_parse_args("--interactive --boot-timeout 40", &o2);
@@ -2905,6 +3715,24 @@ static int selftest(void)
     CHECK(!strstr(cmd, "memory-backend-file"));
     free(cmd);
     strv_free(&a);
+    {
+        /* a property for one host only */
+        const char *kv;
+        CHECK(device_opt_host("1:evict-rate=10", &kv) == 1 && !strcmp(kv, "evict-rate=10"));
+        CHECK(device_opt_host("evict-rate=10", &kv) == -1 && !strcmp(kv, "evict-rate=10"));
+        CHECK(device_opt_host("conflict-log=/a:b", &kv) == -1);
+        strv_add(&o.device_opts, "2:evict-rate=7");
+        add_pool_device_args(&a, &o, 2);
+        cmd = argv_to_shell(&a);
+        CHECK(strstr(cmd, "mode=timed,evict-rate=7"));
+        free(cmd);
+        strv_free(&a);
+        add_pool_device_args(&a, &o, 1);
+        cmd = argv_to_shell(&a);
+        CHECK(strstr(cmd, "mode=timed") && !strstr(cmd, "evict-rate"));
+        free(cmd);
+        strv_free(&a);
+    }
     o.device = DEV_CXL_TYPE3;
     o.device_opts.n = 0;
     add_pool_device_args(&a, &o, 0);
@@ -2916,6 +3744,75 @@ static int selftest(void)
     CHECK(strstr(cmd, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
     free(cmd);
     strv_free(&a);
+
+    /* the host table of a pool file */
+    {
+        char tmpl[] = "/tmp/cxlpod-selftest-XXXXXX";
+        int fd = mkstemp(tmpl);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            unsigned char meta[0x1000 + 3 * 128] = { 0 };
+            uint32_t u32;
+            uint64_t u64;
+            memcpy(meta, "CXLPOOL", 8);
+            u32 = 2;
+            memcpy(meta + 0x08, &u32, 4);
+            u32 = 3;
+            memcpy(meta + 0x2c, &u32, 4);
+            u32 = 0x1000;
+            memcpy(meta + 0x30, &u32, 4);
+            u32 = 128;
+            memcpy(meta + 0x34, &u32, 4);
+            for (int i = 0; i < 3; i++) {
+                u32 = (uint32_t)(i + 1);        /* live, failed, left */
+                memcpy(meta + 0x1000 + 128 * i, &u32, 4);
+                u64 = 10 + i;
+                memcpy(meta + 0x1000 + 128 * i + 8, &u64, 8);
+            }
+            CHECK(write(fd, meta, sizeof(meta)) == (ssize_t)sizeof(meta));
+            close(fd);
+            unsigned pst[4];
+            uint64_t pg[4];
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 3);
+            CHECK(pst[0] == 1 && pst[1] == 2 && pst[2] == 3 && pg[2] == 12);
+            CHECK(!strcmp(pool_state_name(pst[2]), "left"));
+            CHECK(read_pool_hosts(tmpl, 2, pst, pg) == 2);
+            meta[8] = 1;                        /* version 1: not read */
+            write_file(tmpl, (char *)meta, sizeof(meta), 0600);
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+            unlink(tmpl);
+            CHECK(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+        }
+    }
+
+    /* a restarted job learns how often it was restarted */
+    {
+        char tmpl[] = "/tmp/cxlpod-selftest-XXXXXX";
+        int fd = mkstemp(tmpl);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            close(fd);
+            struct host hh = { .id = 0 };
+            hh.hp.job = tmpl;
+            const char *cases[][2] = {
+                { "#!/bin/sh\necho hi\n",
+                  "#!/bin/sh\nexport CXLPOD_RESTARTED=%d\necho hi\n" },
+                { "echo hi\n", "export CXLPOD_RESTARTED=%d\necho hi\n" },
+            };
+            for (int c = 0; c < 2; c++) {
+                write_file(tmpl, cases[c][0], strlen(cases[c][0]), 0644);
+                for (int n = 1; n <= 12; n += 11) {
+                    mark_job_restarted(&hh, n);
+                    char want[128];
+                    snprintf(want, sizeof(want), cases[c][1], n);
+                    char *got = read_file(tmpl, NULL);
+                    CHECK(got && !strcmp(got, want));
+                    free(got);
+                }
+            }
+            unlink(tmpl);
+        }
+    }
 
     struct buf b = { 0 };
     shell_quote(&b, "it's");
