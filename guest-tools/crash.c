@@ -493,6 +493,28 @@ static int log_reader(struct tool *t, struct hdr *h, unsigned lives, double idle
 			       ? EXIT_WRONG : EXIT_PEER;
 }
 
+static void usage(void)
+{
+	printf("usage: cxlpod-crash [--role writer|reader|verify] [--writer H(0)]\n"
+	       "       [--records N(all that fit, max 1M)] [--crash-at K(1000)]\n"
+	       "       [--record-size B(256)] [--delay-us U(0)] [--idle S(30)]\n"
+	       "       [--no-flush] [--unpublished K [--hold-ms M(0)]]\n"
+	       "       [--log [--lives N]] [--slot S(0)] [options]\n"
+	       "  --slot S         S=1..3: use header S and the S-th quarter of the\n"
+	       "                   non-coherent area (two runs side by side)\n"
+	       "  --unpublished K  after --crash-at published records, store K more\n"
+	       "                   without writeback or publication, wait M ms, print\n"
+	       "                   CRASH-POINT and wait to be killed; readers count\n"
+	       "                   them intact / partial / absent\n"
+	       "  --log            one log across the writer's restarts: each life\n"
+	       "                   (CXLPOD_RESTARTED+1) checks its new generation,\n"
+	       "                   verifies, appends --crash-at records, prints\n"
+	       "                   CRASH-POINT life=L and appends until killed; life N\n"
+	       "                   (--lives) finishes; readers re-verify after each kill\n"
+	       "%s",
+	       tool_common_usage());
+}
+
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-crash", .rank = -1};
@@ -501,71 +523,29 @@ int main(int argc, char **argv)
 	uint64_t records = 0, crash_at = 1000;
 	size_t rs = 256;
 	double idle = 30;
-	unsigned delay_us = 0;
+	int delay_us = 0;
 	bool noflush = false, log_mode = false;
 	uint64_t unpub = 0;
-	unsigned hold_ms = 0, lives = 0, slot = 0;
-	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(&t, argc, argv, &i);
-		if (r < 0)
-			return EXIT_USAGE;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--role") && i + 1 < argc)
-			role = argv[++i];
-		else if (!strcmp(argv[i], "--writer") && i + 1 < argc)
-			writer = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--records") && i + 1 < argc)
-			records = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--crash-at") && i + 1 < argc)
-			crash_at = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--record-size") && i + 1 < argc)
-			rs = parse_size_arg(argv[++i]);
-		else if (!strcmp(argv[i], "--idle") && i + 1 < argc)
-			idle = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--delay-us") && i + 1 < argc)
-			delay_us = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--no-flush"))
-			noflush = true;
-		else if (!strcmp(argv[i], "--unpublished") && i + 1 < argc)
-			unpub = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--hold-ms") && i + 1 < argc)
-			hold_ms = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--slot") && i + 1 < argc)
-			slot = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--log"))
-			log_mode = true;
-		else if (!strcmp(argv[i], "--lives") && i + 1 < argc)
-			lives = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: cxlpod-crash [--role writer|reader|verify] [--writer H(0)]\n"
-			       "       [--records N(all that fit, max 1M)] [--crash-at K(1000)]\n"
-			       "       [--record-size B(256)] [--delay-us U(0)] [--idle S(30)]\n"
-			       "       [--no-flush] [--unpublished K [--hold-ms M(0)]]\n"
-			       "       [--log [--lives N]] [--slot S(0)] [options]\n"
-			       "  --slot S         S=1..3: use header S and the S-th quarter of the\n"
-			       "                   non-coherent area (two runs side by side)\n"
-			       "  --unpublished K  after --crash-at published records, store K more\n"
-			       "                   without writeback or publication, wait M ms, print\n"
-			       "                   CRASH-POINT and wait to be killed; readers count\n"
-			       "                   them intact / partial / absent\n"
-			       "  --log            one log across the writer's restarts: each life\n"
-			       "                   (CXLPOD_RESTARTED+1) checks its new generation,\n"
-			       "                   verifies, appends --crash-at records, prints\n"
-			       "                   CRASH-POINT life=L and appends until killed; life N\n"
-			       "                   (--lives) finishes; readers re-verify after each kill\n"
-			       "%s",
-			       tool_common_usage());
-			return 0;
-		} else {
-			fprintf(stderr, "cxlpod-crash: unknown option %s\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
-	if (slot > 3) {
-		fprintf(stderr, "cxlpod-crash: --slot 0..3\n");
-		return EXIT_USAGE;
-	}
+	int hold_ms = 0, lives = 0, slot = 0;
+	const struct topt opts[] = {
+		{"--role", TOPT_STR, &role, 0, 0},
+		{"--writer", TOPT_INT, &writer, 0, CXLPOD_MAX_HOSTS - 1},
+		{"--records", TOPT_U64, &records, 0, 0},
+		{"--crash-at", TOPT_U64, &crash_at, 0, 0},
+		{"--record-size", TOPT_SIZE, &rs, 64, 1 << 20},
+		{"--idle", TOPT_DBL, &idle, 0.001, 86400},
+		{"--delay-us", TOPT_INT, &delay_us, 0, 1e7},
+		{"--no-flush", TOPT_FLAG, &noflush, 0, 0},
+		{"--unpublished", TOPT_U64, &unpub, 0, 0},
+		{"--hold-ms", TOPT_INT, &hold_ms, 0, 1e7},
+		{"--slot", TOPT_INT, &slot, 0, 3},
+		{"--log", TOPT_FLAG, &log_mode, 0, 0},
+		{"--lives", TOPT_INT, &lives, 0, 1e6},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
+	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
+	if (pr)
+		return pr == TOOL_HELP ? 0 : pr;
 	if (rs < 64 || rs % 64) {
 		fprintf(stderr, "cxlpod-crash: --record-size must be a multiple of 64\n");
 		return EXIT_USAGE;
