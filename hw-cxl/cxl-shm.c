@@ -301,7 +301,7 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
      * take long, and the line engine needs no lock of QEMU's.  The
      * doorbell registers are read above and written below under the BQL
      * again; a guest that rings from two vCPUs at once shares one set of
-     * registers (libcxlpod serialises its callers).
+     * registers (docs/interfaces.md: software serialises its calls).
      */
     locked = bql_locked();
     if (locked) {
