@@ -62,8 +62,38 @@ enum {
     CXLSHM_STAT_NT_LINES,       /* lines written by non-temporal stores */
     CXLSHM_STAT_DEFERRED,       /* clwb/clflushopt queued until a fence */
     CXLSHM_STAT_RESETS,         /* host resets (lines dropped, rejoined) */
+    /* mode=timed; in the extended statistics area, not the host table */
+    CXLSHM_STAT_HITS,           /* accesses that hit this host's cache */
+    CXLSHM_STAT_MISSES,         /* accesses that filled a line */
+    CXLSHM_STAT_CACHE_EVICTIONS,/* lines evicted for capacity */
+    CXLSHM_STAT_BACK_INVAL,     /* other hosts' coherent copies invalidated */
+    CXLSHM_STAT_SNOOPS,         /* reads of a line another host modified */
+    CXLSHM_STAT_SF_EVICTIONS,   /* snoop-filter entries evicted (full) */
+    CXLSHM_STAT_STALE_READS,    /* loads of a copy older than the pool */
+    CXLSHM_STAT_CHARGED_NS,     /* latency charged, ns */
     CXLSHM_STAT_NR,
 };
+
+/* The first statistics are in the host table, the rest in the xstats area */
+#define CXLSHM_STAT_TABLE_NR    12
+#define CXLPOOL_XSTATS_OFFSET   0x0c0000    /* [host][32] x 8 bytes */
+#define CXLPOOL_XSTATS_PER_HOST 32
+
+/*
+ * Snoop filter of the coherent window (mode=timed): a header, then
+ * [CXLSHM_NR_LOCKS sets][ways] words; set i is guarded by line lock i.
+ * An entry: bit 63 valid, 42..62 tag, 38..41 age, 32..37 owner + 1
+ * (0: no host holds it modified), 0..31 the hosts holding a copy.
+ */
+#define CXLPOOL_SF_OFFSET       0x110000
+#define CXLPOOL_SF_MAGIC        0x504f4f4e53465331ULL  /* "1SFSNOOP" */
+#define CXLPOOL_SF_ENTRIES      0x111000
+#define CXLPOOL_SF_MAX_WAYS     14
+
+typedef struct CXLPoolSnoopHeader {
+    uint64_t magic;             /* CXLPOOL_SF_MAGIC once set up */
+    uint64_t ways;              /* entries = ways * CXLSHM_NR_LOCKS */
+} CXLPoolSnoopHeader;
 
 typedef struct CXLPoolHeader {
     char magic[8];              /* 0x00 "CXLPOOL\0" */

@@ -36,11 +36,7 @@ static inline int tag_slot(uint64_t tag)
     return (tag >> 48) & 0xff;
 }
 
-typedef struct Held {
-    uint64_t *word;
-    uint64_t tag;
-    int slot;
-} Held;
+typedef CXLShmLineLock Held;
 
 static uint64_t *page_lock(CXLShmLines *l, uint64_t offset)
 {
@@ -255,9 +251,12 @@ static void report_conflict(CXLShmLines *l, uint64_t off,
     }
 }
 
-/* One non-coherent line, its page lock held */
+/*
+ * One non-coherent line, its page lock held.  @force: the line is dirty
+ * whatever its bytes (written back even when they equal the twin's).
+ */
 static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
-                        uint64_t off, CXLShmLineCount *n)
+                        uint64_t off, bool force, CXLShmLineCount *n)
 {
     uint64_t i = off - l->coherent_size;
     uint64_t *img = (uint64_t *)(l->image + i);
@@ -269,7 +268,7 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
 
     snapshot(img, snap);
     memcpy(base, twin, CXLSHM_LINE);
-    if (op != CXLSHM_LINE_DROP && !same8(snap, base)) {
+    if (op != CXLSHM_LINE_DROP && (force || !same8(snap, base))) {
         memcpy(cur, pool, CXLSHM_LINE);
         if (!same8(cur, base)) {
             report_conflict(l, off, base, cur, snap, n);
@@ -338,12 +337,50 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
             if (!h.word) {
                 lock_page(l, off, &h);
             }
-            line_locked(l, &h, op, off, n);
+            line_locked(l, &h, op, off, false, n);
         }
         if (h.word) {
             unlock_page(l, &h);
         }
     }
+}
+
+void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                       bool dirty, CXLShmLineLock *held, CXLShmLineCount *n)
+{
+    Held h;
+
+    assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
+           offset < l->size);
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched++;
+    } else if (!dirty) {
+        return;
+    }
+    if (held && held->word && held->word == page_lock(l, offset)) {
+        line_locked(l, held, op, offset, dirty, n);
+        return;
+    }
+    lock_page(l, offset, &h);
+    line_locked(l, &h, op, offset, dirty, n);
+    unlock_page(l, &h);
+}
+
+void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h)
+{
+    lock_page(l, offset, h);
+}
+
+void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h)
+{
+    unlock_page(l, h);
+    h->word = NULL;
+}
+
+bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
+                               uint64_t offset)
+{
+    return h->word && h->word == page_lock(l, offset);
 }
 
 void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,

@@ -46,6 +46,13 @@ typedef struct CXLShmUndo {
     uint8_t reserved[48];
 } CXLShmUndo;
 
+/* A page lock held by one thread (cxl_shm_lines_lock) */
+typedef struct CXLShmLineLock {
+    uint64_t *word;             /* NULL when not held */
+    uint64_t tag;
+    int slot;
+} CXLShmLineLock;
+
 typedef enum CXLShmLineOp {
     CXLSHM_LINE_WRITEBACK,      /* copy a dirty line to the pool, keep it */
     CXLSHM_LINE_FLUSH,          /* writeback if dirty, then fetch again */
@@ -92,6 +99,31 @@ typedef struct CXLShmLines {
  */
 void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                       uint64_t len, CXLShmLineCount *n);
+
+/*
+ * One line of the non-coherent area, as cxl_shm_lines_op(), except that
+ * the caller says whether it is dirty: a dirty line is written back whole
+ * even when its bytes equal the twin's (mode=timed: every store dirties
+ * its line, the same value or not), a clean one is not written back.
+ * @held, if not NULL, is a lock the caller holds: it is used when it
+ * covers the line (a lock is never taken twice).
+ */
+void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                       bool dirty, CXLShmLineLock *held, CXLShmLineCount *n);
+
+/*
+ * The lock of the pool page holding @offset (any area), for a caller that
+ * makes several accesses of one line atomic across hosts (mode=timed:
+ * stores and atomics on the coherent window).  The lock is not recursive
+ * and covers every page that hashes to the same word: never take a
+ * second one while holding one.  A holder that dies is detected as for
+ * the line operations; coherent lines are never rolled back.
+ */
+void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);
+void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h);
+/* Does the held @h (word != NULL) also cover @offset? */
+bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
+                               uint64_t offset);
 
 /*
  * The device itself writes one whole line of its media (a mailbox

@@ -395,6 +395,13 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
     trace_cxl_shm_pool_rejoin(s->pool_path, s->host_id, s->generation);
 }
 
+uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i)
+{
+    uint64_t *x = (uint64_t *)(s->meta + CXLPOOL_XSTATS_OFFSET);
+
+    return &x[host * CXLPOOL_XSTATS_PER_HOST + i - CXLSHM_STAT_TABLE_NR];
+}
+
 void cxl_shm_pool_sync_stats(CXLShmState *s)
 {
     int i;
@@ -403,8 +410,11 @@ void cxl_shm_pool_sync_stats(CXLShmState *s)
         return;
     }
     for (i = 0; i < CXLSHM_STAT_NR; i++) {
-        qatomic_set(&s->hosts[s->host_id].stats[i],
-                    qatomic_read(&s->stats[i]));
+        uint64_t *to = i < CXLSHM_STAT_TABLE_NR ?
+            &s->hosts[s->host_id].stats[i] :
+            cxl_shm_pool_xstat(s, s->host_id, i);
+
+        qatomic_set(to, qatomic_read(&s->stats[i]));
     }
 }
 

@@ -12,7 +12,7 @@
 #include "hw/qdev-core.h"
 #include "cxl-shm.h"
 
-static CxlShmStats *cxl_shm_stats(const uint64_t *v)
+static CxlShmStats *cxl_shm_stats(const uint64_t *v, const uint64_t *x)
 {
     CxlShmStats *st = g_new0(CxlShmStats, 1);
 
@@ -30,6 +30,16 @@ static CxlShmStats *cxl_shm_stats(const uint64_t *v)
     st->nt_lines = qatomic_read(&v[CXLSHM_STAT_NT_LINES]);
     st->deferred = qatomic_read(&v[CXLSHM_STAT_DEFERRED]);
     st->resets = qatomic_read(&v[CXLSHM_STAT_RESETS]);
+#define XSTAT(i) qatomic_read(&x[(i) - (x == v ? 0 : CXLSHM_STAT_TABLE_NR)])
+    st->hits = XSTAT(CXLSHM_STAT_HITS);
+    st->misses = XSTAT(CXLSHM_STAT_MISSES);
+    st->cache_evictions = XSTAT(CXLSHM_STAT_CACHE_EVICTIONS);
+    st->back_invalidates = XSTAT(CXLSHM_STAT_BACK_INVAL);
+    st->snoops = XSTAT(CXLSHM_STAT_SNOOPS);
+    st->snoop_filter_evictions = XSTAT(CXLSHM_STAT_SF_EVICTIONS);
+    st->stale_reads = XSTAT(CXLSHM_STAT_STALE_READS);
+    st->charged_ns = XSTAT(CXLSHM_STAT_CHARGED_NS);
+#undef XSTAT
     return st;
 }
 
@@ -47,18 +57,32 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     }
     s = CXL_SHM(obj);
     cxl_shm_pool_refresh_hosts(s);
+    cxl_shm_pool_sync_stats(s);
 
     info = g_new0(CxlShmInfo, 1);
     info->path = object_get_canonical_path(obj);
     info->id = g_strdup(DEVICE(obj)->id ? DEVICE(obj)->id : "");
-    info->mode = CXL_SHM_MODE_DIRECT;
+    info->mode = s->timed ? CXL_SHM_MODE_TIMED : CXL_SHM_MODE_DIRECT;
     info->pool = g_strdup(s->pool_path);
     info->size = s->size;
     info->coherent_size = s->coherent_size;
     info->line_size = CXLPOOL_LINE;
     info->host_id = s->host_id;
     info->max_hosts = s->max_hosts;
-    info->latency_ns = s->latency_ns;
+    info->latency_ns = s->timed ? qatomic_read(&s->t.miss_ns)
+                                : qatomic_read(&s->latency_ns);
+    if (s->timed) {
+        info->timed = g_new0(CxlShmTimed, 1);
+        info->timed->cache_size = s->t.cache_size;
+        info->timed->cache_ways = s->t.cache_ways;
+        info->timed->snoop_filter_entries = s->t.sf_entries;
+        info->timed->hit_latency_ns = qatomic_read(&s->t.hit_ns);
+        info->timed->miss_latency_ns = qatomic_read(&s->t.miss_ns);
+        info->timed->writeback_latency_ns = qatomic_read(&s->t.wb_ns);
+        info->timed->back_invalidate_latency_ns = qatomic_read(&s->t.bi_ns);
+        info->timed->snoop_latency_ns = qatomic_read(&s->t.snoop_ns);
+        info->timed->bandwidth_mbs = s->bandwidth_mbs;
+    }
     info->generation = s->generation;
     info->direct_mapped = cxl_shm_direct_active(s);
     ctail = &info->capabilities;
@@ -84,11 +108,13 @@ static int cxl_shm_collect(Object *obj, void *opaque)
                                                 : CXL_SHM_HOST_STATE_FAILED;
         h->generation = qatomic_read(&s->hosts[i].generation);
         h->pid = s->hosts[i].pid;
-        h->stats = cxl_shm_stats(s->hosts[i].stats);
+        h->stats = cxl_shm_stats(s->hosts[i].stats,
+                                 cxl_shm_pool_xstat(s, i,
+                                                    CXLSHM_STAT_TABLE_NR));
         QAPI_LIST_APPEND(htail, h);
     }
 
-    info->stats = cxl_shm_stats(s->stats);
+    info->stats = cxl_shm_stats(s->stats, s->stats);
 
     QAPI_LIST_APPEND(*tail, info);
     return 0;
@@ -112,5 +138,7 @@ void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
         return;
     }
     /* the property's setter checks the range and updates the CDAT */
-    object_property_set_uint(obj, "latency-ns", latency_ns, errp);
+    object_property_set_uint(obj, CXL_SHM(obj)->timed ? "miss-latency-ns"
+                                                      : "latency-ns",
+                             latency_ns, errp);
 }

@@ -66,7 +66,8 @@ static const char *const op_names[] = {
     [CXLSHM_OP_FLUSH] = "flush",
 };
 
-bool cxl_shm_direct_active(CXLShmState *s)
+/* Is a decoder's range mapped (as RAM, or in mode=timed as I/O)? */
+static bool cxl_shm_mapped(CXLShmState *s)
 {
     int i;
 
@@ -76,6 +77,11 @@ bool cxl_shm_direct_active(CXLShmState *s)
         }
     }
     return false;
+}
+
+bool cxl_shm_direct_active(CXLShmState *s)
+{
+    return !s->timed && cxl_shm_mapped(s);
 }
 
 static bool cxl_shm_native_active(CXLShmState *s)
@@ -93,15 +99,15 @@ static bool cxl_shm_native_active(CXLShmState *s)
 uint32_t cxl_shm_caps(CXLShmState *s)
 {
     uint32_t caps = 0;
-    bool direct = cxl_shm_direct_active(s);
+    bool mapped = cxl_shm_mapped(s);
 
-    if (direct && cxl_shm_native_active(s)) {
+    if (mapped && cxl_shm_native_active(s)) {
         caps |= CXLSHM_CAP_NATIVE;
     }
-    if (direct && s->atomics_ok) {
+    if (mapped && s->atomics_ok) {
         caps |= CXLSHM_CAP_ATOMICS;
     }
-    if (direct) {
+    if (mapped && !s->timed) {
         caps |= CXLSHM_CAP_DIRECT;
     }
     return caps;
@@ -188,7 +194,12 @@ static void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
 static void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
                           uint64_t len, CXLShmLineCount *n)
 {
-    if (s->nc_size) {
+    if (!s->nc_size) {
+        return;
+    }
+    if (s->timed) {
+        cxl_shm_timed_range(s, op, off, len, n);
+    } else {
         cxl_shm_lines_op(&s->lines, op, off, len, n);
     }
 }
@@ -208,6 +219,10 @@ static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
     g_autofree unsigned char *vp = g_malloc(pages);
     uint64_t off;
 
+    if (s->timed) {
+        cxl_shm_timed_whole(s, op, n);
+        return;
+    }
     for (off = 0; off < s->nc_size; off += chunk) {
         uint64_t len = MIN(chunk, s->nc_size - off);
         uint64_t dpa = s->coherent_size + off;
@@ -360,10 +375,12 @@ static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         for (l = QEMU_ALIGN_DOWN(MAX(dpa, s->coherent_size), CXLPOOL_LINE);
              l < end; l += CXLPOOL_LINE) {
             qatomic_inc(&s->stats[CXLSHM_STAT_NT_LINES]);
+            /* mode=timed: the line leaves the cache model too */
             if (s->wb_deferred) {
-                cxl_shm_defer(s, cpu, l, false, &n);
+                cxl_shm_defer(s, cpu, l, s->timed, &n);
             } else {
-                cxl_shm_range(s, CXLSHM_LINE_WRITEBACK, l, CXLPOOL_LINE, &n);
+                cxl_shm_range(s, s->timed ? CXLSHM_LINE_FLUSH :
+                              CXLSHM_LINE_WRITEBACK, l, CXLPOOL_LINE, &n);
             }
             lines++;
         }
@@ -484,9 +501,10 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         v = s->coherent_size;
         break;
     case 0x020:
-        return hi ? 0 /* direct */ : CXLPOOL_LINE;
+        return hi ? s->timed : CXLPOOL_LINE;
     case 0x028:
-        return hi ? cxl_shm_caps(s) : qatomic_read(&s->latency_ns);
+        return hi ? cxl_shm_caps(s) : s->timed ? qatomic_read(&s->t.miss_ns)
+                                               : qatomic_read(&s->latency_ns);
     case 0x030:
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case 0x100:
@@ -522,6 +540,19 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
             }
             v = qatomic_read(&s->hosts[i].generation);
             break;
+        }
+        if (addr >= 0x040 && addr < 0x060 && s->timed) {
+            /* mode=timed: the cache and filter geometry, the latencies */
+            static const uint32_t none;
+            const uint32_t *r[8] = {
+                &s->t.hit_ns, &s->t.miss_ns, &s->t.wb_ns, &s->t.bi_ns,
+                &s->t.snoop_ns, &s->t.cache_ways, &s->t.sf_entries, &none,
+            };
+
+            if (addr == 0x05c) {
+                return s->t.cache_size / KiB;
+            }
+            return qatomic_read(r[(addr - 0x040) / 4]);
         }
         if (addr >= 0x800 && addr < 0x800 + 8 * CXLSHM_STAT_NR) {
             v = qatomic_read(&s->stats[(addr - 0x800) / 8]);
@@ -597,8 +628,8 @@ static void cxl_shm_unmap(CXLShmState *s, int which)
     if (!d->mapped) {
         return;
     }
-    memory_region_del_subregion(d->window, &d->alias);
-    object_unparent(OBJECT(&d->alias));
+    memory_region_del_subregion(d->window, d->mr);
+    object_unparent(OBJECT(d->mr));
     d->mapped = false;
     trace_cxl_shm_direct_unmap(s->host_id, which);
 }
@@ -665,14 +696,19 @@ static void cxl_shm_map(CXLShmState *s, int which)
         return;
     }
 
-    memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-direct",
-                             s->pool_mr, dpa, map_size);
     d->window = sec.mr;
     d->hpa = base;
     d->dpa = dpa;
     d->size = map_size;
+    if (s->timed) {
+        cxl_shm_timed_map(s, d);
+    } else {
+        memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-direct",
+                                 s->pool_mr, dpa, map_size);
+        d->mr = &d->alias;
+    }
     memory_region_add_subregion_overlap(sec.mr, sec.offset_within_region,
-                                        &d->alias, 1);
+                                        d->mr, 1);
     memory_region_unref(sec.mr);
     d->mapped = true;
     trace_cxl_shm_direct_map(s->host_id, which, base, dpa, map_size);
@@ -735,7 +771,10 @@ static int cxl_shm_cdat_range(CXLShmState *s, CDATSubHeader **t, int handle,
     };
     CDATDsmas *dsmas = g_new0(CDATDsmas, 1);
     CDATDsemts *dsemts = g_new0(CDATDsemts, 1);
+    uint32_t lat[2];
     int n = 0, i;
+
+    cxl_shm_timed_cdat_latency(s, &lat[0], &lat[1]);
 
     *dsmas = (CDATDsmas) {
         .header = { .type = CDAT_TYPE_DSMAS, .length = sizeof(*dsmas) },
@@ -756,7 +795,7 @@ static int cxl_shm_cdat_range(CXLShmState *s, CDATSubHeader **t, int handle,
             .data_type = lb[i].type,
             /* latency in ns (base unit ps), bandwidth in MB/s */
             .entry_base_unit = lb[i].latency ? 1000 : 1,
-            .entry[0] = lb[i].latency ? s->latency_ns : s->bandwidth_mbs,
+            .entry[0] = lb[i].latency ? lat[i] : s->bandwidth_mbs,
         };
         t[n++] = (CDATSubHeader *)d;
     }
@@ -819,14 +858,12 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         return false;
     }
     if (!s->mode || !strcmp(s->mode, "direct")) {
-        /* the default */
+        s->timed = false;
     } else if (!strcmp(s->mode, "timed")) {
-        error_setg(errp, "cxl-shm: mode 'timed' is not implemented yet "
-                   "(allowed: direct)");
-        return false;
+        s->timed = true;
     } else {
-        error_setg(errp, "cxl-shm: property 'mode' is '%s' (allowed: direct)",
-                   s->mode);
+        error_setg(errp, "cxl-shm: property 'mode' is '%s' (allowed: direct, "
+                   "timed)", s->mode);
         return false;
     }
     if (!s->size || s->size % (256 * MiB) || s->size > CXLSHM_SIZE_MAX) {
@@ -873,6 +910,18 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         error_setg(errp, "cxl-shm: property 'evict-rate' is %u (allowed: "
                    "[0, %d] lines per millisecond)", s->evict_rate,
                    CXLSHM_EVICT_MAX);
+        return false;
+    }
+    if (!s->timed && (s->t.cache_size != CXLSHM_TIMED_CACHE ||
+                      s->t.cache_ways != CXLSHM_TIMED_WAYS ||
+                      s->t.sf_entries != CXLSHM_TIMED_SF ||
+                      (s->t.stale_log && *s->t.stale_log))) {
+        error_setg(errp, "cxl-shm: properties 'cache-size', 'cache-ways', "
+                   "'snoop-filter-entries' and 'stale-log' apply to "
+                   "mode=timed only");
+        return false;
+    }
+    if (!cxl_shm_timed_check_props(s, errp)) {
         return false;
     }
     if (s->pool_mode > 0777 || (s->pool_mode & 0600) != 0600) {
@@ -1121,6 +1170,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
             return;
         }
     }
+    if (!cxl_shm_timed_open_log(s, errp)) {
+        goto fail_log;
+    }
     if (!cxl_shm_pool_join(s, errp)) {
         goto fail_log;
     }
@@ -1135,6 +1187,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     cxl_shm_lines_recover_own(&s->lines);
     if (!cxl_shm_make_image(s, errp)) {
         goto fail_backend;
+    }
+    if (!cxl_shm_timed_init(s, errp)) {
+        goto fail_image;
     }
 
     ct3d->hostvmem = s->backend;
@@ -1186,12 +1241,14 @@ fail_parent:
     sc->parent_exit(pci_dev);
     ct3d->hostvmem = NULL;
 fail_image:
+    cxl_shm_timed_fini(s);
     cxl_shm_drop_image(s);
 fail_backend:
     cxl_shm_drop_backend(s);
 fail_leave:
     cxl_shm_pool_leave(s);
 fail_log:
+    cxl_shm_timed_close_log(s);
     if (s->conflict_fp) {
         fclose(s->conflict_fp);
         s->conflict_fp = NULL;
@@ -1209,6 +1266,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     }
     /* a cache-maintenance callback may still run until a grace period */
     synchronize_rcu();
+    cxl_shm_timed_fini(s);
     if (s->evict_timer) {
         timer_free(s->evict_timer);
         s->evict_timer = NULL;
@@ -1216,6 +1274,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     migrate_del_blocker(&s->migration_blocker);
     qemu_remove_exit_notifier(&s->exit_notifier);
     sc->parent_exit(pci_dev);
+    cxl_shm_timed_close_log(s);
     if (s->conflict_fp) {
         fclose(s->conflict_fp);
         s->conflict_fp = NULL;
@@ -1243,6 +1302,7 @@ static void cxl_shm_host_reset(CXLShmState *s)
         s->queues[i].len = 0;
     }
     cxl_shm_pool_rejoin(s);
+    cxl_shm_timed_reset(s);
     if (s->nc_size) {
         ram_block_discard_range(s->image_mr.ram_block, 0, s->nc_size);
         qemu_madvise(s->twin, s->nc_size, QEMU_MADV_DONTNEED);
@@ -1286,8 +1346,11 @@ static void cxl_shm_cdat_set_latency(CXLShmState *s)
 {
     CDATObject *cdat = &s->parent_obj.cxl_cstate.cdat;
     CDATTableHeader *hdr;
+    uint32_t rd, wr;
     uint8_t sum = 0;
     int i, b;
+
+    cxl_shm_timed_cdat_latency(s, &rd, &wr);
 
     if (!cdat->entry || cdat->entry_len < 1) {
         return;
@@ -1298,7 +1361,8 @@ static void cxl_shm_cdat_set_latency(CXLShmState *s)
         if (d->header.type == CDAT_TYPE_DSLBIS &&
             (d->data_type == HMAT_LB_DATA_READ_LATENCY ||
              d->data_type == HMAT_LB_DATA_WRITE_LATENCY)) {
-            d->entry[0] = qatomic_read(&s->latency_ns);
+            d->entry[0] = d->data_type == HMAT_LB_DATA_READ_LATENCY ? rd
+                                                                    : wr;
         }
     }
     hdr = cdat->entry[0].base;
@@ -1314,10 +1378,16 @@ static void cxl_shm_cdat_set_latency(CXLShmState *s)
     hdr->checksum = ~sum + 1;
 }
 
+/*
+ * The latency properties: settable at run time (qom-set), checked, and
+ * reported in the CDAT.  latency-ns is mode=direct's charge per line of a
+ * coherence operation; the others are mode=timed's.
+ */
 static void cxl_shm_get_latency(Object *obj, Visitor *v, const char *name,
                                 void *opaque, Error **errp)
 {
-    uint32_t val = qatomic_read(&CXL_SHM(obj)->latency_ns);
+    uint32_t *ptr = object_field_prop_ptr(obj, opaque);
+    uint32_t val = qatomic_read(ptr);
 
     visit_type_uint32(v, name, &val, errp);
 }
@@ -1326,31 +1396,49 @@ static void cxl_shm_set_latency(Object *obj, Visitor *v, const char *name,
                                 void *opaque, Error **errp)
 {
     CXLShmState *s = CXL_SHM(obj);
+    const Property *prop = opaque;
+    uint32_t *ptr = object_field_prop_ptr(obj, prop);
+    bool direct_prop = ptr == &s->latency_ns;
     uint32_t val;
 
     if (!visit_type_uint32(v, name, &val, errp)) {
         return;
     }
     if (val > CXLSHM_LATENCY_MAX) {
-        error_setg(errp, "cxl-shm: property 'latency-ns' is %u (allowed: "
-                   "[0, %u])", val, CXLSHM_LATENCY_MAX);
+        error_setg(errp, "cxl-shm: property '%s' is %u (allowed: [0, %u])",
+                   name, val, CXLSHM_LATENCY_MAX);
         return;
     }
-    qatomic_set(&s->latency_ns, val);
+    if (DEVICE(obj)->realized && val && direct_prop == s->timed) {
+        error_setg(errp, "cxl-shm: property '%s' applies to mode=%s only",
+                   name, direct_prop ? "direct" : "timed");
+        return;
+    }
+    qatomic_set(ptr, val);
     if (DEVICE(obj)->realized) {
         cxl_shm_cdat_set_latency(s);
-        trace_cxl_shm_latency(s->host_id, val);
+        trace_cxl_shm_latency(s->host_id, name, val);
     }
+}
+
+static void cxl_shm_set_default_latency(ObjectProperty *op,
+                                        const Property *prop)
+{
+    object_property_set_default_uint(op, prop->defval.u);
 }
 
 static const PropertyInfo cxl_shm_prop_latency = {
     .type = "uint32",
-    .description = "ns charged per line of a coherence operation, 0..65535 "
-                   "(settable at run time)",
+    .description = "ns, 0..65535 (settable at run time)",
     .get = cxl_shm_get_latency,
     .set = cxl_shm_set_latency,
+    .set_default_value = cxl_shm_set_default_latency,
     .realized_set_allowed = true,
 };
+
+#define DEFINE_PROP_LATENCY(name, field, def) \
+    DEFINE_PROP_UNSIGNED(name, CXLShmState, field, def, \
+                         cxl_shm_prop_latency, uint32_t)
 
 static const Property cxl_shm_props[] = {
     DEFINE_PROP_STRING("pool", CXLShmState, pool_path),
@@ -1359,14 +1447,26 @@ static const Property cxl_shm_props[] = {
     DEFINE_PROP_SIZE("coherent-size", CXLShmState, coherent_size, 0),
     DEFINE_PROP_UINT32("host-id", CXLShmState, host_id, 0),
     DEFINE_PROP_UINT32("max-hosts", CXLShmState, max_hosts, 2),
-    DEFINE_PROP("latency-ns", CXLShmState, latency_ns, cxl_shm_prop_latency,
-                uint32_t),
+    DEFINE_PROP_LATENCY("latency-ns", latency_ns, 0),
     DEFINE_PROP_UINT32("bandwidth-mbs", CXLShmState, bandwidth_mbs, 16000),
     DEFINE_PROP_UINT32("pool-mode", CXLShmState, pool_mode, 0600),
     DEFINE_PROP_STRING("writeback", CXLShmState, writeback),
     DEFINE_PROP_UINT32("evict-rate", CXLShmState, evict_rate, 0),
     DEFINE_PROP_UINT64("evict-seed", CXLShmState, evict_seed, 1),
     DEFINE_PROP_STRING("conflict-log", CXLShmState, conflict_log),
+    /* mode=timed: docs/device.md says where each default comes from */
+    DEFINE_PROP_SIZE("cache-size", CXLShmState, t.cache_size,
+                     CXLSHM_TIMED_CACHE),
+    DEFINE_PROP_UINT32("cache-ways", CXLShmState, t.cache_ways,
+                       CXLSHM_TIMED_WAYS),
+    DEFINE_PROP_UINT32("snoop-filter-entries", CXLShmState, t.sf_entries,
+                       CXLSHM_TIMED_SF),
+    DEFINE_PROP_LATENCY("hit-latency-ns", t.hit_ns, 20),
+    DEFINE_PROP_LATENCY("miss-latency-ns", t.miss_ns, 250),
+    DEFINE_PROP_LATENCY("writeback-latency-ns", t.wb_ns, 250),
+    DEFINE_PROP_LATENCY("back-invalidate-latency-ns", t.bi_ns, 200),
+    DEFINE_PROP_LATENCY("snoop-latency-ns", t.snoop_ns, 450),
+    DEFINE_PROP_STRING("stale-log", CXLShmState, t.stale_log),
 };
 
 static void cxl_shm_class_init(ObjectClass *oc, void *data)

@@ -14,6 +14,7 @@
 #include "qemu/notify.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
+#include "qemu/units.h"
 #include "system/cache-maint.h"
 #include "cxl-shm-line.h"
 #include "cxl-shm-format.h"
@@ -34,12 +35,61 @@ typedef struct CXLShmQueue {
 
 typedef struct CXLShmDirect {
     bool mapped;
-    MemoryRegion alias;
+    MemoryRegion alias;         /* direct mode: the pool, as RAM */
+    MemoryRegion io;            /* mode=timed: every access to the device */
+    MemoryRegion *mr;           /* the one mapped */
+    struct CXLShmState *owner;
     MemoryRegion *window;       /* the fixed memory window we are mapped in */
     hwaddr hpa;
     uint64_t dpa;
     uint64_t size;
 } CXLShmDirect;
+
+/* mode=timed: one way of the host's cache model */
+typedef struct CXLShmWay {
+    uint64_t tag;               /* CXLSHM_WAY_* flags | line index (DPA/64) */
+    uint64_t stamp;             /* last use (LRU) */
+} CXLShmWay;
+
+#define CXLSHM_WAY_VALID        (1ULL << 63)
+#define CXLSHM_WAY_DIRTY        (1ULL << 62)
+#define CXLSHM_WAY_REPORTED     (1ULL << 61)    /* a stale read was logged */
+#define CXLSHM_WAY_LINE         ((1ULL << 40) - 1)
+
+/* mode=timed defaults: a last-level cache share of a server CPU */
+#define CXLSHM_TIMED_CACHE      (32 * MiB)
+#define CXLSHM_TIMED_WAYS       16
+#define CXLSHM_TIMED_SF         32768   /* snoop-filter entries */
+
+typedef struct CXLShmTimed {
+    /* properties */
+    uint64_t cache_size;
+    uint32_t cache_ways;
+    uint32_t sf_entries;
+    uint32_t hit_ns;
+    uint32_t miss_ns;
+    uint32_t wb_ns;
+    uint32_t bi_ns;
+    uint32_t snoop_ns;
+    char *stale_log;
+
+    /* the host's cache: sets x ways, guarded by lock */
+    QemuMutex lock;
+    uint32_t sets;
+    CXLShmWay *way;
+    uint64_t clock;
+    uint64_t accesses;
+    /* the pod's snoop filter (pool metadata) */
+    uint64_t *sf;
+    uint32_t sf_ways;
+    /* bandwidth: the device's link is busy until then (ns) */
+    int64_t busy_until;
+    /* per vCPU: the coherent line lock held over an atomic's accesses */
+    CXLShmLineLock *held;
+    uint32_t nr_held;
+    FILE *stale_fp;
+    QemuMutex stale_lock;
+} CXLShmTimed;
 
 struct CXLShmState {
     CXLType3Dev parent_obj;
@@ -88,6 +138,10 @@ struct CXLShmState {
     QemuMutex conflict_lock;
     bool reset_once;
 
+    /* mode=timed (cxl-shm-timed.c) */
+    bool timed;
+    CXLShmTimed t;
+
     /* direct mode */
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
@@ -118,6 +172,24 @@ void cxl_shm_pool_rejoin(CXLShmState *s);
 void cxl_shm_pool_leave(CXLShmState *s);
 void cxl_shm_pool_refresh_hosts(CXLShmState *s);
 void cxl_shm_pool_sync_stats(CXLShmState *s);
+
+uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
+
+/* cxl-shm-timed.c */
+bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp);
+bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp);
+void cxl_shm_timed_close_log(CXLShmState *s);
+bool cxl_shm_timed_init(CXLShmState *s, Error **errp);
+void cxl_shm_timed_fini(CXLShmState *s);
+void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d);
+void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                         uint64_t len, CXLShmLineCount *n);
+void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
+                         CXLShmLineCount *n);
+void cxl_shm_timed_reset(CXLShmState *s);
+void cxl_shm_timed_charge(CXLShmState *s, int64_t ns);
+void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
+                                uint32_t *write_ns);
 
 /* cxl-shm.c */
 uint32_t cxl_shm_caps(CXLShmState *s);

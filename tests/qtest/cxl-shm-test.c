@@ -655,6 +655,172 @@ static void test_two_hosts(void)
     qtest_quit(a.qts);
 }
 
+/* mode=timed (docs/device.md, "Timed mode"); no latency unless asked */
+#define TIMED           ",mode=timed,hit-latency-ns=0,miss-latency-ns=0," \
+                        "writeback-latency-ns=0,back-invalidate-latency-ns=0," \
+                        "snoop-latency-ns=0"
+#define R_STAT_HITS     0x860
+#define R_STAT_MISSES   0x868
+#define R_STAT_CEVICT   0x870
+#define R_STAT_BINV     0x878
+#define R_STAT_SNOOPS   0x880
+#define R_STAT_SFEVICT  0x888
+#define R_STAT_STALE    0x890
+#define R_STAT_CHARGED  0x898
+
+static void timed_start(Host *h, const char *pool, int host_id,
+                        const char *extra)
+{
+    g_autofree char *opts = g_strdup_printf(TIMED "%s", extra ?: "");
+    g_autofree char *args = host_args(pool, host_id, opts);
+
+    h->qts = qtest_init(args);
+    host_enable(h, true);
+    g_assert_cmpuint(r32(h, R_MODE), ==, 1);
+}
+
+/*
+ * Non-coherent area: a 64 KiB 16-way cache has 64 sets, so lines 4 KiB
+ * apart share a set.  A store reaches the pool without any flush once
+ * capacity pressure evicts its line; a reader's stale copy is counted
+ * as a stale read on each load and turns fresh once it is evicted.
+ */
+static void test_timed_noncoherent(void)
+{
+    g_autofree char *pool = pool_path("timed-nc.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "stale.jsonl", NULL);
+    g_autofree char *bopt = g_strdup_printf(",cache-size=64K,stale-log=%s",
+                                            log);
+    g_autofree char *text = NULL;
+    uint64_t nc = COH_SIZE + 0x10000;
+    Host a, b;
+    int k;
+
+    unlink(log);
+    timed_start(&a, pool, 0, ",cache-size=64K");
+    timed_start(&b, pool, 1, bopt);
+
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* b caches the line */
+    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 1);
+    mem_wq(&a, nc, 0xa1);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0);      /* dirty in a's cache */
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0xa1);
+    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 1);
+
+    /* 16 more lines of the set: a's LRU line (nc) is evicted, written */
+    for (k = 1; k <= 16; k++) {
+        mem_wq(&a, nc + k * 4096, k);
+    }
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0xa1);
+    g_assert_cmpuint(r64(&a, R_STAT_CEVICT), ==, 1);
+    g_assert_cmpuint(r64(&a, R_STAT_WB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc + 4096), ==, 0);   /* still cached */
+
+    /* b's copy is older than the pool: a stale read, each time */
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc + 8), ==, 0);
+    g_assert_cmpuint(r64(&b, R_STAT_STALE), ==, 2);
+    for (k = 1; k <= 16; k++) {
+        g_assert_cmphex(mem_rq(&b, nc + k * 4096), ==, 0);
+    }
+    g_assert_cmpuint(r64(&b, R_STAT_CEVICT), ==, 1);
+    g_assert_cmpuint(r64(&b, R_STAT_WB_LINES), ==, 0);  /* it was clean */
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xa1);          /* fresh now */
+    g_assert_cmpuint(r64(&b, R_STAT_STALE), ==, 2);
+
+    /* the stale-read log: one entry per fetch of the line */
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    g_assert_nonnull(strstr(text, "\"host\":1"));
+    g_assert_nonnull(strstr(text, "\"current\":\"a1000000"));
+    g_assert_null(strchr(strchr(text, '\n') + 1, '\n'));
+
+    /* a store of the same value dirties its line: written back whole */
+    mem_wq(&b, nc + LINE + 8, 0xb2);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + LINE, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + LINE + 8), ==, 0xb2);
+    mem_wq(&a, nc + LINE, 0);           /* a fetched the line before b's */
+    g_assert_cmphex(mem_rq(&a, nc + LINE + 8), ==, 0xb2);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + LINE, LINE), ==, 0);
+    g_assert_cmpuint(r64(&a, R_DB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc + LINE + 8), ==, 0xb2);
+
+    /* invalidate drops the copy: the next load fetches the pool's line */
+    mem_wq(&b, nc + 2 * LINE, 0xb3);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc + 2 * LINE), ==, 0xb3);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/*
+ * Coherent window: every store is seen at once; the snoop filter
+ * (8192 entries: one per set) counts back-invalidates, snoops and, once a
+ * set is full, its evictions.  Lines 32 MiB apart share a filter set.
+ */
+static void test_timed_coherent(void)
+{
+    g_autofree char *pool = pool_path("timed-coh.pool");
+    const char *sf = ",snoop-filter-entries=8192";
+    uint64_t l = 0x1000, l2 = 0x1000 + 32 * MiB;
+    Host a, b;
+
+    timed_start(&a, pool, 0, sf);
+    timed_start(&b, pool, 1, sf);
+
+    g_assert_cmphex(mem_rq(&a, l), ==, 0);
+    g_assert_cmphex(mem_rq(&b, l), ==, 0);
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 1);
+    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 1);
+    g_assert_cmphex(mem_rq(&b, l + 8), ==, 0);
+    g_assert_cmpuint(r64(&b, R_STAT_HITS), ==, 1);
+
+    mem_wq(&a, l, 5);                   /* b's copy is back-invalidated */
+    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 1);
+    g_assert_cmphex(pool_rq(pool, l), ==, 5);
+    g_assert_cmphex(mem_rq(&b, l), ==, 5);      /* a held it modified */
+    g_assert_cmpuint(r64(&b, R_STAT_SNOOPS), ==, 1);
+    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 2);
+    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 1);      /* the store */
+    g_assert_cmphex(mem_rq(&a, l), ==, 5);      /* shared now: a hit */
+    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 2);
+    mem_wq(&b, l, 6);
+    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 1);
+    mem_wq(&b, l + 8, 7);               /* b alone holds it: no more */
+    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 1);
+
+    /* the filter set is full: tracking l2 evicts l from b (its holder) */
+    g_assert_cmphex(mem_rq(&a, l2), ==, 0);
+    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 1);
+    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 2);
+    g_assert_cmphex(mem_rq(&b, l), ==, 6);      /* b lost it: a miss */
+    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 3);
+    g_assert_cmpuint(r64(&b, R_STAT_SFEVICT), ==, 1);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/* Every host of a pool must see the same snoop filter */
+static void test_timed_filter_mismatch(void)
+{
+    g_autofree char *pool = pool_path("timed-sf.pool");
+    g_autofree char *cmd = NULL, *out = NULL, *err = NULL;
+    g_autofree char *dev = host_args(pool, 1, TIMED
+                                     ",snoop-filter-entries=16384");
+    g_autofree char *before = NULL, *after = NULL;
+    int status;
+    Host a;
+
+    timed_start(&a, pool, 0, NULL);
+    cmd = g_strdup_printf("timeout 30 %s -accel qtest -display none -S %s",
+                          g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_nonnull(strstr(err, "the pod's snoop filter has 32768 entries"));
+    g_assert_cmpuint(r64(&a, R_HOST_LIVE), ==, 1);
+    qtest_quit(a.qts);
+}
+
 /* A host that dies loses its dirty lines; survivors see it; it rejoins */
 static void test_failure_rejoin(void)
 {
@@ -845,10 +1011,26 @@ static const struct {
       "property 'max-hosts' is 33" },
     { "host-id-range", POOL_GOOD, "pool=%s,size=256M,max-hosts=4,host-id=4",
       "property 'host-id' is 4 (allowed: [0, max-hosts-1=3])" },
-    { "mode-timed", POOL_GOOD, "pool=%s,size=256M,mode=timed",
-      "mode 'timed' is not implemented yet" },
     { "mode-bogus", POOL_GOOD, "pool=%s,size=256M,mode=fast",
-      "property 'mode' is 'fast' (allowed: direct)" },
+      "property 'mode' is 'fast' (allowed: direct, timed)" },
+    { "timed-latency-ns", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "latency-ns=100", "with mode=timed set miss-latency-ns" },
+    { "timed-evict-rate", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "evict-rate=10", "lines are evicted by the cache model" },
+    { "timed-cache-size", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "cache-size=1000", "property 'cache-size' is 1000" },
+    { "timed-cache-ways", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "cache-ways=0", "property 'cache-ways' is 0" },
+    { "timed-sf", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "snoop-filter-entries=1000", "property 'snoop-filter-entries' is "
+      "1000" },
+    { "timed-miss-latency", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "miss-latency-ns=70000", "property 'miss-latency-ns' is 70000" },
+    { "direct-cache-size", POOL_GOOD, "pool=%s,size=256M,cache-size=1M",
+      "apply to mode=timed only" },
+    { "timed-stale-log", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
+      "coherent-size=64M,max-hosts=4,stale-log=/nonexistent/dir/s.jsonl",
+      "cannot open stale-log" },
     { "latency", POOL_GOOD, "pool=%s,size=256M,latency-ns=70000",
       "property 'latency-ns' is 70000" },
     { "bandwidth", POOL_GOOD, "pool=%s,size=256M,bandwidth-mbs=0",
@@ -1315,7 +1497,8 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops (bit 0), atomics (bit 1), direct mapping (bit 2) */
-    g_assert_cmphex(r32(h, R_CAPS), ==, 7);
+    g_assert_cmphex(r32(h, R_CAPS), ==,
+                    extra && strstr(extra, "mode=timed") ? 3 : 7);
 
     pd0[0] = 0x83;
     pd0[1] = (h->hpa + COH_SIZE) | 0x83;
@@ -1602,6 +1785,134 @@ static void test_latency_icount(void)
     wall = latency_run(1000, NULL);
     g_test_message("no icount: %u TSC ticks with 16 x 1000 ns", wall);
     g_assert_cmpuint(wall, >=, 16 * 1000);
+}
+
+/*
+ * mode=timed under TCG: two -smp 1 guests, 100000 lock incl each on one
+ * coherent counter through the device's I/O path, count exactly (the
+ * firmware of test_native_tcg with a shorter loop).
+ */
+static void test_timed_atomics_tcg(void)
+{
+    g_autofree char *pool = pool_path("timed-atomics.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint32_t n = 100000;
+    Host a, b;
+
+    g_assert_cmphex(ldl_le_p(code + 0x8d), ==, 10000000);
+    stl_le_p(code + 0x8d, n);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), TIMED, NULL);
+    fw_host_start_code(&b, pool, 1, code, sizeof(fw_code), TIMED, NULL);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    qtest_qmp_assert_success(b.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    fw_host_wait(&b);
+    g_assert_cmpuint(pool_rq(pool, 8), ==, 2 * n);
+    g_assert_cmpuint(pool_rq(pool, 0), ==, 2);
+    /* clwb, clflushopt and clflush reached the cache model */
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    g_assert_cmpuint(r64(&a, R_STAT_BINV) + r64(&b, R_STAT_BINV), >, 0);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/*
+ * A dependent-load chase over @n lines of the non-coherent area (linear
+ * 0x200000 = DPA coherent-size), after the prologue of fw_code:
+ *
+ *     movl 0x5004, %esi; movl 0x5008, %ecx; rdtsc; movl %eax, %ebx
+ * 1:  movl (%esi), %esi; decl %ecx; jnz 1b
+ *     rdtsc; subl %ebx, %eax; movl %eax, 0x5010; movl %esi, 0x500c
+ *     movl $1, 0x5000
+ * 2:  hlt; jmp 2b
+ */
+static const uint8_t fw_chase[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xc0, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0x8b, 0x35, 0x04, 0x50, 0x00, 0x00, 0x8b, 0x0d,
+    0x08, 0x50, 0x00, 0x00, 0x0f, 0x31, 0x89, 0xc3, 0x8b, 0x36, 0x49, 0x75,
+    0xfb, 0x0f, 0x31, 0x29, 0xd8, 0xa3, 0x10, 0x50, 0x00, 0x00, 0x89, 0x35,
+    0x0c, 0x50, 0x00, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00,
+    0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0xa8, 0xf0, 0xff, 0xff,
+};
+
+typedef struct ChaseResult {
+    uint32_t ticks;             /* TSC ticks of the loop */
+    double wall_us;             /* from cont to done */
+    uint64_t misses;
+} ChaseResult;
+
+static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
+{
+    g_autofree char *pool = pool_path("chase.pool");
+    g_autofree char *extra = g_strdup_printf(TIMED ",miss-latency-ns=%u",
+                                             miss_ns);
+    uint32_t params[2] = { 0x200000, n };
+    g_autofree uint32_t *chain = g_new0(uint32_t, n * (LINE / 4));
+    ChaseResult r;
+    int64_t t0;
+    uint32_t i;
+    int fd;
+    Host h;
+
+    g_assert_cmpuint(n * LINE, <=, 2 * MiB);
+    fw_host_start_code(&h, pool, 0, fw_chase, sizeof(fw_chase), extra, opts);
+    for (i = 0; i < n; i++) {
+        chain[i * (LINE / 4)] = 0x200000 + ((i + 1) % n) * LINE;
+    }
+    fd = open(pool, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, chain, n * LINE, META_SIZE + COH_SIZE), ==,
+                    n * LINE);
+    close(fd);
+    qtest_memwrite(h.qts, 0x5004, params, sizeof(params));
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    while (qtest_readl(h.qts, 0x5000) != 1) {
+        g_usleep(200);
+    }
+    r.wall_us = g_get_monotonic_time() - t0;
+    r.ticks = qtest_readl(h.qts, 0x5010);
+    r.misses = r64(&h, R_STAT_MISSES);
+    g_assert_cmphex(qtest_readl(h.qts, 0x500c), ==, 0x200000);
+    qtest_quit(h.qts);
+    return r;
+}
+
+/*
+ * Under -icount shift=0 a load that misses costs exactly the configured
+ * miss latency in guest time (the TSC), the same in every run.
+ */
+static void test_timed_latency_icount(void)
+{
+    const char *icount = "-icount shift=0,sleep=off";
+    uint32_t n = 1000;
+    ChaseResult base = chase_run(0, n, icount);
+    ChaseResult lat = chase_run(250, n, icount);
+    ChaseResult again = chase_run(250, n, icount);
+
+    g_test_message("icount: %u ticks for %u loads without latency, %u with "
+                   "a 250 ns miss", base.ticks, n, lat.ticks);
+    g_assert_cmpuint(base.misses, ==, n);
+    g_assert_cmpuint(lat.misses, ==, n);
+    g_assert_cmpuint(lat.ticks, ==, again.ticks);
+    /*
+     * Each load: the miss, plus the loop's 3 instructions at 1 ns each
+     * (without latency TCG's I/O path shows one more: 4 ns per load).
+     */
+    g_assert_cmpuint(lat.ticks, >=, n * (250 + 3) - 2);
+    g_assert_cmpuint(lat.ticks, <=, n * (250 + 3) + 2);
 }
 
 /*
@@ -1918,13 +2229,15 @@ static const uint8_t bench_code[] = {
 
 typedef enum {
     BENCH_RAM, BENCH_COHERENT, BENCH_NONCOHERENT, BENCH_MMIO, BENCH_STOCK,
+    BENCH_TIMED_COH, BENCH_TIMED_NC,
 } BenchKind;
 
 static double bench_run(BenchKind kind)
 {
     static const char *const names[] = {
         "guest RAM", "cxl-shm coherent", "cxl-shm non-coherent",
-        "cxl-shm MMIO path", "stock cxl-type3",
+        "cxl-shm MMIO path", "stock cxl-type3", "timed coherent",
+        "timed non-coherent",
     };
     g_autofree char *pool = pool_path("bench.pool");
     g_autofree char *fw = g_build_filename(tmpdir, "bench.bin", NULL);
@@ -1934,6 +2247,7 @@ static double bench_run(BenchKind kind)
     uint64_t pdpt[4] = { 0x2001, 0x4001, 0, 0x3001 };
     uint64_t pd0 = 0x83, pd3 = 0xffe00083, pd1[512];
     uint64_t bytes = kind >= BENCH_MMIO ? BENCH_SLOW : BENCH_FAST;
+    bool timed = kind >= BENCH_TIMED_COH;
     uint32_t params[2] = { 0x40000000, bytes / 4 };
     uint64_t target, hdm;
     int64_t t0, t1;
@@ -1954,7 +2268,8 @@ static double bench_run(BenchKind kind)
             "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
             fw_args(), PXB_BUS);
     } else {
-        args = host_args(pool, 0, NULL);
+        /* mode=timed without latency: the cost of the path itself */
+        args = host_args(pool, 0, timed ? TIMED : NULL);
     }
     all = g_strdup_printf("%s -accel tcg -smp 1 -cpu max -S -bios %s",
                           args, fw);
@@ -1973,6 +2288,7 @@ static double bench_run(BenchKind kind)
         target = 32 * MiB;
         break;
     case BENCH_NONCOHERENT:
+    case BENCH_TIMED_NC:
         target = h.hpa + COH_SIZE;
         break;
     default:
@@ -2016,6 +2332,90 @@ static void test_bench(void)
                    coh / ram, nc / ram, coh / stock, mmio / stock);
 }
 
+/* Without icount: the fastest of 3 runs (the host's load only adds) */
+static ChaseResult chase_min(unsigned miss_ns, uint32_t n)
+{
+    ChaseResult best = chase_run(miss_ns, n, NULL);
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        ChaseResult r = chase_run(miss_ns, n, NULL);
+
+        if (r.ticks < best.ticks) {
+            best = r;
+        }
+    }
+    return best;
+}
+
+/* The host's TSC rate, against the monotonic clock over 200 ms */
+static double host_tsc_ghz(void)
+{
+    int64_t t0 = g_get_monotonic_time();
+    uint64_t c0 = __builtin_ia32_rdtsc();
+
+    g_usleep(200000);
+    return (double)(__builtin_ia32_rdtsc() - c0) /
+           ((g_get_monotonic_time() - t0) * 1000.0);
+}
+
+/*
+ * mode=timed benchmark (run with -m perf; scripts/bench-timed.sh): the
+ * host cost of an access on the timed path against stock cxl-type3's
+ * MMIO path, side by side; then the dependent-load latency a guest
+ * measures for configured miss latencies, under -icount shift=0 (guest
+ * TSC ticks = ns; each load also runs the loop's 3 instructions, 3 ns)
+ * and without icount (wall time, less the same chase without latency).
+ */
+static void test_timed_bench(void)
+{
+    static const unsigned icount_ns[] = { 150, 250, 400 };
+    static const unsigned wall_ns[] = { 500, 1000, 2000 };
+    const char *icount = "-icount shift=0,sleep=off";
+    double stock = bench_run(BENCH_STOCK);
+    double tcoh = bench_run(BENCH_TIMED_COH);
+    double tnc = bench_run(BENCH_TIMED_NC);
+    uint32_t n = 20000, i;
+    ChaseResult base;
+    double ghz;
+
+    g_test_message("timed-bench: per access, timed/stock time: coherent "
+                   "%.2fx, non-coherent %.2fx (target <= 1.5x)",
+                   stock / tcoh, stock / tnc);
+    g_test_message("timed-bench: icount shift=0, %u dependent loads, each "
+                   "= miss + 3 ns of loop", n);
+    g_test_message("timed-bench: %-10s %-12s %-12s %-8s %s", "configured",
+                   "run 1 (ns)", "run 2 (ns)", "error", "runs equal");
+    for (i = 0; i < ARRAY_SIZE(icount_ns); i++) {
+        ChaseResult a = chase_run(icount_ns[i], n, icount);
+        ChaseResult b = chase_run(icount_ns[i], n, icount);
+        double per = (double)a.ticks / n - 3;
+
+        g_test_message("timed-bench: %-10u %-12.2f %-12.2f %+7.2f%% %s",
+                       icount_ns[i], (double)a.ticks / n - 3,
+                       (double)b.ticks / n - 3,
+                       (per - icount_ns[i]) * 100.0 / icount_ns[i],
+                       a.ticks == b.ticks ? "yes" : "NO");
+    }
+    /* without icount the guest's TSC is the host's: ticks -> ns */
+    ghz = host_tsc_ghz();
+    base = chase_min(0, n);
+    g_test_message("timed-bench: no icount (TSC %.3f GHz), %u dependent "
+                   "loads, fastest of 3 runs; without latency a load takes %.1f ns (TCG's "
+                   "path)", ghz, n, base.ticks / ghz / n);
+    g_test_message("timed-bench: %-10s %-14s %-14s %s", "configured",
+                   "raw (ns)", "less path (ns)", "error");
+    for (i = 0; i < ARRAY_SIZE(wall_ns); i++) {
+        ChaseResult a = chase_min(wall_ns[i], n);
+        double raw = a.ticks / ghz / n;
+        double net = raw - base.ticks / ghz / n;
+
+        g_test_message("timed-bench: %-10u %-14.1f %-14.1f %+6.1f%%",
+                       wall_ns[i], raw, net,
+                       (net - wall_ns[i]) * 100.0 / wall_ns[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -2046,8 +2446,16 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
     qtest_add_func("/cxl-shm/eviction", test_eviction);
+    qtest_add_func("/cxl-shm/timed-noncoherent", test_timed_noncoherent);
+    qtest_add_func("/cxl-shm/timed-coherent", test_timed_coherent);
+    qtest_add_func("/cxl-shm/timed-filter-mismatch",
+                   test_timed_filter_mismatch);
+    qtest_add_func("/cxl-shm/timed-atomics-tcg", test_timed_atomics_tcg);
+    qtest_add_func("/cxl-shm/timed-latency-icount",
+                   test_timed_latency_icount);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
+        qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
     }
 
     ret = g_test_run();

@@ -1,0 +1,978 @@
+/*
+ * cxl-shm: mode=timed, every access through a cache model that charges
+ * CXL latency
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * In mode=timed a committed HDM decoder maps an I/O region over its
+ * range instead of the pool's RAM, so every guest load and store of the
+ * device reaches cxl_shm_timed_read/write (docs/device.md, "Timed mode"):
+ *
+ * - A per-host cache model (cache-size, cache-ways, 64-byte lines, LRU)
+ *   decides hit or miss.  In the non-coherent area the data of a cached
+ *   line is the host's image; a miss fetches the line from the pool
+ *   (image and twin := pool), a store dirties its line whatever the
+ *   value, and the eviction of a dirty line writes it back, whole.
+ *   Writeback / invalidate / flush, from the doorbell and from clwb /
+ *   clflushopt / clflush, act on the cached lines.
+ * - The coherent window's data is the pool itself.  A snoop filter in the
+ *   pool's metadata, shared by the hosts, tracks which hosts hold each
+ *   line and which one holds it modified: a store back-invalidates the
+ *   other holders, a read of a line another host modified is a snoop, and
+ *   a full filter set evicts its oldest entry from every host holding it.
+ *   A host's cached copy of a coherent line counts as a hit only while
+ *   the filter still lists the host.  Set i of the filter is guarded by
+ *   line lock i, the lock of the pool pages that hash to it; stores take
+ *   it, so a store and another host's atomic never interleave.
+ * - Atomics on the coherent window: TCG runs them as a load and a store
+ *   in an exclusive step (patch 0009); the load takes the line's lock and
+ *   the end of the step releases it, so the pair is atomic across hosts.
+ * - Latency: hit, miss, writeback, back-invalidate and snoop costs, and
+ *   a bandwidth limit (bandwidth-mbs) charged per line moved, summed per
+ *   access and charged once the locks are released: under -icount in
+ *   guest time, exactly (patch 0006), else as a wait on the host clock.
+ * - Stale reads: a load that hits a non-coherent line whose pool copy
+ *   changed since this host fetched it (another host wrote it back) is
+ *   counted, traced, and logged to stale-log once per fetch of the line.
+ *
+ * Locking: t->lock (this host's cache) is taken before any line lock;
+ * every access runs under it, without the BQL (the region does not ask
+ * for global locking, patch 0008).  The only line lock held while
+ * t->lock is taken is an atomic's, which no other thread of this QEMU can
+ * be waiting for (its other vCPUs are stopped).
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/units.h"
+#include "qemu/error-report.h"
+#include "qemu/timer.h"
+#include "qemu/host-utils.h"
+#include "qapi/error.h"
+#include "hw/core/cpu.h"
+#include "exec/memory.h"
+#include "exec/cpu-common.h"
+#include "exec/target_page.h"
+#include "hw/boards.h"
+#include "system/cpu-timers.h"
+#include "system/tcg.h"
+#include "system/kvm.h"
+#include "cxl-shm.h"
+#include "trace.h"
+
+#define SF_VALID                (1ULL << 63)
+#define SF_TAG_SHIFT            42
+#define SF_TAG_MASK             0x1fffffULL
+#define SF_AGE_SHIFT            38
+#define SF_AGE_MAX              15ULL
+#define SF_OWNER_SHIFT          32
+#define SF_OWNER_MASK           0x3fULL
+#define SF_HOLDERS              0xffffffffULL
+
+#define TIMED_CACHE_MIN         (64 * KiB)
+#define TIMED_CACHE_MAX         (1 * GiB)
+#define TIMED_WAYS_MAX          64
+
+/* What one access or operation costs, summed and charged at its end */
+typedef struct Cost {
+    int64_t ns;
+    uint64_t moved;             /* lines over the link (bandwidth) */
+} Cost;
+
+static void stat_add(CXLShmState *s, int i, uint64_t v)
+{
+    if (v) {
+        qatomic_add(&s->stats[i], v);
+    }
+}
+
+/* Clock the charges and the bandwidth queue are kept in */
+static int64_t timed_now(void)
+{
+    return icount_enabled() ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL)
+                            : get_clock();
+}
+
+/*
+ * Charge @ns on the calling vCPU.  Under -icount the virtual clock (and
+ * the guest's TSC) jumps by exactly @ns at the instruction making the
+ * access (an MMIO callback runs at an exact instruction count); without
+ * icount the thread waits on the host clock, which the guest sees as time
+ * passing, approximately (the wait stretches with the host's load and
+ * adds to TCG's own cost of the access).  Never with a lock of ours held
+ * except an atomic's line lock (the line is busy meanwhile, as on
+ * hardware).
+ */
+void cxl_shm_timed_charge(CXLShmState *s, int64_t ns)
+{
+    int64_t end;
+
+    if (ns <= 0) {
+        return;
+    }
+    qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
+    if (icount_enabled()) {
+        icount_advance_ns(ns);
+        return;
+    }
+    end = get_clock() + ns;
+    while (get_clock() < end) {
+        /* spin */
+    }
+}
+
+/* Lines moved over the device's link: wait while it is busy */
+static void timed_moved(CXLShmState *s, Cost *c)
+{
+    CXLShmTimed *t = &s->t;
+    int64_t now, start, xfer;
+
+    if (!c->moved) {
+        return;
+    }
+    xfer = c->moved * 64000 / s->bandwidth_mbs;    /* ns for 64 B at MB/s */
+    now = timed_now();
+    start = MAX(now, t->busy_until);
+    t->busy_until = start + xfer;
+    c->ns += start - now;
+    c->moved = 0;
+}
+
+/* The cache model */
+
+static CXLShmWay *cache_set(CXLShmTimed *t, uint64_t line)
+{
+    return &t->way[(line % t->sets) * t->cache_ways];
+}
+
+static CXLShmWay *cache_find(CXLShmTimed *t, uint64_t line)
+{
+    CXLShmWay *set = cache_set(t, line);
+    uint32_t i;
+
+    for (i = 0; i < t->cache_ways; i++) {
+        if ((set[i].tag & (CXLSHM_WAY_VALID | CXLSHM_WAY_LINE)) ==
+            (CXLSHM_WAY_VALID | line)) {
+            return &set[i];
+        }
+    }
+    return NULL;
+}
+
+static inline uint64_t way_line(const CXLShmWay *w)
+{
+    return w->tag & CXLSHM_WAY_LINE;
+}
+
+/* The snoop filter (pool metadata) */
+
+static uint64_t *sf_set(CXLShmState *s, uint64_t off)
+{
+    return &s->t.sf[((off / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS) *
+                    s->t.sf_ways];
+}
+
+static uint64_t sf_tag(uint64_t off)
+{
+    return (((off / CXLSHM_LOCK_PAGE) / CXLSHM_NR_LOCKS) << 6 |
+            (off % CXLSHM_LOCK_PAGE) / CXLSHM_LINE) & SF_TAG_MASK;
+}
+
+static int sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->t.sf_ways; i++) {
+        uint64_t e = qatomic_read(&set[i]);
+
+        if ((e & SF_VALID) && ((e >> SF_TAG_SHIFT) & SF_TAG_MASK) == tag) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Entry @i was used: it is the youngest of its set; lock held */
+static void sf_touch(CXLShmState *s, uint64_t *set, int i)
+{
+    uint32_t j;
+
+    for (j = 0; j < s->t.sf_ways; j++) {
+        uint64_t e = set[j];
+        uint64_t age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
+
+        if (j == i) {
+            age = 0;
+        } else if ((e & SF_VALID) && age < SF_AGE_MAX) {
+            age++;
+        }
+        e = (e & ~(SF_AGE_MAX << SF_AGE_SHIFT)) | age << SF_AGE_SHIFT;
+        qatomic_set(&set[j], e);
+    }
+}
+
+/*
+ * A free entry for @tag, evicting the oldest one of a full set from every
+ * host that holds it (each such host counts as back-invalidated: its next
+ * access to that line misses); lock held.
+ */
+static int sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
+                     uint64_t off, Cost *c)
+{
+    uint32_t i, victim = 0;
+    uint64_t oldest = 0, holders;
+
+    for (i = 0; i < s->t.sf_ways; i++) {
+        uint64_t e = set[i], age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
+
+        if (!(e & SF_VALID)) {
+            victim = i;
+            goto take;
+        }
+        if (age > oldest || i == 0) {
+            oldest = age;
+            victim = i;
+        }
+    }
+    holders = set[victim] & SF_HOLDERS;
+    qatomic_inc(&s->stats[CXLSHM_STAT_SF_EVICTIONS]);
+    stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop32(holders));
+    if (holders) {
+        c->ns += qatomic_read(&s->t.bi_ns);
+    }
+    trace_cxl_shm_timed_sf_evict(s->host_id, off, (uint32_t)holders);
+take:
+    qatomic_set(&set[victim], SF_VALID | tag << SF_TAG_SHIFT);
+    return victim;
+}
+
+/* This host's (earlier lives') marks in the filter: gone */
+static void sf_forget_me(CXLShmState *s)
+{
+    uint64_t me = 1ULL << s->host_id;
+    uint32_t i, j;
+
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
+        CXLShmLineLock h;
+        uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+
+        cxl_shm_lines_lock(&s->lines, (uint64_t)i * CXLSHM_LOCK_PAGE, &h);
+        for (j = 0; j < s->t.sf_ways; j++) {
+            uint64_t e = set[j];
+
+            if (!(e & SF_VALID)) {
+                continue;
+            }
+            if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
+                e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
+            }
+            e &= ~me;
+            qatomic_set(&set[j], e);
+        }
+        cxl_shm_lines_unlock(&s->lines, &h);
+    }
+}
+
+/* Per-vCPU line lock of an atomic in progress */
+
+static CXLShmLineLock *held_of(CXLShmState *s, CPUState *cpu)
+{
+    if (!cpu || cpu->cpu_index < 0 ||
+        (uint32_t)cpu->cpu_index >= s->t.nr_held) {
+        return NULL;
+    }
+    return &s->t.held[cpu->cpu_index];
+}
+
+/* The end of an exclusive atomic step (patch 0009): the pair is done */
+static void timed_step_done(void *opaque, CPUState *cpu)
+{
+    CXLShmState *s = opaque;
+    CXLShmLineLock *h = held_of(s, cpu);
+
+    if (h && h->word) {
+        cxl_shm_lines_unlock(&s->lines, h);
+    }
+}
+
+/*
+ * Room in the cache for @line (not cached): the set's LRU way, written
+ * back first when it holds a dirty non-coherent line; cache lock held,
+ * and at most the line lock @held.
+ */
+static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
+                              CXLShmLineLock *held, Cost *c)
+{
+    CXLShmTimed *t = &s->t;
+    CXLShmWay *set = cache_set(t, line), *w = NULL;
+    CXLShmLineCount n = { 0 };
+    uint64_t voff;
+    uint32_t i;
+
+    for (i = 0; i < t->cache_ways; i++) {
+        if (!(set[i].tag & CXLSHM_WAY_VALID)) {
+            w = &set[i];
+            break;
+        }
+        if (!w || set[i].stamp < w->stamp) {
+            w = &set[i];
+        }
+    }
+    if (w->tag & CXLSHM_WAY_VALID) {
+        voff = way_line(w) * CXLSHM_LINE;
+        qatomic_inc(&s->stats[CXLSHM_STAT_CACHE_EVICTIONS]);
+        if (voff >= s->coherent_size && (w->tag & CXLSHM_WAY_DIRTY)) {
+            cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, voff, true,
+                              held, &n);
+            stat_add(s, CXLSHM_STAT_WB_LINES, n.written);
+            stat_add(s, CXLSHM_STAT_CONFLICTS, n.conflicts);
+            c->ns += (int64_t)n.written * qatomic_read(&t->wb_ns);
+            c->moved += n.written;
+        }
+        /*
+         * A coherent victim stays in the filter (a silent clean
+         * eviction): a later store by another host back-invalidates it
+         * for nothing, as on hardware whose caches drop lines silently.
+         */
+        trace_cxl_shm_timed_evict(s->host_id, voff,
+                                  !!(w->tag & CXLSHM_WAY_DIRTY));
+    }
+    w->tag = CXLSHM_WAY_VALID | line;
+    return w;
+}
+
+/* Loads and stores of one line */
+
+static uint64_t ld_bytes(const uint8_t *p, unsigned size)
+{
+    uint64_t v = 0;
+
+    switch (size) {
+    case 1:
+        return qatomic_read(p);
+    case 2:
+        if (!((uintptr_t)p & 1)) {
+            return qatomic_read((const uint16_t *)p);
+        }
+        break;
+    case 4:
+        if (!((uintptr_t)p & 3)) {
+            return qatomic_read((const uint32_t *)p);
+        }
+        break;
+    case 8:
+        if (!((uintptr_t)p & 7)) {
+            return qatomic_read((const uint64_t *)p);
+        }
+        break;
+    }
+    memcpy(&v, p, size);    /* unaligned (not from TCG): not atomic */
+    return v;
+}
+
+static void st_bytes(uint8_t *p, unsigned size, uint64_t v)
+{
+    switch (size) {
+    case 1:
+        qatomic_set(p, v);
+        return;
+    case 2:
+        if (!((uintptr_t)p & 1)) {
+            qatomic_set((uint16_t *)p, v);
+            return;
+        }
+        break;
+    case 4:
+        if (!((uintptr_t)p & 3)) {
+            qatomic_set((uint32_t *)p, v);
+            return;
+        }
+        break;
+    case 8:
+        if (!((uintptr_t)p & 7)) {
+            qatomic_set((uint64_t *)p, v);
+            return;
+        }
+        break;
+    }
+    memcpy(p, &v, size);
+}
+
+/* The guest linear PC of the access @cpu is making, or 0 */
+static uint64_t timed_guest_pc(CPUState *cpu)
+{
+    uint64_t data[8] = { 0 };   /* more than any target's insn_start */
+    uint64_t pc, page = qemu_target_page_mask();
+
+    if (!cpu || !cpu->cc->get_pc) {
+        return 0;
+    }
+    pc = cpu->cc->get_pc(cpu);
+    /*
+     * TCG records the page offset of each instruction (PC-relative
+     * translation); the page is the translation block's.
+     */
+    if (tcg_enabled() && cpu->mem_io_pc &&
+        cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
+        pc = (pc & page) | (data[0] & ~page);
+    }
+    return pc;
+}
+
+/* A load of a line whose pool copy is newer than this host's */
+static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
+                        uint64_t off, unsigned size, uint64_t val)
+{
+    uint64_t line = QEMU_ALIGN_DOWN(off, CXLSHM_LINE);
+    const uint8_t *mine = s->image + (line - s->coherent_size);
+    uint8_t cur[CXLSHM_LINE];
+    uint64_t pc = timed_guest_pc(cpu);
+    g_autoptr(GString) j = NULL;
+    int i;
+
+    qatomic_inc(&s->stats[CXLSHM_STAT_STALE_READS]);
+    trace_cxl_shm_timed_stale(s->host_id, off, pc);
+    if (!s->t.stale_fp || (w->tag & CXLSHM_WAY_REPORTED)) {
+        return;
+    }
+    w->tag |= CXLSHM_WAY_REPORTED;
+    memcpy(cur, s->pool + line, CXLSHM_LINE);
+    j = g_string_new(NULL);
+    g_string_append_printf(j, "{\"host\":%u,\"generation\":%" PRIu64
+                           ",\"offset\":%" PRIu64 ",\"line\":\"0x%" PRIx64
+                           "\",\"pc\":\"0x%" PRIx64 "\",\"time_ns\":%" PRId64
+                           ",\"size\":%u,\"value\":\"0x%" PRIx64 "\"",
+                           s->host_id, s->generation, off, line, pc,
+                           qemu_clock_get_ns(QEMU_CLOCK_REALTIME), size, val);
+    g_string_append(j, ",\"stale\":\"");
+    for (i = 0; i < CXLSHM_LINE; i++) {
+        g_string_append_printf(j, "%02x", mine[i]);
+    }
+    g_string_append(j, "\",\"current\":\"");
+    for (i = 0; i < CXLSHM_LINE; i++) {
+        g_string_append_printf(j, "%02x", cur[i]);
+    }
+    g_string_append(j, "\"}\n");
+    qemu_mutex_lock(&s->t.stale_lock);
+    fputs(j->str, s->t.stale_fp);
+    fflush(s->t.stale_fp);
+    qemu_mutex_unlock(&s->t.stale_lock);
+}
+
+/* A non-coherent access inside one line; cache lock held */
+static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
+                         unsigned size, bool write, uint64_t val, Cost *c)
+{
+    CXLShmTimed *t = &s->t;
+    uint64_t line = off / CXLSHM_LINE, loff = line * CXLSHM_LINE;
+    uint8_t *img = s->image + (off - s->coherent_size);
+    CXLShmWay *w = cache_find(t, line);
+
+    if (w) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
+        c->ns += qatomic_read(&t->hit_ns);
+    } else {
+        CXLShmLineCount n = { 0 };
+
+        qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
+        w = cache_alloc(s, line, held_of(s, cpu), c);
+        /* fill: image and twin become the pool's line */
+        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_DROP, loff, false,
+                          held_of(s, cpu), &n);
+        c->ns += qatomic_read(&t->miss_ns);
+        c->moved++;
+        trace_cxl_shm_timed_miss(s->host_id, off, write);
+    }
+    w->stamp = ++t->clock;
+    if (write) {
+        st_bytes(img, size, val);
+        w->tag |= CXLSHM_WAY_DIRTY;
+        return 0;
+    }
+    val = ld_bytes(img, size);
+    if (memcmp(s->twin + (loff - s->coherent_size), s->pool + loff,
+               CXLSHM_LINE)) {
+        timed_stale(s, cpu, w, off, size, val);
+    }
+    return val;
+}
+
+/* A coherent-window access inside one line; cache lock held */
+static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
+                               unsigned size, bool write, uint64_t val,
+                               Cost *c)
+{
+    CXLShmTimed *t = &s->t;
+    uint64_t line = off / CXLSHM_LINE, me = 1ULL << s->host_id;
+    uint64_t *set = sf_set(s, off), tag = sf_tag(off);
+    uint64_t e, holders, owner, others;
+    CXLShmLineLock *held = held_of(s, cpu), local = { NULL }, *h;
+    bool excl = cpu && cpu_in_exclusive_context(cpu);
+    CXLShmWay *w = cache_find(t, line);
+    bool cached = w != NULL, present, snooped = false;
+    int i;
+
+    if (!w) {
+        w = cache_alloc(s, line, held, c);
+    }
+    w->stamp = ++t->clock;
+
+    /* a read hit needs no lock: the filter still lists this host */
+    if (!write && !excl && cached) {
+        i = sf_find(s, set, tag);
+        if (i >= 0 && (qatomic_read(&set[i]) & me)) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
+            c->ns += qatomic_read(&t->hit_ns);
+            return ld_bytes(s->pool + off, size);
+        }
+    }
+
+    if (held && held->word &&
+        cxl_shm_lines_lock_covers(&s->lines, held, off)) {
+        h = held;                   /* the atomic's second access */
+    } else {
+        if (held && held->word) {
+            /*
+             * An atomic whose accesses span two lock words (a split
+             * lock): its first line is released, so it is atomic across
+             * hosts per line only (docs/device.md).
+             */
+            cxl_shm_lines_unlock(&s->lines, held);
+        }
+        h = excl && held ? held : &local;
+        cxl_shm_lines_lock(&s->lines, off, h);
+    }
+
+    i = sf_find(s, set, tag);
+    if (i < 0) {
+        i = sf_insert(s, set, tag, off, c);
+    }
+    e = set[i];
+    holders = e & SF_HOLDERS;
+    owner = (e >> SF_OWNER_SHIFT) & SF_OWNER_MASK;
+    present = cached && (holders & me);
+
+    if (write || excl) {
+        /* ownership for a store (an atomic's load takes it for its store) */
+        others = holders & ~me;
+        if (others) {
+            stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop64(others));
+            c->ns += qatomic_read(&t->bi_ns);
+            trace_cxl_shm_timed_back_inval(s->host_id, off,
+                                           (uint32_t)others);
+        }
+        holders = me;
+        owner = s->host_id + 1;
+    } else if (owner && owner != s->host_id + 1) {
+        /* another host holds it modified: it writes it back, then shares */
+        snooped = true;
+        owner = 0;
+        holders |= me;
+    } else {
+        holders |= me;
+    }
+    if (snooped) {
+        /* a read that another host's cache answers (counted as a miss) */
+        qatomic_inc(&s->stats[CXLSHM_STAT_SNOOPS]);
+        qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
+        c->ns += qatomic_read(&t->snoop_ns);
+        c->moved++;
+        trace_cxl_shm_timed_snoop(s->host_id, off);
+    } else if (present) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
+        c->ns += qatomic_read(&t->hit_ns);
+    } else {
+        qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
+        c->ns += qatomic_read(&t->miss_ns);
+        c->moved++;
+        trace_cxl_shm_timed_miss(s->host_id, off, write);
+    }
+    qatomic_set(&set[i], (e & ~(SF_HOLDERS | SF_OWNER_MASK << SF_OWNER_SHIFT))
+                | holders | owner << SF_OWNER_SHIFT);
+    sf_touch(s, set, i);
+
+    if (write) {
+        st_bytes(s->pool + off, size, val);
+        val = 0;
+    } else {
+        val = ld_bytes(s->pool + off, size);
+    }
+    if (h == &local) {
+        cxl_shm_lines_unlock(&s->lines, h);
+    }
+    return val;
+}
+
+/* One access (any size, any alignment) at DPA @dpa */
+static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
+                             bool write, uint64_t val)
+{
+    CPUState *cpu = current_cpu;
+    Cost c = { 0 };
+    uint64_t ret = 0;
+    unsigned done = 0;
+
+    if (dpa >= s->size || size > s->size - dpa) {
+        return 0;               /* outside the device: reads as zero */
+    }
+    qemu_mutex_lock(&s->t.lock);
+    while (done < size) {
+        uint64_t off = dpa + done;
+        unsigned n = MIN(size - done,
+                         CXLSHM_LINE - (unsigned)(off % CXLSHM_LINE));
+        uint64_t part = write ? val >> (done * 8) : 0;
+        uint64_t v;
+
+        if (n < 8) {
+            part &= (1ULL << (n * 8)) - 1;
+        }
+        v = off < s->coherent_size
+            ? timed_coherent(s, cpu, off, n, write, part, &c)
+            : timed_nc(s, cpu, off, n, write, part, &c);
+        if (!write) {
+            ret |= v << (done * 8);
+        }
+        done += n;
+    }
+    timed_moved(s, &c);
+    if (!(++s->t.accesses % 65536)) {
+        cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
+    }
+    qemu_mutex_unlock(&s->t.lock);
+    cxl_shm_timed_charge(s, c.ns);
+    return ret;
+}
+
+static uint64_t cxl_shm_timed_read(void *opaque, hwaddr addr, unsigned size)
+{
+    CXLShmDirect *d = opaque;
+
+    return timed_access(d->owner, d->dpa + addr, size, false, 0);
+}
+
+static void cxl_shm_timed_write(void *opaque, hwaddr addr, uint64_t val,
+                                unsigned size)
+{
+    CXLShmDirect *d = opaque;
+
+    timed_access(d->owner, d->dpa + addr, size, true, val);
+}
+
+static const MemoryRegionOps cxl_shm_timed_ops = {
+    .read = cxl_shm_timed_read,
+    .write = cxl_shm_timed_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+        .unaligned = true,
+    },
+    .impl = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+        .unaligned = true,
+    },
+};
+
+void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
+{
+    d->owner = s;
+    memory_region_init_io(&d->io, OBJECT(s), &cxl_shm_timed_ops, d,
+                          "cxl-shm-timed", d->size);
+    /* accesses run without the BQL (patch 0008): they may wait long */
+    memory_region_enable_lockless_io(&d->io);
+    d->mr = &d->io;
+}
+
+/* Coherence operations on cached lines */
+
+/* One cached non-coherent line; cache lock held */
+static void way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
+                   CXLShmLineCount *n)
+{
+    uint64_t off = way_line(w) * CXLSHM_LINE;
+
+    if (off < s->coherent_size) {
+        if (op != CXLSHM_LINE_WRITEBACK) {
+            w->tag = 0;         /* wbinvd / invd drop coherent lines too */
+        }
+        return;
+    }
+    if (op != CXLSHM_LINE_DROP && (w->tag & CXLSHM_WAY_DIRTY)) {
+        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, off, true,
+                          NULL, n);
+        w->tag &= ~CXLSHM_WAY_DIRTY;
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        w->tag = 0;             /* invalid: the next access fetches it */
+    }
+}
+
+static void timed_done(CXLShmState *s, const CXLShmLineCount *n, Cost *c)
+{
+    c->ns += (int64_t)n->written * qatomic_read(&s->t.wb_ns);
+    c->moved += n->written;
+    timed_moved(s, c);
+}
+
+/*
+ * The doorbell's or an instruction's operation on [off, off + len) of
+ * the non-coherent area: the cached lines in it are written back and/or
+ * invalidated.  Lines not cached need nothing (their pool copy is the
+ * newest this host has).  @n counts as in direct mode (every line of the
+ * range as invalidated, the lines written back).  Charged here.
+ */
+void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                         uint64_t len, CXLShmLineCount *n)
+{
+    CXLShmTimed *t = &s->t;
+    uint64_t start = MAX(off, s->coherent_size), end = off + len;
+    uint64_t total = (uint64_t)t->sets * t->cache_ways;
+    CXLShmLineCount m = { 0 };
+    Cost c = { 0 };
+    uint64_t l, i;
+
+    if (start >= end) {
+        return;
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched += (end - start) / CXLSHM_LINE;
+    }
+    qemu_mutex_lock(&t->lock);
+    if ((end - start) / CXLSHM_LINE <= total) {
+        for (l = start / CXLSHM_LINE; l < end / CXLSHM_LINE; l++) {
+            CXLShmWay *w = cache_find(t, l);
+
+            if (w) {
+                way_op(s, w, op, &m);
+            }
+        }
+    } else {
+        for (i = 0; i < total; i++) {
+            CXLShmWay *w = &t->way[i];
+            uint64_t wl = way_line(w) * CXLSHM_LINE;
+
+            if ((w->tag & CXLSHM_WAY_VALID) && wl >= start && wl < end) {
+                way_op(s, w, op, &m);
+            }
+        }
+    }
+    timed_done(s, &m, &c);
+    qemu_mutex_unlock(&t->lock);
+    n->written += m.written;
+    n->conflicts += m.conflicts;
+    cxl_shm_timed_charge(s, c.ns);
+}
+
+/* wbinvd, wbnoinvd, invd: every cached line */
+void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
+                         CXLShmLineCount *n)
+{
+    CXLShmTimed *t = &s->t;
+    uint64_t total = (uint64_t)t->sets * t->cache_ways, i;
+    CXLShmLineCount m = { 0 };
+    Cost c = { 0 };
+
+    qemu_mutex_lock(&t->lock);
+    for (i = 0; i < total; i++) {
+        if (t->way[i].tag & CXLSHM_WAY_VALID) {
+            if (op != CXLSHM_LINE_WRITEBACK &&
+                way_line(&t->way[i]) * CXLSHM_LINE >= s->coherent_size) {
+                m.fetched++;
+            }
+            way_op(s, &t->way[i], op, &m);
+        }
+    }
+    timed_done(s, &m, &c);
+    qemu_mutex_unlock(&t->lock);
+    n->written += m.written;
+    n->fetched += m.fetched;
+    n->conflicts += m.conflicts;
+    cxl_shm_timed_charge(s, c.ns);
+}
+
+/* A host reset: the cache is lost, dirty lines included; vCPUs stopped */
+void cxl_shm_timed_reset(CXLShmState *s)
+{
+    CXLShmTimed *t = &s->t;
+    uint32_t i;
+
+    if (!s->timed) {
+        return;
+    }
+    qemu_mutex_lock(&t->lock);
+    memset(t->way, 0, sizeof(*t->way) * t->sets * t->cache_ways);
+    t->busy_until = 0;
+    for (i = 0; i < t->nr_held; i++) {
+        if (t->held[i].word) {
+            cxl_shm_lines_unlock(&s->lines, &t->held[i]);
+        }
+    }
+    qemu_mutex_unlock(&t->lock);
+    sf_forget_me(s);
+}
+
+/* CDAT: reads cost a miss, writes a writeback */
+void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
+                                uint32_t *write_ns)
+{
+    if (s->timed) {
+        *read_ns = qatomic_read(&s->t.miss_ns);
+        *write_ns = qatomic_read(&s->t.wb_ns);
+    } else {
+        *read_ns = *write_ns = qatomic_read(&s->latency_ns);
+    }
+}
+
+/* Realize */
+
+bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
+{
+    CXLShmTimed *t = &s->t;
+    uint64_t lines;
+
+    if (!s->timed) {
+        return true;
+    }
+    if (s->latency_ns) {
+        error_setg(errp, "cxl-shm: property 'latency-ns' is the per-line "
+                   "charge of mode=direct; with mode=timed set "
+                   "miss-latency-ns, hit-latency-ns, writeback-latency-ns, "
+                   "back-invalidate-latency-ns and snoop-latency-ns");
+        return false;
+    }
+    if (s->evict_rate) {
+        error_setg(errp, "cxl-shm: property 'evict-rate' applies to "
+                   "mode=direct; with mode=timed lines are evicted by the "
+                   "cache model (set cache-size and cache-ways)");
+        return false;
+    }
+    if (t->cache_ways < 1 || t->cache_ways > TIMED_WAYS_MAX) {
+        error_setg(errp, "cxl-shm: property 'cache-ways' is %u (allowed: "
+                   "[1, %d])", t->cache_ways, TIMED_WAYS_MAX);
+        return false;
+    }
+    lines = t->cache_size / CXLSHM_LINE;
+    if (t->cache_size < TIMED_CACHE_MIN || t->cache_size > TIMED_CACHE_MAX ||
+        t->cache_size % CXLSHM_LINE || lines % t->cache_ways) {
+        error_setg(errp, "cxl-shm: property 'cache-size' is %" PRIu64
+                   " (allowed: [64 KiB, 1 GiB], a whole number of %u-way "
+                   "sets of 64-byte lines)", t->cache_size, t->cache_ways);
+        return false;
+    }
+    if (t->sf_entries < CXLSHM_NR_LOCKS ||
+        t->sf_entries > CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS ||
+        t->sf_entries % CXLSHM_NR_LOCKS) {
+        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u "
+                   "(allowed: a multiple of %d in [%d, %d])", t->sf_entries,
+                   CXLSHM_NR_LOCKS, CXLSHM_NR_LOCKS,
+                   CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The pod's snoop filter: its size is fixed by the first mode=timed host
+ * that joins the pool (under the pool's flock); later ones must agree.
+ */
+static bool timed_join_filter(CXLShmState *s, Error **errp)
+{
+    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(s->meta +
+                                                    CXLPOOL_SF_OFFSET);
+    uint32_t ways = s->t.sf_entries / CXLSHM_NR_LOCKS;
+    bool ok = true;
+
+    cxlpool_flock(s->fd, LOCK_EX);
+    if (qatomic_read(&sh->magic) != CXLPOOL_SF_MAGIC) {
+        memset(s->meta + CXLPOOL_SF_ENTRIES, 0,
+               (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8);
+        qatomic_set(&sh->ways, ways);
+        smp_wmb();  /* the entries and ways are set before the magic */
+        qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
+    } else if (qatomic_read(&sh->ways) != ways) {
+        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u, "
+                   "but the pod's snoop filter has %" PRIu64 " entries (set "
+                   "by the first mode=timed host; every host of a pool must "
+                   "agree)", s->t.sf_entries,
+                   qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
+        error_append_hint(errp, "Use snoop-filter-entries=%" PRIu64 ", or "
+                          "make a new pool.\n",
+                          qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
+        ok = false;
+    }
+    cxlpool_flock(s->fd, LOCK_UN);
+    if (ok) {
+        s->t.sf = (uint64_t *)(s->meta + CXLPOOL_SF_ENTRIES);
+        s->t.sf_ways = ways;
+    }
+    return ok;
+}
+
+/* Before the pool is touched: a refusal leaves it as it was */
+bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp)
+{
+    CXLShmTimed *t = &s->t;
+
+    if (s->timed && t->stale_log && *t->stale_log) {
+        t->stale_fp = fopen(t->stale_log, "a");
+        if (!t->stale_fp) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot open stale-log "
+                             "'%s'", t->stale_log);
+            return false;
+        }
+    }
+    return true;
+}
+
+void cxl_shm_timed_close_log(CXLShmState *s)
+{
+    if (s->t.stale_fp) {
+        fclose(s->t.stale_fp);
+        s->t.stale_fp = NULL;
+    }
+}
+
+/* After the pool is joined and mapped, before the parent's realize */
+bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
+{
+    CXLShmTimed *t = &s->t;
+    MachineState *ms = MACHINE(qdev_get_machine());
+
+    if (!s->timed) {
+        return true;
+    }
+    if (!timed_join_filter(s, errp)) {
+        return false;
+    }
+    sf_forget_me(s);
+    t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
+    t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
+    t->nr_held = ms->smp.max_cpus;
+    t->held = g_new0(CXLShmLineLock, t->nr_held);
+    qemu_mutex_init(&t->lock);
+    qemu_mutex_init(&t->stale_lock);
+    if (tcg_enabled()) {
+        tcg_atomic_step_hook_add(timed_step_done, s);
+    }
+    return true;
+}
+
+void cxl_shm_timed_fini(CXLShmState *s)
+{
+    CXLShmTimed *t = &s->t;
+
+    if (!s->timed || !t->way) {
+        return;
+    }
+    if (tcg_enabled()) {
+        tcg_atomic_step_hook_remove(timed_step_done, s);
+    }
+    g_free(t->way);
+    t->way = NULL;
+    g_free(t->held);
+    t->held = NULL;
+    qemu_mutex_destroy(&t->lock);
+    qemu_mutex_destroy(&t->stale_lock);
+}
