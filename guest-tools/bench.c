@@ -459,6 +459,23 @@ int main(int argc, char **argv)
 					       o->flush_mib_us);
 			}
 		}
+		if (!raw && t.info.mode == CXLPOD_MODE_TIMED) {
+			struct cxlpod_stats st;
+			if (!cxlpod_stats(t.p, &st))
+				printf("timed mode (device totals): hits %llu misses %llu cache "
+				       "evictions %llu lines written back %llu; back-invalidates %llu "
+				       "snoops %llu snoop-filter evictions %llu stale reads %llu; "
+				       "charged %.3f ms\n",
+				       (unsigned long long)st.dev_hits,
+				       (unsigned long long)st.dev_misses,
+				       (unsigned long long)st.dev_cache_evictions,
+				       (unsigned long long)st.dev_wb_lines,
+				       (unsigned long long)st.dev_back_invalidates,
+				       (unsigned long long)st.dev_snoops,
+				       (unsigned long long)st.dev_sf_evictions,
+				       (unsigned long long)st.dev_stale_reads,
+				       st.dev_charged_ns / 1e6);
+		}
 		if (t.info.backend == CXLPOD_BACKEND_LOOPBACK)
 			printf("(loopback: coherence operations are no-ops)\n");
 		if (raw)
@@ -510,6 +527,22 @@ int main(int argc, char **argv)
 			j_obj_end(&j);
 		}
 		j_obj_end(&j);
+		if (!raw && t.info.mode == CXLPOD_MODE_TIMED) {
+			struct cxlpod_stats st;
+			if (!cxlpod_stats(t.p, &st)) {
+				j_obj_begin(&j, "timed");
+				j_uint(&j, "hits", st.dev_hits);
+				j_uint(&j, "misses", st.dev_misses);
+				j_uint(&j, "cache_evictions", st.dev_cache_evictions);
+				j_uint(&j, "lines_written_back", st.dev_wb_lines);
+				j_uint(&j, "back_invalidates", st.dev_back_invalidates);
+				j_uint(&j, "snoops", st.dev_snoops);
+				j_uint(&j, "snoop_filter_evictions", st.dev_sf_evictions);
+				j_uint(&j, "stale_reads", st.dev_stale_reads);
+				j_uint(&j, "charged_ns", st.dev_charged_ns);
+				j_obj_end(&j);
+			}
+		}
 		j_end_print(&j);
 	}
 	free(ram);

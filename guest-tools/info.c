@@ -93,6 +93,19 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.dev_inv_ops, (unsigned long long)st.dev_inv_lines,
 		       (unsigned long long)st.dev_flush_ops,
 		       (unsigned long long)st.dev_native_ops, (unsigned long long)st.dev_errors);
+		printf("  conflicts %llu; charged %llu ns\n",
+		       (unsigned long long)st.dev_conflicts,
+		       (unsigned long long)st.dev_charged_ns);
+		if (in.mode == CXLPOD_MODE_TIMED)
+			printf("  timed: hits %llu misses %llu cache evictions %llu; "
+			       "back-invalidates %llu snoops %llu snoop-filter evictions %llu; "
+			       "stale reads %llu\n",
+			       (unsigned long long)st.dev_hits, (unsigned long long)st.dev_misses,
+			       (unsigned long long)st.dev_cache_evictions,
+			       (unsigned long long)st.dev_back_invalidates,
+			       (unsigned long long)st.dev_snoops,
+			       (unsigned long long)st.dev_sf_evictions,
+			       (unsigned long long)st.dev_stale_reads);
 	} else {
 		struct jbuf j;
 		j_begin(&j);
@@ -138,6 +151,15 @@ int main(int argc, char **argv)
 		j_uint(&j, "inv_lines", st.dev_inv_lines);
 		j_uint(&j, "native_ops", st.dev_native_ops);
 		j_uint(&j, "errors", st.dev_errors);
+		j_uint(&j, "conflicts", st.dev_conflicts);
+		j_uint(&j, "charged_ns", st.dev_charged_ns);
+		j_uint(&j, "hits", st.dev_hits);
+		j_uint(&j, "misses", st.dev_misses);
+		j_uint(&j, "cache_evictions", st.dev_cache_evictions);
+		j_uint(&j, "back_invalidates", st.dev_back_invalidates);
+		j_uint(&j, "snoops", st.dev_snoops);
+		j_uint(&j, "snoop_filter_evictions", st.dev_sf_evictions);
+		j_uint(&j, "stale_reads", st.dev_stale_reads);
 		j_obj_end(&j);
 		j_end_print(&j);
 	}

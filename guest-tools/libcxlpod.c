@@ -897,6 +897,14 @@ int cxlpod_stats(cxlpod *p, struct cxlpod_stats *st)
 		st->dev_nt_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x48);
 		st->dev_deferred = rd64(p, CXLPOD_REG_STAT_BASE + 0x50);
 		st->dev_resets = rd64(p, CXLPOD_REG_STAT_BASE + 0x58);
+		st->dev_hits = rd64(p, CXLPOD_REG_STAT_BASE + 0x60);
+		st->dev_misses = rd64(p, CXLPOD_REG_STAT_BASE + 0x68);
+		st->dev_cache_evictions = rd64(p, CXLPOD_REG_STAT_BASE + 0x70);
+		st->dev_back_invalidates = rd64(p, CXLPOD_REG_STAT_BASE + 0x78);
+		st->dev_snoops = rd64(p, CXLPOD_REG_STAT_BASE + 0x80);
+		st->dev_sf_evictions = rd64(p, CXLPOD_REG_STAT_BASE + 0x88);
+		st->dev_stale_reads = rd64(p, CXLPOD_REG_STAT_BASE + 0x90);
+		st->dev_charged_ns = rd64(p, CXLPOD_REG_STAT_BASE + 0x98);
 	}
 	return 0;
 }

@@ -217,6 +217,11 @@ struct cxlpod_stats {
 	uint64_t dev_wb_lines, dev_inv_lines, dev_native_ops, dev_errors;
 	uint64_t dev_conflicts; /* writebacks over another host's newer bytes */
 	uint64_t dev_evicted, dev_nt_lines, dev_deferred, dev_resets;
+	/* mode=timed: the cache model and the snoop filter */
+	uint64_t dev_hits, dev_misses, dev_cache_evictions;
+	uint64_t dev_back_invalidates, dev_snoops, dev_sf_evictions;
+	uint64_t dev_stale_reads; /* loads of a copy older than the pool */
+	uint64_t dev_charged_ns;  /* latency charged (both modes) */
 	uint64_t lib_writeback, lib_invalidate, lib_flush, lib_fence;
 	uint64_t lib_bytes; /* bytes covered by coherence operations */
 };
