@@ -37,6 +37,9 @@ static const char *const stat_names[CXLSHM_STAT_NR] = {
     "writeback_ops", "invalidate_ops", "flush_ops", "lines_written_back",
     "lines_invalidated", "native_ops", "errors", "conflicts",
     "evicted_lines", "nt_lines", "deferred", "resets",
+    /* the extended statistics (mode=timed, and charged ns) */
+    "hits", "misses", "cache_evictions", "back_invalidates", "snoops",
+    "snoop_filter_evictions", "stale_reads", "charged_ns",
 };
 
 static G_GNUC_PRINTF(1, 2) void fail(const char *fmt, ...)
@@ -160,7 +163,10 @@ static int open_pool(const char *path, int flags, bool exclusive,
     return -1;
 }
 
-typedef struct Pool {
+typedef struct Pool Pool;
+static uint64_t pool_stat(const Pool *p, uint32_t host, int k);
+
+struct Pool {
     const char *path;
     int fd;
     struct stat st;
@@ -170,7 +176,19 @@ typedef struct Pool {
     CXLPoolError err;
     bool empty;                 /* 0 bytes: a create stopped before sizing */
     uint32_t nr_hosts;          /* max_hosts, at most CXLPOOL_MAX_HOSTS */
-} Pool;
+};
+
+/* Statistic @k of host @host: the host table's, then the extended area */
+static uint64_t pool_stat(const Pool *p, uint32_t host, int k)
+{
+    const uint64_t *x = (const uint64_t *)(p->meta + CXLPOOL_XSTATS_OFFSET);
+
+    if (k < CXLSHM_STAT_TABLE_NR) {
+        return qatomic_read(&p->hosts[host].stats[k]);
+    }
+    return qatomic_read(&x[host * CXLPOOL_XSTATS_PER_HOST + k -
+                           CXLSHM_STAT_TABLE_NR]);
+}
 
 /* Open, lock, validate (any geometry) and map the metadata of a pool */
 static int pool_open(Pool *p, const char *path, bool write)
@@ -523,7 +541,7 @@ static void print_text(Pool *p)
         if (e->generation) {
             printf("        stats");
             for (k = 0; k < CXLSHM_STAT_NR; k++) {
-                printf(" %s=%" PRIu64, stat_names[k], e->stats[k]);
+                printf(" %s=%" PRIu64, stat_names[k], pool_stat(p, i, k));
             }
             printf("\n");
         }
@@ -593,7 +611,7 @@ static void print_json(Pool *p)
         json_builder_begin_object(b);
         for (k = 0; k < CXLSHM_STAT_NR; k++) {
             json_builder_set_member_name(b, stat_names[k]);
-            json_builder_add_int_value(b, e->stats[k]);
+            json_builder_add_int_value(b, pool_stat(p, i, k));
         }
         json_builder_end_object(b);
         json_builder_end_object(b);
@@ -948,6 +966,9 @@ static int cmd_reset_host(int argc, char **argv)
     e->join_time_ns = 0;
     e->leave_time_ns = 0;
     memset(e->stats, 0, sizeof(e->stats));
+    memset(p.meta + CXLPOOL_XSTATS_OFFSET +
+           host * CXLPOOL_XSTATS_PER_HOST * 8, 0,
+           CXLPOOL_XSTATS_PER_HOST * 8);
     if (msync(p.meta, CXLPOOL_META_SIZE, MS_SYNC) < 0) {
         fail("reset-host: cannot write the host table of '%s': %s",
              argv[2], strerror(errno));
@@ -1022,17 +1043,24 @@ static int cmd_wipe(int argc, char **argv)
         pool_close(&p);
         return 1;
     }
-    /* undo records of the old data must never be replayed over the new */
+    /*
+     * Undo records of the old data must never be replayed over the new;
+     * the extended statistics go with them, and the snoop filter tracks
+     * lines that no host holds any more (the next timed host sets it up).
+     */
     memset(p.meta + CXLPOOL_LINELOCK_OFFSET, 0,
            CXLPOOL_LOCK_OFFSET - CXLPOOL_LINELOCK_OFFSET);
+    memset(p.meta + CXLPOOL_SF_OFFSET, 0,
+           CXLPOOL_META_SIZE - CXLPOOL_SF_OFFSET);
     if (msync(p.meta, CXLPOOL_META_SIZE, MS_SYNC) < 0) {
         fail("wipe: cannot write the metadata of '%s': %s", argv[1],
              strerror(errno));
         pool_close(&p);
         return 1;
     }
-    printf("pool '%s': %" PRIu64 " bytes of data zeroed, line locks and "
-           "undo slots cleared, host table kept\n", argv[1],
+    printf("pool '%s': %" PRIu64 " bytes of data zeroed, line locks, undo "
+           "slots, extended statistics and snoop filter cleared, host table "
+           "kept\n", argv[1],
            p.hdr->data_size);
     pool_close(&p);
     return 0;
