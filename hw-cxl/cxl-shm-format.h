@@ -186,5 +186,7 @@ int cxlpool_allocate(int fd, uint64_t len);
 /* Write the header for @g and a zeroed host table: 0 or -errno */
 int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
                          uint64_t create_time_ns);
+/* Write @len bytes at offset 0 (pwrite, or a mapping on hugetlbfs) */
+int cxlpool_write_meta(int fd, const void *buf, size_t len);
 
 #endif
