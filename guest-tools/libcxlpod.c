@@ -701,7 +701,8 @@ static int db_lock_procs(cxlpod *p, short type)
 		if (type == F_UNLCK)
 			return 0;
 		/* the descriptor of the parent (if any) stays the parent's */
-		int fd = open(p->lock_path, O_RDONLY | O_CLOEXEC);
+		/* a write lock needs a descriptor open for writing */
+		int fd = open(p->lock_path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			return fail(errno, "doorbell lock: open %s: %s", p->lock_path,
 				    strerror(errno));
