@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,13 @@ struct cxlpod {
 	size_t nc_len;
 	unsigned nhosts_env;
 	int db_lock;
+	/* the doorbell across processes: an OFD lock on byte 0 of lock_path
+	 * (resource5), through a descriptor each process opens for itself */
+	char lock_path[256];
+	int lock_fd;
+	pid_t lock_pid;
+	int test_regs;      /* loopback with CXLPOD_TEST_REGS: a fake BAR5 */
+	int test_no_lock;   /* CXLPOD_TEST_NO_DB_LOCK: the control run */
 	struct cxlpod_stats st;
 };
 
@@ -130,6 +138,40 @@ static unsigned env_uint(const char *name, unsigned dflt)
 }
 
 /* ---- open: loopback ------------------------------------------------------- */
+/* Test only: CXLPOD_TEST_REGS=FILE gives a loopback handle a fake register
+ * block, a 4 KiB file every process maps shared, so that the doorbell's
+ * serialisation across processes can be tested without a device (its
+ * DB_OFFSET and DB_LEN are shared like the real ones; see doorbell()). */
+static int open_test_regs(cxlpod *p)
+{
+	const char *path = getenv("CXLPOD_TEST_REGS");
+	if (!path || !*path)
+		return 0;
+	if (strlen(path) >= sizeof(p->lock_path))
+		return fail(EINVAL, "CXLPOD_TEST_REGS: path too long");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fail(errno, "CXLPOD_TEST_REGS %s: %s", path, strerror(errno));
+	if (ftruncate(fd, BAR5_SIZE) < 0) {
+		int e = errno;
+		close(fd);
+		return fail(e, "CXLPOD_TEST_REGS %s: %s", path, strerror(e));
+	}
+	void *m = mmap(NULL, BAR5_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return fail(e, "CXLPOD_TEST_REGS %s: mmap: %s", path, strerror(e));
+	}
+	p->regs = m;
+	p->bar_fd = fd;
+	p->test_regs = 1;
+	snprintf(p->lock_path, sizeof(p->lock_path), "%s", path);
+	const char *nl = getenv("CXLPOD_TEST_NO_DB_LOCK");
+	p->test_no_lock = nl && *nl && strcmp(nl, "0");
+	return 0;
+}
+
 static int open_loopback(cxlpod *p, const char *spec)
 {
 	char path[256];
@@ -227,7 +269,7 @@ static int open_loopback(cxlpod *p, const char *spec)
 	p->info.caps = CXLPOD_CAP_ATOMICS;
 	snprintf(p->info.dax, sizeof(p->info.dax), "%s", path);
 	snprintf(p->info.pci, sizeof(p->info.pci), "loopback");
-	return 0;
+	return open_test_regs(p);
 }
 
 /* ---- open: device ------------------------------------------------------------ */
@@ -265,6 +307,7 @@ static int try_pci(cxlpod *p, const char *bdf)
 		return fail(ENODEV, "%s: BAR5 magic 0x%08x, not a cxl-shm device", bdf, magic);
 	}
 	p->bar_fd = fd;
+	snprintf(p->lock_path, sizeof(p->lock_path), "%s", path);
 	snprintf(p->info.pci, sizeof(p->info.pci), "%s", bdf);
 	return 0;
 }
@@ -511,7 +554,7 @@ int cxlpod_open(cxlpod **out, const struct cxlpod_opts *opts)
 	cxlpod *p = calloc(1, sizeof(*p));
 	if (!p)
 		return fail(ENOMEM, "out of memory");
-	p->dax_fd = p->bar_fd = -1;
+	p->dax_fd = p->bar_fd = p->lock_fd = -1;
 	cpu_features(&p->info);
 	const char *raw = getenv("CXLPOD_RAW_DAX");
 	if (raw && *raw && strcmp(raw, "0"))
@@ -564,6 +607,8 @@ int cxlpod_close(cxlpod *p)
 		close(p->dax_fd);
 	if (p->bar_fd >= 0)
 		close(p->bar_fd);
+	if (p->lock_fd >= 0 && p->lock_pid == getpid())
+		close(p->lock_fd);
 	free(p);
 	return 0;
 }
@@ -637,6 +682,42 @@ static void db_lock(cxlpod *p)
 }
 static void db_unlock(cxlpod *p) { __atomic_store_n(&p->db_lock, 0, __ATOMIC_RELEASE); }
 
+#ifndef F_OFD_SETLKW
+#define F_OFD_SETLKW 38
+#endif
+
+/* The register block is one per device, shared by every process of the
+ * guest: the spin lock above orders the threads of one handle, an open
+ * file description lock on byte 0 of resource5 orders handles and
+ * processes (each process opens its own descriptor: one inherited across
+ * fork() shares the parent's description and would not exclude it).
+ * Called with the spin lock held. */
+static int db_lock_procs(cxlpod *p, short type)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+	if (!p->lock_path[0] || p->test_no_lock)
+		return 0;
+	if (p->lock_pid != getpid()) {
+		if (type == F_UNLCK)
+			return 0;
+		/* the descriptor of the parent (if any) stays the parent's */
+		/* a write lock needs a descriptor open for writing */
+		int fd = open(p->lock_path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return fail(errno, "doorbell lock: open %s: %s", p->lock_path,
+				    strerror(errno));
+		if (p->lock_fd >= 0)
+			close(p->lock_fd);
+		p->lock_fd = fd;
+		p->lock_pid = getpid();
+	}
+	while (fcntl(p->lock_fd, F_OFD_SETLKW, &fl) < 0) {
+		if (errno != EINTR)
+			return fail(errno, "doorbell lock: %s: %s", p->lock_path, strerror(errno));
+	}
+	return 0;
+}
+
 static const char *db_status_name(uint32_t s)
 {
 	switch (s) {
@@ -644,6 +725,7 @@ static const char *db_status_name(uint32_t s)
 	case 2: return "unaligned";
 	case 3: return "zero length";
 	case 4: return "reserved op";
+	case 5: return "registers mixed with another process's (test registers)";
 	default: return "unknown status";
 	}
 }
@@ -652,10 +734,23 @@ static int doorbell(cxlpod *p, int op, uint64_t off, uint64_t len)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* earlier stores reach the image */
 	db_lock(p);
+	int err = db_lock_procs(p, F_WRLCK);
+	if (err) {
+		db_unlock(p);
+		return err;
+	}
 	wr64(p, CXLPOD_REG_DB_OFFSET, off);
 	wr64(p, CXLPOD_REG_DB_LEN, len);
+	if (p->test_regs)
+		sched_yield(); /* widen the window a second process could use */
 	wr32(p, CXLPOD_REG_DB_OP, op);
 	uint32_t st = rd32(p, CXLPOD_REG_DB_STATUS);
+	if (p->test_regs) {
+		/* what a device would act on: the shared registers at DB_OP */
+		st = (rd64(p, CXLPOD_REG_DB_OFFSET) != off ||
+		      rd64(p, CXLPOD_REG_DB_LEN) != len) ? 5 : 0;
+	}
+	db_lock_procs(p, F_UNLCK);
 	db_unlock(p);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (st)
@@ -727,6 +822,8 @@ static int coherence_op(cxlpod *p, int op, const void *addr, size_t len, const c
 	if (start >= end)
 		return 0;
 	p->st.lib_bytes += end - start;
+	if (p->backend == CXLPOD_BACKEND_LOOPBACK && p->test_regs)
+		return doorbell(p, op, start, end - start);
 	if (p->backend == CXLPOD_BACKEND_LOOPBACK || p->backend == CXLPOD_BACKEND_RAW_DAX)
 		return 0; /* everything is coherent */
 	if (p->backend == CXLPOD_BACKEND_MODEL)

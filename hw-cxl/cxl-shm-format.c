@@ -11,6 +11,7 @@
 
 #include "qemu/osdep.h"
 #include <sys/file.h>
+#include <sys/mman.h>
 #include "qemu/atomic.h"
 #include "cxl-shm-format.h"
 
@@ -338,12 +339,29 @@ int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
     size_t len = CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
                  sizeof(CXLPoolHost);
     g_autofree uint8_t *buf = g_malloc0(len);
-    ssize_t n;
 
     cxlpool_header_init((CXLPoolHeader *)buf, g, create_time_ns);
-    n = pwrite(fd, buf, len, 0);
-    if (n < 0) {
+    return cxlpool_write_meta(fd, buf, len);
+}
+
+int cxlpool_write_meta(int fd, const void *buf, size_t len)
+{
+    ssize_t n = pwrite(fd, buf, len, 0);
+    void *m;
+
+    if (n >= 0) {
+        return (size_t)n == len ? 0 : -EIO;
+    }
+    if (errno != EINVAL || len > CXLPOOL_META_SIZE) {
         return -errno;
     }
-    return (size_t)n == len ? 0 : -EIO;
+    /* hugetlbfs has no write(2): through a shared mapping of the metadata */
+    m = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+             fd, 0);
+    if (m == MAP_FAILED) {
+        return -errno;
+    }
+    memcpy(m, buf, len);
+    munmap(m, CXLPOOL_META_SIZE);
+    return 0;
 }

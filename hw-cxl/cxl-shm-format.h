@@ -35,11 +35,20 @@
 #define CXLPOOL_SIZE_MAX        ((uint64_t)1 << 40)
 #define CXLPOOL_COHERENT_ALIGN  ((uint64_t)2 << 20)
 
-/* Line lock words: bit 63 held, host 56..62, undo slot 48..55, gen 0..47 */
+/*
+ * Line lock words and armed undo slots hold a tag naming their holder:
+ * bit 63 held, host 56..62, undo slot 48..55, low 48 bits of the
+ * generation 0..47 (docs/pool-format.md).  The only definition: the line
+ * engine, cxlpod-pool and the tests use these.
+ */
 #define CXLPOOL_TAG_HELD        (1ULL << 63)
+#define CXLPOOL_TAG_GEN_MASK    ((1ULL << 48) - 1)
 #define CXLPOOL_TAG_HOST(t)     ((uint32_t)(((t) >> 56) & 0x7f))
 #define CXLPOOL_TAG_SLOT(t)     ((uint32_t)(((t) >> 48) & 0xff))
-#define CXLPOOL_TAG_GEN(t)      ((t) & ((1ULL << 48) - 1))
+#define CXLPOOL_TAG_GEN(t)      ((t) & CXLPOOL_TAG_GEN_MASK)
+#define CXLPOOL_TAG(host, slot, gen) \
+    (CXLPOOL_TAG_HELD | ((uint64_t)((host) & 0x7f) << 56) | \
+     ((uint64_t)((slot) & 0xff) << 48) | CXLPOOL_TAG_GEN(gen))
 
 enum {
     CXLPOOL_HOST_FREE = 0,
@@ -207,5 +216,7 @@ int cxlpool_allocate(int fd, uint64_t len);
 /* Write the header for @g and a zeroed host table: 0 or -errno */
 int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
                          uint64_t create_time_ns);
+/* Write @len bytes at offset 0 (pwrite, or a mapping on hugetlbfs) */
+int cxlpool_write_meta(int fd, const void *buf, size_t len);
 
 #endif

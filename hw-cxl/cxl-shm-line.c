@@ -10,30 +10,27 @@
 #include "qemu/atomic.h"
 #include "qemu/processor.h"
 #include "cxl-shm-line.h"
+#include "cxl-shm-format.h"
 
 /*
- * A lock word is 0 when free; its holder writes a tag naming itself:
- * bit 63 set, host id in bits 56..62, undo slot in bits 48..55 and the low
- * 48 bits of the host's generation.
+ * A lock word is 0 when free; its holder writes a tag naming itself
+ * (CXLPOOL_TAG, cxl-shm-format.h).
  */
-#define TAG_HELD                (1ULL << 63)
-#define TAG_GEN_MASK            ((1ULL << 48) - 1)
 #define SPINS_BEFORE_CHECK      4096
 
 static inline uint64_t tag_make(uint32_t host, int slot, uint64_t gen)
 {
-    return TAG_HELD | ((uint64_t)host << 56) | ((uint64_t)slot << 48) |
-           (gen & TAG_GEN_MASK);
+    return CXLPOOL_TAG(host, slot, gen);
 }
 
 static inline uint32_t tag_host(uint64_t tag)
 {
-    return (tag >> 56) & 0x7f;
+    return CXLPOOL_TAG_HOST(tag);
 }
 
 static inline int tag_slot(uint64_t tag)
 {
-    return (tag >> 48) & 0xff;
+    return CXLPOOL_TAG_SLOT(tag);
 }
 
 typedef CXLShmLineLock Held;
@@ -157,10 +154,10 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
 
     if (host == l->host_id) {
         /* our own threads, or an earlier life of this host */
-        return (tag & TAG_GEN_MASK) == (l->generation & TAG_GEN_MASK);
+        return CXLPOOL_TAG_GEN(tag) == CXLPOOL_TAG_GEN(l->generation);
     }
     return !l->owner_alive || l->owner_alive(l->opaque, host,
-                                             tag & TAG_GEN_MASK);
+                                             CXLPOOL_TAG_GEN(tag));
 }
 
 static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
@@ -438,7 +435,7 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
         uint64_t old = qatomic_read(word);
 
         if (old && tag_host(old) == l->host_id &&
-            (old & TAG_GEN_MASK) != (l->generation & TAG_GEN_MASK)) {
+            CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation)) {
             uint64_t mine = tag_make(l->host_id, 0, l->generation);
 
             /* take it over, roll the dead writer back, then free it */

@@ -176,6 +176,97 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
     cxlpool_flock(s->fd, LOCK_UN);
 }
 
+/* A new pool's metadata is all zero where a header and host table go */
+#define POOL_HEAD_LEN (CXLPOOL_HOSTS_OFFSET + \
+                       CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost))
+
+static int pool_head_is_zero(int fd)
+{
+    g_autofree uint8_t *buf = g_malloc(POOL_HEAD_LEN);
+    ssize_t n = pread(fd, buf, POOL_HEAD_LEN, 0);
+
+    if (n < 0) {
+        return -errno;
+    }
+    return n == POOL_HEAD_LEN && buffer_is_zero(buf, POOL_HEAD_LEN);
+}
+
+/*
+ * A refused start leaves the file as it found it: a file it created is
+ * removed (nobody else can have joined it), a user's empty file is
+ * emptied again with its own mode, the header written into a zero-filled
+ * file (a new memdev's) is zeroed again.  Called with the flock held.
+ */
+static void pool_undo_made(CXLShmState *s)
+{
+    static const uint8_t zeros[POOL_HEAD_LEN];
+
+    switch (s->made) {
+    case CXLSHM_MADE_FILE:
+        if (unlink(s->pool_path) < 0) {
+            warn_report("cxl-shm: could not remove '%s' after the refused "
+                        "start", s->pool_path);
+        }
+        break;
+    case CXLSHM_MADE_IN_EMPTY:
+        if (ftruncate(s->fd, 0) < 0 ||
+            fchmod(s->fd, s->made_old_mode) < 0) {
+            warn_report("cxl-shm: could not make '%s' empty again (mode "
+                        "0%o) after the refused start", s->pool_path,
+                        (unsigned)s->made_old_mode);
+        }
+        break;
+    case CXLSHM_MADE_IN_ZEROS:
+        if (cxlpool_write_meta(s->fd, zeros, sizeof(zeros)) < 0) {
+            warn_report("cxl-shm: could not zero the header of '%s' again "
+                        "after the refused start", s->pool_path);
+        }
+        break;
+    case CXLSHM_MADE_NOTHING:
+        break;
+    }
+    s->made = CXLSHM_MADE_NOTHING;
+}
+
+/*
+ * memdev: the backend has opened (and, when it was missing or empty,
+ * created and sized) the pool file.  Take a descriptor of that file, not
+ * of whatever its path names now.
+ */
+static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
+{
+    MemoryRegion *mr = host_memory_backend_get_memory(s->backend);
+    int ret;
+
+    s->fd = fcntl(memory_region_get_fd(mr), F_DUPFD_CLOEXEC, 0);
+    if (s->fd < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot use the file of "
+                         "memdev '%s'", s->pool_path);
+        return false;
+    }
+    pool_test_kill("after-open");
+    if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+                         s->pool_path);
+        goto fail;
+    }
+    ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
+    if (ret < 0) {
+        error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
+                         s->pool_path);
+    } else if (!ret) {
+        error_setg(errp, "cxl-shm: pool '%s' was removed or replaced after "
+                   "its memory backend opened it", s->pool_path);
+    } else {
+        return true;
+    }
+    cxlpool_flock(s->fd, LOCK_UN);
+fail:
+    qemu_close(s->fd);
+    s->fd = -1;
+    return false;
+}
+
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
 {
     CXLPoolHeader h;
@@ -194,7 +285,12 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
      * would make two pods of one name.
      */
     pool_test_kill_check();
-    for (tries = 0;; tries++) {
+    s->made = CXLSHM_MADE_NOTHING;
+    if (s->memdev && !pool_open_memdev(s, &st, errp)) {
+        return false;
+    }
+    /* pool=PATH: this device opens (or creates) the file itself */
+    for (tries = 0; !s->memdev; tries++) {
         s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode,
                             NULL);
         created = s->fd >= 0;
@@ -218,6 +314,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             goto fail_unlock;
         }
         if (ret) {
+            s->made = created ? CXLSHM_MADE_FILE : CXLSHM_MADE_NOTHING;
             break;
         }
         cxlpool_flock(s->fd, LOCK_UN);
@@ -256,17 +353,28 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     }
 
     if (st.st_size == 0) {
-        if (!created && fchmod(s->fd, s->pool_mode) < 0) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
-                             "pool '%s'", s->pool_path);
-            goto fail_unlock;
+        if (!created) {
+            /* a user's empty file: stays empty, with its mode, if refused */
+            s->made = CXLSHM_MADE_IN_EMPTY;
+            s->made_old_mode = st.st_mode & 07777;
+            if (fchmod(s->fd, s->pool_mode) < 0) {
+                error_setg_errno(errp, errno, "cxl-shm: cannot set the mode "
+                                 "of pool '%s'", s->pool_path);
+                goto fail_unlock;
+            }
         }
         if (!pool_create(s, errp)) {
-            /* an empty file the user made stays empty */
-            if (!created && ftruncate(s->fd, 0) < 0) {
-                warn_report("cxl-shm: could not empty '%s' again after the "
-                            "refused create", s->pool_path);
-            }
+            goto fail_unlock;
+        }
+    } else if (s->memdev && st.st_size == CXLPOOL_META_SIZE + s->size &&
+               pool_head_is_zero(s->fd) == 1) {
+        /*
+         * The file the memory backend created and sized (or a zero-filled
+         * file of the pool's size): a new pool.  Its first QEMU writes the
+         * header, under the flock; the next ones find it.
+         */
+        s->made = CXLSHM_MADE_IN_ZEROS;
+        if (!pool_create(s, errp)) {
             goto fail_unlock;
         }
     } else {
@@ -325,6 +433,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     pool_reap_locked(s);
 
     me = &s->hosts[s->host_id];
+    s->slot_before = *me;       /* a start refused later puts it back */
     s->generation = qatomic_read(&me->generation) + 1;
     memset(me->stats, 0, sizeof(me->stats));
     me->pid = getpid();
@@ -358,11 +467,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     return true;
 
 fail_unlock:
-    /* nobody else can have joined a file this QEMU made: remove it */
-    if (created && unlink(s->pool_path) < 0) {
-        warn_report("cxl-shm: could not remove '%s' after the refused "
-                    "start", s->pool_path);
-    }
+    pool_undo_made(s);
     cxlpool_flock(s->fd, LOCK_UN);
 fail_close:
     qemu_close(s->fd);
@@ -416,6 +521,49 @@ void cxl_shm_pool_sync_stats(CXLShmState *s)
 
         qatomic_set(to, qatomic_read(&s->stats[i]));
     }
+}
+
+/*
+ * The start was refused after the join (a later step of realize failed):
+ * leave the file as this start found it.  A pool it made is unmade; in a
+ * pool that was there, its host entry is put back as it was (state,
+ * generation, pid, times, statistics).  What the join did to other
+ * hosts' entries stays: a dead host marked failed is a fact, not a change
+ * this start could take back.
+ */
+void cxl_shm_pool_abort(CXLShmState *s)
+{
+    CXLPoolHost *me;
+
+    if (!s->joined) {
+        return;
+    }
+    cxlpool_flock(s->fd, LOCK_EX);
+    me = &s->hosts[s->host_id];
+    if (s->made == CXLSHM_MADE_NOTHING) {
+        qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
+        /* not live while the entry is rewritten */
+        smp_wmb();
+        me->pid = s->slot_before.pid;
+        memcpy(me->stats, s->slot_before.stats, sizeof(me->stats));
+        me->join_time_ns = s->slot_before.join_time_ns;
+        me->leave_time_ns = s->slot_before.leave_time_ns;
+        qatomic_set(&me->generation, s->slot_before.generation);
+        /* the old entry is whole once its state is back */
+        smp_wmb();
+        qatomic_set(&me->state, s->slot_before.state);
+    }
+    munmap(s->meta, CXLPOOL_META_SIZE);
+    s->meta = NULL;
+    s->hdr = NULL;
+    s->hosts = NULL;
+    pool_undo_made(s);
+    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    cxlpool_flock(s->fd, LOCK_UN);
+    s->joined = false;
+    trace_cxl_shm_pool_abort(s->pool_path, s->host_id);
+    qemu_close(s->fd);
+    s->fd = -1;
 }
 
 void cxl_shm_pool_leave(CXLShmState *s)

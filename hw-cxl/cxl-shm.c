@@ -841,20 +841,105 @@ static void cxl_shm_free_cdat(CDATSubHeader **cdat_table, int num, void *priv)
 
 /* Realize */
 
+/*
+ * memdev=ID: the pool's data is a memory-backend-file the user made, its
+ * mem-path the pool file and its offset the metadata size, so that the
+ * pool stays one file (docs/pool-format.md).  Checked before the pool is
+ * touched; the pool's path is the backend's mem-path.
+ */
+static bool cxl_shm_check_memdev(CXLShmState *s, Error **errp)
+{
+    HostMemoryBackend *b = s->parent_obj.hostmem;
+    const char *id = object_get_canonical_path_component(OBJECT(b));
+    g_autofree char *path = NULL;
+    MemoryRegion *mr;
+    struct stat st;
+    uint64_t size, offset;
+    int fd;
+
+    if (s->pool_path && *s->pool_path) {
+        error_setg(errp, "cxl-shm: properties 'pool' and 'memdev' are both "
+                   "set (allowed: one; 'pool=PATH' makes the memdev itself)");
+        return false;
+    }
+    if (!object_dynamic_cast(OBJECT(b), TYPE_MEMORY_BACKEND_FILE)) {
+        error_setg(errp, "cxl-shm: memdev '%s' is a %s (allowed: a "
+                   "memory-backend-file whose mem-path is the pool file)",
+                   id, object_get_typename(OBJECT(b)));
+        return false;
+    }
+    if (host_memory_backend_is_mapped(b)) {
+        error_setg(errp, "cxl-shm: memdev '%s' is already used by another "
+                   "device (or as the machine's or a NUMA node's memory)",
+                   id);
+        return false;
+    }
+    if (!b->share) {
+        error_setg(errp, "cxl-shm: memdev '%s' has share=off (allowed: "
+                   "share=on: the hosts share the pool's pages)", id);
+        return false;
+    }
+    if (object_property_get_bool(OBJECT(b), "readonly", NULL)) {
+        error_setg(errp, "cxl-shm: memdev '%s' has readonly=on (a host "
+                   "writes its pool)", id);
+        return false;
+    }
+    offset = object_property_get_uint(OBJECT(b), "offset", NULL);
+    if (offset != CXLPOOL_META_SIZE) {
+        error_setg(errp, "cxl-shm: memdev '%s' has offset=%" PRIu64
+                   " (allowed: offset=%" PRIu64 ", the pool's data starts "
+                   "after its 2 MiB of metadata)", id, offset,
+                   CXLPOOL_META_SIZE);
+        return false;
+    }
+    mr = host_memory_backend_get_memory(b);
+    size = memory_region_size(mr);
+    if (s->size && s->size != size) {
+        error_setg(errp, "cxl-shm: memdev '%s' is %" PRIu64 " bytes but "
+                   "property 'size' is %" PRIu64 " (allowed: equal, or "
+                   "'size' left out)", id, size, s->size);
+        return false;
+    }
+    fd = memory_region_get_fd(mr);
+    path = object_property_get_str(OBJECT(b), "mem-path", NULL);
+    if (fd < 0 || !path || fstat(fd, &st) < 0) {
+        error_setg(errp, "cxl-shm: memdev '%s' has no file (allowed: a "
+                   "memory-backend-file)", id);
+        return false;
+    }
+    if (st.st_nlink == 0) {
+        error_setg(errp, "cxl-shm: memdev '%s' has mem-path '%s', a "
+                   "directory: its file is unlinked and no other host can "
+                   "open it (allowed: the pool file's path)", id, path);
+        return false;
+    }
+    s->size = size;
+    s->memdev = true;
+    s->backend = b;
+    g_free(s->pool_path);
+    s->pool_path = g_steal_pointer(&path);
+    trace_cxl_shm_memdev(s->pool_path, id, size);
+    return true;
+}
+
 static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
 {
     CXLType3Dev *ct3d = &s->parent_obj;
 
-    if (!s->pool_path || !*s->pool_path) {
-        error_setg(errp, "cxl-shm: property 'pool' is required (the path of "
-                   "the pool file)");
+    if (ct3d->hostmem && !cxl_shm_check_memdev(s, errp)) {
         return false;
     }
-    if (ct3d->hostmem || ct3d->hostvmem || ct3d->hostpmem ||
+    if (!s->pool_path || !*s->pool_path) {
+        error_setg(errp, "cxl-shm: property 'pool' is required (the path of "
+                   "the pool file), or 'memdev' (a memory-backend-file on "
+                   "it)");
+        return false;
+    }
+    if (ct3d->hostvmem || ct3d->hostpmem ||
         ct3d->dc.num_regions || ct3d->lsa) {
-        error_setg(errp, "cxl-shm: the device takes its memory from 'pool'; "
-                   "'memdev', 'volatile-memdev', 'persistent-memdev', 'lsa' "
-                   "and 'num-dc-regions' must not be set");
+        error_setg(errp, "cxl-shm: the device takes its memory from 'pool' "
+                   "or 'memdev'; 'volatile-memdev', 'persistent-memdev', "
+                   "'lsa' and 'num-dc-regions' must not be set");
         return false;
     }
     if (!s->mode || !strcmp(s->mode, "direct")) {
@@ -933,11 +1018,22 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
     return true;
 }
 
+/*
+ * The pool's data: the user's memdev, or for pool=PATH the backend the
+ * user would have given (mem-path=PATH, offset=2M, share=on).
+ */
 static bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
 {
     static int count;
-    g_autofree char *name = g_strdup_printf("cxl-shm-pool%d", count++);
-    Object *o = object_new(TYPE_MEMORY_BACKEND_FILE);
+    g_autofree char *name = NULL;
+    Object *o;
+
+    if (s->memdev) {
+        s->parent_obj.hostmem = NULL;   /* the parent would take it as pmem */
+        goto mapped;
+    }
+    name = g_strdup_printf("cxl-shm-pool%d", count++);
+    o = object_new(TYPE_MEMORY_BACKEND_FILE);
 
     if (!object_property_set_str(o, "mem-path", s->pool_path, errp) ||
         !object_property_set_uint(o, "size", s->size, errp) ||
@@ -953,6 +1049,7 @@ static bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
         return false;
     }
     s->backend = MEMORY_BACKEND(o);
+mapped:
     s->pool_mr = host_memory_backend_get_memory(s->backend);
     s->pool = memory_region_get_ram_ptr(s->pool_mr);
     s->lines.pool = s->pool;    /* also without a non-coherent area */
@@ -961,7 +1058,13 @@ static bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
 
 static void cxl_shm_drop_backend(CXLShmState *s)
 {
-    if (s->backend) {
+    if (s->backend && s->memdev) {
+        /* the user's: the memdev link keeps its reference */
+        s->parent_obj.hostmem = s->backend;
+        s->backend = NULL;
+        s->pool_mr = NULL;
+        s->pool = NULL;
+    } else if (s->backend) {
         object_unparent(OBJECT(s->backend));
         s->backend = NULL;
         s->pool_mr = NULL;
@@ -1246,7 +1349,7 @@ fail_image:
 fail_backend:
     cxl_shm_drop_backend(s);
 fail_leave:
-    cxl_shm_pool_leave(s);
+    cxl_shm_pool_abort(s);
 fail_log:
     cxl_shm_timed_close_log(s);
     if (s->conflict_fp) {

@@ -91,6 +91,14 @@ typedef struct CXLShmTimed {
     QemuMutex stale_lock;
 } CXLShmTimed;
 
+/* What a starting device made of the pool file (undone if refused) */
+typedef enum CXLShmPoolMade {
+    CXLSHM_MADE_NOTHING,        /* it joined a pool that was there */
+    CXLSHM_MADE_FILE,           /* it created the file */
+    CXLSHM_MADE_IN_EMPTY,       /* it made a pool in a user's empty file */
+    CXLSHM_MADE_IN_ZEROS,       /* in a zero-filled file (a new memdev's) */
+} CXLShmPoolMade;
+
 struct CXLShmState {
     CXLType3Dev parent_obj;
 
@@ -116,6 +124,10 @@ struct CXLShmState {
     CXLPoolHost *hosts;
     bool joined;
     uint64_t generation;
+    bool memdev;                /* the data is the user's memdev */
+    CXLShmPoolMade made;        /* what this start made, to undo if refused */
+    mode_t made_old_mode;       /* the mode of a user's empty file */
+    CXLPoolHost slot_before;    /* our host entry before this join */
     HostMemoryBackend *backend;
     MemoryRegion *pool_mr;
     uint8_t *pool;
@@ -168,6 +180,7 @@ struct CXLShmClass {
 
 /* cxl-shm-pool.c */
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp);
+void cxl_shm_pool_abort(CXLShmState *s);
 void cxl_shm_pool_rejoin(CXLShmState *s);
 void cxl_shm_pool_leave(CXLShmState *s);
 void cxl_shm_pool_refresh_hosts(CXLShmState *s);

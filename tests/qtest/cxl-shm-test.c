@@ -19,6 +19,8 @@
 #include "libqtest.h"
 #include "qobject/qdict.h"
 #include "qobject/qlist.h"
+/* the pool format (physically ../../hw-cxl from this file) */
+#include "../../hw-cxl/cxl-shm-format.h"
 
 #define MiB (1024ULL * 1024)
 
@@ -972,6 +974,8 @@ typedef enum {
     POOL_DIR,           /* a directory */
     POOL_FIFO,          /* a named pipe */
     POOL_FULL_FS,       /* to be created on a full file system */
+    POOL_EMPTY,         /* an empty file of mode 0644 the user made */
+    POOL_EMPTY_FULL_FS, /* the same, on a full file system */
 } PoolKind;
 
 /* Type, mode, owner and (regular files) content: what a refusal keeps */
@@ -996,6 +1000,7 @@ static const struct {
     PoolKind kind;
     const char *extra;      /* replaces cxl-shm options, %s = pool */
     const char *error;      /* expected in stderr */
+    const char *qemu;       /* more QEMU options, or NULL */
 } refused[] = {
     { "no-pool", POOL_GOOD, "size=256M", "property 'pool' is required" },
     { "size-zero", POOL_GOOD, "pool=%s,size=0", "property 'size'" },
@@ -1077,6 +1082,16 @@ static const struct {
     { "fifo", POOL_FIFO, "pool=%s,size=256M", "is not a regular file" },
     { "full-fs", POOL_FULL_FS, "pool=%s,size=256M",
       "cannot allocate the 258 MiB of pool" },
+    /* a user's empty file keeps its size and its mode (issue 9) */
+    { "empty-full-fs", POOL_EMPTY_FULL_FS, "pool=%s,size=256M",
+      "cannot allocate the 258 MiB of pool" },
+    /* refused after the pool checks: nothing may have been written */
+    { "only-migratable", POOL_GOOD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "cannot be migrated", "-only-migratable" },
+    { "only-migratable-empty", POOL_EMPTY, "pool=%s,size=256M",
+      "cannot be migrated", "-only-migratable" },
+    { "only-migratable-missing", POOL_MISSING, "pool=%s/om.pool,size=256M",
+      "cannot be migrated", "-only-migratable" },
 };
 
 static void test_refused_config(void)
@@ -1116,7 +1131,12 @@ static void test_refused_config(void)
         case POOL_FIFO:
             g_assert_cmpint(mkfifo(pool, 0600), ==, 0);
             break;
-        case POOL_FULL_FS: {
+        case POOL_EMPTY:
+            g_assert_true(g_file_set_contents(pool, "", 0, NULL));
+            g_assert_cmpint(chmod(pool, 0644), ==, 0);
+            break;
+        case POOL_FULL_FS:
+        case POOL_EMPTY_FULL_FS: {
             g_autofree char *mnt = g_build_filename(tmpdir, "full", NULL);
             g_autofree char *mcmd = NULL;
 
@@ -1130,6 +1150,10 @@ static void test_refused_config(void)
             }
             g_free(pool);
             pool = g_build_filename(mnt, "p.pool", NULL);
+            if (refused[i].kind == POOL_EMPTY_FULL_FS) {
+                g_assert_true(g_file_set_contents(pool, "", 0, NULL));
+                g_assert_cmpint(chmod(pool, 0644), ==, 0);
+            }
             break;
         }
         case POOL_TEXT:
@@ -1195,9 +1219,14 @@ static void test_refused_config(void)
             "-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1 "
             "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
             "-device cxl-shm,bus=rp0,%s "
-            "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G", fw_args(),
-            opts);
+            "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G %s", fw_args(),
+            opts, refused[i].qemu ? refused[i].qemu : "");
 
+        if (refused[i].kind == POOL_MISSING && strstr(opts, "om.pool")) {
+            g_free(pool);
+            pool = g_build_filename(tmpdir, "om.pool", NULL);
+            unlink(pool);
+        }
         before = file_state(pool);
         err = run_qemu(args, &status);
         after = file_state(pool);
@@ -1219,7 +1248,8 @@ static void test_refused_config(void)
         } else {
             unlink(pool);
         }
-        if (refused[i].kind == POOL_FULL_FS) {
+        if (refused[i].kind == POOL_FULL_FS ||
+            refused[i].kind == POOL_EMPTY_FULL_FS) {
             g_autofree char *ucmd = g_strdup_printf("umount %s/full", tmpdir);
 
             g_assert_cmpint(system(ucmd), ==, 0);
@@ -1926,7 +1956,7 @@ static void test_rejoin_rollback(void)
 {
     g_autofree char *pool = pool_path("rollback.pool");
     uint64_t off = COH_SIZE + 0x3000;
-    uint64_t tag = (1ULL << 63) | 1;        /* host 0, slot 0, generation 1 */
+    uint64_t tag = CXLPOOL_TAG(0, 0, 1);    /* host 0, slot 0, generation 1 */
     uint64_t undo = 0x20000 + (0 * 2 + 1) * 64 * 128;  /* host 0, bank 1 */
     uint64_t lock = 0x10000 + ((off / 4096) % 8192) * 8;
     uint8_t old[LINE], torn[LINE], got[LINE];
@@ -2401,8 +2431,8 @@ static void test_timed_bench(void)
     ghz = host_tsc_ghz();
     base = chase_min(0, n);
     g_test_message("timed-bench: no icount (TSC %.3f GHz), %u dependent "
-                   "loads, fastest of 3 runs; without latency a load takes %.1f ns (TCG's "
-                   "path)", ghz, n, base.ticks / ghz / n);
+                   "loads, fastest of 3 runs; without latency a load takes "
+                   "%.1f ns (TCG's path)", ghz, n, base.ticks / ghz / n);
     g_test_message("timed-bench: %-10s %-14s %-14s %s", "configured",
                    "raw (ns)", "less path (ns)", "error");
     for (i = 0; i < ARRAY_SIZE(wall_ns); i++) {
@@ -2414,6 +2444,233 @@ static void test_timed_bench(void)
                        wall_ns[i], raw, net,
                        (net - wall_ns[i]) * 100.0 / wall_ns[i]);
     }
+}
+
+/* --- memdev: the pool's data from a user-given memory-backend-file ---- */
+
+/* A host whose cxl-shm takes memdev=m, @obj the backend's extra options */
+static char *memdev_args(const char *pool, int host_id, const char *obj,
+                         const char *dev)
+{
+    return g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-object memory-backend-file,id=m,mem-path=%s,size=%llu,offset=2M,"
+        "share=on%s "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-shm,bus=rp0,id=shm0,memdev=m,coherent-size=%llu,"
+        "host-id=%d,max-hosts=4%s "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), pool, POOL_SIZE, obj ? obj : "", PXB_BUS, COH_SIZE,
+        host_id, dev ? dev : "");
+}
+
+static void memdev_start(Host *h, const char *pool, int host_id,
+                         const char *obj, const char *dev)
+{
+    g_autofree char *args = memdev_args(pool, host_id, obj, dev);
+
+    h->qts = qtest_init(args);
+    host_enable(h, true);
+}
+
+/* Coherent stores seen at once, non-coherent ones after wb + inv */
+static void memdev_see_each_other(Host *a, Host *b, uint64_t v)
+{
+    uint64_t nc = COH_SIZE + 0x80000;
+
+    mem_wq(a, 0x3000, v);
+    g_assert_cmphex(mem_rq(b, 0x3000), ==, v);
+    mem_wq(b, 0x3008, v + 1);
+    g_assert_cmphex(mem_rq(a, 0x3008), ==, v + 1);
+    g_assert_cmphex(mem_rq(b, nc), !=, v);
+    mem_wq(a, nc, v);
+    g_assert_cmpuint(doorbell(a, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(b, nc), !=, v);         /* stale image */
+    g_assert_cmpuint(doorbell(b, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(b, nc), ==, v);
+}
+
+/*
+ * Two QEMUs on one memory-backend-file that neither had (the backends
+ * create and size the file, the first device writes the header), then a
+ * third with the short form pool=PATH on the same file.
+ */
+static void test_memdev_two_hosts(void)
+{
+    g_autofree char *pool = pool_path("memdev.pool");
+    uint8_t magic[8];
+    Host a, b, c;
+
+    memdev_start(&a, pool, 0, NULL, NULL);
+    memdev_start(&b, pool, 1, NULL, ",size=256M");
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
+    g_assert_cmpuint(r64(&b, R_SIZE), ==, POOL_SIZE);
+    pool_pread(pool, 0, magic, sizeof(magic));
+    g_assert_cmpmem(magic, 8, "CXLPOOL\0", 8);
+    memdev_see_each_other(&a, &b, 0x1234);
+    memdev_see_each_other(&b, &a, 0x5678);
+
+    host_start(&c, pool, 2, true);
+    g_assert_cmphex(r64(&c, R_HOST_LIVE), ==, 7);
+    memdev_see_each_other(&c, &a, 0x9abc);
+    qtest_quit(c.qts);
+    qtest_quit(b.qts);
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);      /* left */
+    qtest_quit(a.qts);
+    unlink(pool);
+}
+
+/* prealloc=on: the pool's blocks are allocated before the guest runs */
+static void test_memdev_prealloc(void)
+{
+    g_autofree char *pool = pool_path("prealloc.pool");
+    struct stat st;
+    Host a, b;
+
+    memdev_start(&a, pool, 0, ",prealloc=on", NULL);
+    g_assert_cmpint(stat(pool, &st), ==, 0);
+    g_assert_cmpuint((uint64_t)st.st_blocks * 512, >=, POOL_SIZE);
+    memdev_start(&b, pool, 1, ",prealloc=on", NULL);
+    memdev_see_each_other(&a, &b, 0xfeed);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+    unlink(pool);
+}
+
+/* A hugetlbfs mount with room for the pool, or NULL */
+static char *hugetlbfs_dir(void)
+{
+    g_autofree char *mounts = NULL;
+    g_autofree char *meminfo = NULL;
+    char **lines;
+    char *dir = NULL;
+    const char *f;
+    unsigned long free_pages = 0, page_kb = 0;
+    int i;
+
+    if (!g_file_get_contents("/proc/meminfo", &meminfo, NULL, NULL) ||
+        !g_file_get_contents("/proc/mounts", &mounts, NULL, NULL)) {
+        return NULL;
+    }
+    f = strstr(meminfo, "HugePages_Free:");
+    if (f) {
+        sscanf(f, "HugePages_Free: %lu", &free_pages);
+    }
+    f = strstr(meminfo, "Hugepagesize:");
+    if (f) {
+        sscanf(f, "Hugepagesize: %lu", &page_kb);
+    }
+    if (page_kb != 2048 || free_pages * 2 * MiB < META_SIZE + POOL_SIZE) {
+        return NULL;
+    }
+    lines = g_strsplit(mounts, "\n", -1);
+    for (i = 0; lines[i] && !dir; i++) {
+        char **w = g_strsplit(lines[i], " ", -1);
+
+        if (w[0] && w[1] && w[2] && !strcmp(w[2], "hugetlbfs") &&
+            !strstr(lines[i], "pagesize=1G") && access(w[1], W_OK) == 0) {
+            dir = g_strdup(w[1]);
+        }
+        g_strfreev(w);
+    }
+    g_strfreev(lines);
+    return dir;
+}
+
+/* The same two hosts on a hugetlbfs mount (2 MiB pages), if there is one */
+static void test_memdev_hugetlbfs(void)
+{
+    g_autofree char *dir = hugetlbfs_dir();
+    g_autofree char *pool = NULL;
+    Host a, b;
+
+    if (!dir) {
+        g_test_skip("no writable hugetlbfs mount with 2 MiB pages and 129 "
+                    "free huge pages: the hugetlbfs case was not run");
+        return;
+    }
+    pool = g_strdup_printf("%s/cxl-shm-test-%d.pool", dir, getpid());
+    unlink(pool);
+    memdev_start(&a, pool, 0, NULL, NULL);
+    memdev_start(&b, pool, 1, NULL, NULL);
+    memdev_see_each_other(&a, &b, 0x4242);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+    g_test_message("hugetlbfs: two hosts on %s", pool);
+    unlink(pool);
+}
+
+static const struct {
+    const char *name;
+    const char *obj;        /* the backend, %s = pool */
+    const char *dev;        /* cxl-shm options after memdev=m */
+    const char *more;       /* more QEMU options */
+    const char *error;
+} memdev_refused[] = {
+    { "share-off", "memory-backend-file,id=m,mem-path=%s,size=256M,"
+      "offset=2M,share=off", "", "", "memdev 'm' has share=off" },
+    { "size", "memory-backend-file,id=m,mem-path=%s,size=256M,offset=2M,"
+      "share=on", ",size=512M", "",
+      "memdev 'm' is 268435456 bytes but property 'size' is 536870912" },
+    { "offset", "memory-backend-file,id=m,mem-path=%s,size=256M,share=on",
+      "", "", "memdev 'm' has offset=0 (allowed: offset=2097152" },
+    { "not-a-file", "memory-backend-ram,id=m,size=256M,share=on", "", "",
+      "memdev 'm' is a memory-backend-ram" },
+    { "with-pool", "memory-backend-file,id=m,mem-path=%s,size=256M,"
+      "offset=2M,share=on", ",pool=/nonexistent/p.pool", "",
+      "properties 'pool' and 'memdev' are both set" },
+    { "in-use", "memory-backend-file,id=m,mem-path=%s,size=256M,offset=2M,"
+      "share=on", "", "-machine memory-backend=m",
+      "memdev 'm' is already used by another device" },
+    { "directory", "memory-backend-file,id=m,mem-path=" "%s.d,size=256M,"
+      "offset=2M,share=on", "", "", "a directory: its file is unlinked" },
+    { "geometry", "memory-backend-file,id=m,mem-path=%s,size=256M,"
+      "offset=2M,share=on", ",max-hosts=8", "", "has another geometry" },
+};
+
+/* Each refusal names what is wrong and leaves the pool byte-identical */
+static void test_memdev_refused(void)
+{
+    g_autofree char *pool = pool_path("memdev-refused.pool");
+    g_autofree char *dir = g_strdup_printf("%s.d", pool);
+    int i;
+
+    make_pool(pool);
+    g_assert_cmpint(mkdir(dir, 0700), ==, 0);
+    for (i = 0; i < ARRAY_SIZE(memdev_refused); i++) {
+        g_autofree char *obj = g_strdup_printf(memdev_refused[i].obj, pool);
+        g_autofree char *before = file_state(pool);
+        g_autofree char *after = NULL;
+        g_autofree char *err = NULL;
+        g_autofree char *args = NULL;
+        int status;
+
+        args = g_strdup_printf(
+            "%s-machine q35,cxl=on -m %s -nodefaults -object %s "
+            "-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1 "
+            "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+            "-device cxl-shm,bus=rp0,memdev=m,coherent-size=64M,"
+            "max-hosts=4%s "
+            "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G %s", fw_args(),
+            *memdev_refused[i].more ? "256M" : "128M", obj,
+            memdev_refused[i].dev, memdev_refused[i].more);
+        err = run_qemu(args, &status);
+        after = file_state(pool);
+        if (g_test_verbose()) {
+            g_test_message("%s: %s", memdev_refused[i].name, err);
+        }
+        g_assert_cmpint(status, ==, 1);
+        if (!strstr(err, memdev_refused[i].error)) {
+            g_test_message("case %s: expected '%s' in: %s",
+                           memdev_refused[i].name, memdev_refused[i].error,
+                           err);
+            g_assert_not_reached();
+        }
+        g_assert_cmpstr(before, ==, after);
+    }
+    rmdir(dir);
+    unlink(pool);
 }
 
 int main(int argc, char **argv)
@@ -2434,6 +2691,10 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
     qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);
     qtest_add_func("/cxl-shm/refused-config", test_refused_config);
+    qtest_add_func("/cxl-shm/memdev-two-hosts", test_memdev_two_hosts);
+    qtest_add_func("/cxl-shm/memdev-prealloc", test_memdev_prealloc);
+    qtest_add_func("/cxl-shm/memdev-hugetlbfs", test_memdev_hugetlbfs);
+    qtest_add_func("/cxl-shm/memdev-refused", test_memdev_refused);
     qtest_add_func("/cxl-shm/cdat", test_cdat);
     qtest_add_func("/cxl-shm/native-tcg", test_native_tcg);
     qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <stdint.h>
 #include <unistd.h>
 
 static int failures;
@@ -222,6 +224,83 @@ static void test_model(void)
 	cxlpod_close(p);
 }
 
+/*
+ * The doorbell's registers are one set per device: two processes that ring
+ * at once must not mix their DB_OFFSET / DB_LEN.  CXLPOD_TEST_REGS gives
+ * the loopback handles a shared fake register block; a doorbell reports
+ * EIO (status 5) when the registers at DB_OP are not the ones it wrote.
+ * Returns how many of the children's doorbells saw mixed registers.
+ */
+static long doorbell_race(int nproc, int iters, double max_s)
+{
+	char regs[300], spec[300];
+	long mixed = 0;
+	int fds[8][2];
+
+	snprintf(regs, sizeof(regs), "%s.regs", path);
+	snprintf(spec, sizeof(spec), "%s:1M:4M", path);
+	setenv("CXLPOD_TEST_REGS", regs, 1);
+	for (int c = 0; c < nproc; c++) {
+		CHECK(pipe(fds[c]) == 0);
+		if (fork() == 0) {
+			struct cxlpod_opts o = {.loopback = spec};
+			cxlpod *q = NULL;
+			long bad = 0;
+			if (cxlpod_open(&q, &o))
+				_exit(2);
+			uint8_t *b;
+			size_t l;
+			cxlpod_area(q, CXLPOD_AREA_NONCOHERENT, (void **)&b, &l);
+			struct timespec t0, t;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			for (int i = 0; i < iters; i++) {
+				/* each process its own offset and length */
+				int e = cxlpod_writeback(q, b + c * 65536, 64 * (c + 1));
+				if (e == EIO)
+					bad++;
+				else if (e) {
+					/* the lock itself failed: not a pass */
+					fprintf(stderr, "doorbell: %s\n", cxlpod_errmsg());
+					_exit(4);
+				}
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if (t.tv_sec - t0.tv_sec + (t.tv_nsec - t0.tv_nsec) / 1e9 > max_s)
+					break;
+			}
+			cxlpod_close(q);
+			if (write(fds[c][1], &bad, sizeof(bad)) != sizeof(bad))
+				_exit(3);
+			_exit(0);
+		}
+		close(fds[c][1]);
+	}
+	for (int c = 0; c < nproc; c++) {
+		long bad = 0;
+		int status;
+		CHECK(read(fds[c][0], &bad, sizeof(bad)) == sizeof(bad));
+		close(fds[c][0]);
+		mixed += bad;
+		wait(&status);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	unsetenv("CXLPOD_TEST_REGS");
+	unlink(regs);
+	return mixed;
+}
+
+static void test_doorbell_procs(void)
+{
+	/* the control: without the lock the registers do get mixed */
+	setenv("CXLPOD_TEST_NO_DB_LOCK", "1", 1);
+	long unlocked = doorbell_race(2, 200000, 5.0);
+	unsetenv("CXLPOD_TEST_NO_DB_LOCK");
+	long locked = doorbell_race(2, 20000, 20.0);
+	printf("doorbell across processes: %ld mixed without the lock, %ld with it\n",
+	       unlocked, locked);
+	CHECK(unlocked > 0);
+	CHECK(locked == 0);
+}
+
 int main(int argc, char **argv)
 {
 	snprintf(path, sizeof(path), "%s/cxlpod-unit-%d", argc > 1 ? argv[1] : "/tmp", getpid());
@@ -231,6 +310,7 @@ int main(int argc, char **argv)
 	test_basic();
 	test_errors();
 	test_model();
+	test_doorbell_procs();
 	unlink(path);
 	char m[300];
 	snprintf(m, sizeof(m), "%s.model", path);

@@ -26,6 +26,7 @@
 
 #include "qemu/osdep.h"
 #include "cxl-shm-line.h"
+#include "cxl-shm-format.h"
 
 #define COH     (64 * 1024)
 #define SIZE    (1024 * 1024)
@@ -322,7 +323,7 @@ static void test_torn(void)
  */
 static CXLShmUndo *dead_half_write(uint64_t off, uint64_t gen, uint64_t slot)
 {
-    uint64_t tag = (1ULL << 63) | (7ULL << 56) | (slot << 48) | gen;
+    uint64_t tag = CXLPOOL_TAG(7, slot, gen);
     CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
     uint64_t *p = (uint64_t *)(pool + off);
     int w;
