@@ -1,0 +1,307 @@
+/*
+ * Small utilities of cxlpod-launch: messages and fatal errors, memory,
+ * files, argv vectors and byte buffers, shell and QEMU option quoting.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "launch.h"
+
+/* small utilities                                                     */
+
+void msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+
+/* Signal a QEMU: its whole process group (it runs in its own), else it. */
+void kill_qemu(pid_t pid, int sig)
+{
+    if (pid <= 0) {
+        return;
+    }
+    if (kill(-pid, sig) < 0) {
+        kill(pid, sig);
+    }
+}
+
+void die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PROG ": error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    cleanup_children();
+    exit(status);
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        die(EXIT_USAGE, "out of memory");
+    }
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) {
+        die(EXIT_USAGE, "out of memory");
+    }
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p) {
+        die(EXIT_USAGE, "out of memory");
+    }
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0) {
+        die(EXIT_USAGE, "out of memory");
+    }
+    va_end(ap);
+    return s;
+}
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool path_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+
+void strv_add(struct strv *a, const char *s)
+{
+    if (a->n + 2 > a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 32;
+        a->v = xrealloc(a->v, a->cap * sizeof(*a->v));
+    }
+    a->v[a->n++] = xstrdup(s);
+    a->v[a->n] = NULL;
+}
+
+void strv_addf(struct strv *a, const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0) {
+        die(EXIT_USAGE, "out of memory");
+    }
+    va_end(ap);
+    strv_add(a, s);
+    free(s);
+}
+
+void strv_free(struct strv *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        free(a->v[i]);
+    }
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+
+void buf_append(struct buf *b, const char *data, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) {
+            cap *= 2;
+        }
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void buf_puts(struct buf *b, const char *s)
+{
+    buf_append(b, s, strlen(s));
+}
+
+/*
+ * QEMU option values (key=value,key=value): a comma inside a value must be
+ * doubled.  Returns a new string.
+ */
+char *qemu_opt_escape(const char *s)
+{
+    size_t n = 0;
+    for (const char *p = s; *p; p++) {
+        n += (*p == ',') ? 2 : 1;
+    }
+    char *r = xmalloc(n + 1), *q = r;
+    for (const char *p = s; *p; p++) {
+        *q++ = *p;
+        if (*p == ',') {
+            *q++ = ',';
+        }
+    }
+    *q = '\0';
+    return r;
+}
+
+/* Quote for a POSIX shell (for the .cmdline files and --dry-run). */
+void shell_quote(struct buf *b, const char *s)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++) {
+        if (!(isalnum((unsigned char)*p) || strchr("@%+=:,./_-", *p))) {
+            plain = false;
+            break;
+        }
+    }
+    if (plain) {
+        buf_puts(b, s);
+        return;
+    }
+    buf_puts(b, "'");
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            buf_puts(b, "'\\''");
+        } else {
+            buf_append(b, p, 1);
+        }
+    }
+    buf_puts(b, "'");
+}
+
+void json_string(struct buf *b, const char *s, size_t n)
+{
+    buf_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char tmp[8];
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            buf_append(b, tmp, 2);
+        } else if (c == '\n') {
+            buf_puts(b, "\\n");
+        } else if (c == '\t') {
+            buf_puts(b, "\\t");
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+            buf_puts(b, tmp);
+        } else {
+            buf_append(b, (const char *)&c, 1);
+        }
+    }
+    buf_puts(b, "\"");
+}
+
+bool write_file(const char *path, const char *data, size_t n, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) {
+        return false;
+    }
+    while (n > 0) {
+        ssize_t w = write(fd, data, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int e = errno;
+            close(fd);
+            errno = e;
+            return false;
+        }
+        data += w;
+        n -= (size_t)w;
+    }
+    return close(fd) == 0;
+}
+
+/* Read a whole file; NULL on error (errno set). */
+char *read_file(const char *path, size_t *lenp)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct buf b = { 0 };
+    char tmp[65536];
+    for (;;) {
+        ssize_t r = read(fd, tmp, sizeof(tmp));
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int e = errno;
+            close(fd);
+            free(b.p);
+            errno = e;
+            return NULL;
+        }
+        if (r == 0) {
+            break;
+        }
+        buf_append(&b, tmp, (size_t)r);
+    }
+    close(fd);
+    if (!b.p) {
+        buf_append(&b, "", 0);
+    }
+    if (lenp) {
+        *lenp = b.len;
+    }
+    return b.p;
+}
+
+/* ------------------------------------------------------------------ */
+/* configuration                                                       */
+
+
+
+const char *accel_name(enum accel a)
+{
+    return a == ACCEL_KVM ? "kvm" : a == ACCEL_TCG ? "tcg" : "auto";
+}
+
+const char *device_name(enum pool_device d)
+{
+    return d == DEV_CXL_SHM ? "cxl-shm" : "cxl-type3";
+}
