@@ -17,7 +17,6 @@ void usage(FILE *f)
 "       " PROG " [OPTIONS] --interactive     boot guests, keep them up\n"
 "       " PROG " console WORKDIR I           attach to host I's console\n"
 "       " PROG " qmp WORKDIR I CMD [ARGS]     one QMP command to host I\n"
-"       " PROG " selftest                    check the built-in parsers\n"
 "\n"
 "Guests and paths:\n"
 "  -n, --hosts N           number of guests (default 2, max %d)\n"

@@ -9,7 +9,7 @@
 
 #include "launch.h"
 
-/* parsing helpers (unit-checked by the `selftest` subcommand)         */
+/* parsing helpers (unit-checked by tests/unit/test-launch.c)         */
 
 /*
  * Parse a size: a decimal number with an optional suffix K, M, G, T
