@@ -15,10 +15,14 @@ void usage(FILE *f)
 "usage: " PROG " [OPTIONS] -- COMMAND...     run COMMAND in every guest\n"
 "       " PROG " [OPTIONS] --job FILE        run a script in every guest\n"
 "       " PROG " [OPTIONS] --interactive     boot guests, keep them up\n"
+"       " PROG " --config FILE [OPTIONS]     a pod described in FILE\n"
 "       " PROG " console WORKDIR I           attach to host I's console\n"
 "       " PROG " qmp WORKDIR I CMD [ARGS]     one QMP command to host I\n"
 "\n"
 "Guests and paths:\n"
+"      --config FILE       read the pod from a key file first (groups [pod],\n"
+"                          [device], [job], [host.I]; docs/launcher.md);\n"
+"                          the other options override it\n"
 "  -n, --hosts N           number of guests (default 2, max %d)\n"
 "  -w, --workdir DIR       work directory (default: new /tmp/cxlpod-XXXXXX)\n"
 "      --qemu PATH         QEMU binary ($CXLPOD_QEMU, else\n"
@@ -81,7 +85,7 @@ enum {
     OPT_COHERENT, OPT_DEVICE, OPT_DEVICE_OPT, OPT_QEMU_ARG, OPT_MEM, OPT_SMP,
     OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
-    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT,
+    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG,
 };
 
 static const struct option long_opts[] = {
@@ -117,6 +121,7 @@ static const struct option long_opts[] = {
     { "json", no_argument, NULL, OPT_JSON },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { "quiet", no_argument, NULL, 'q' },
+    { "config", required_argument, NULL, OPT_CONFIG },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -130,8 +135,11 @@ static void bad(const char *opt, const char *val, const char *why)
     exit(EXIT_USAGE);
 }
 
-/* Parse the command line into *o.  Returns normally or exits. */
-void parse_args(int argc, char **argv, struct opts *o)
+static void apply_opt(struct opts *o, int c, const char *optarg,
+                      const char *label);
+
+/* The defaults of every option. */
+void opts_init(struct opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->nhosts = 2;
@@ -145,214 +153,309 @@ void parse_args(int argc, char **argv, struct opts *o)
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
     o->restarts = 1;
-    bool restarts_given = false;
+}
 
+/*
+ * The long option `name` with argument `arg` (NULL for a flag) as if it
+ * had been given on the command line; `label` names its source in error
+ * messages (a --config key).  False if there is no such option or it does
+ * not take an argument as given.
+ */
+bool opts_apply_named(struct opts *o, const char *name, const char *arg,
+                      const char *label)
+{
+    for (const struct option *lo = long_opts; lo->name; lo++) {
+        if (!strcmp(lo->name, name) && lo->val != OPT_CONFIG &&
+            lo->val != 'h' && (lo->has_arg == required_argument) == !!arg) {
+            apply_opt(o, lo->val, arg, label);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One option into *o: `label` replaces "--NAME" in messages if given. */
+static void apply_opt(struct opts *o, int c, const char *optarg,
+                      const char *label)
+{
     long v;
+
+    switch (c) {
+    case 'n':
+        if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
+            bad(label ? label : "--hosts", optarg, "need a number 1..32");
+        }
+        o->nhosts = (int)v;
+        break;
+    case 'w':
+        o->workdir = xstrdup(optarg);
+        o->workdir_given = true;
+        break;
+    case OPT_QEMU:
+        o->qemu = xstrdup(optarg);
+        break;
+    case OPT_KERNEL:
+        o->kernel = xstrdup(optarg);
+        break;
+    case OPT_INITRD:
+        o->initrd = xstrdup(optarg);
+        break;
+    case OPT_ACCEL:
+        if (!strcmp(optarg, "auto")) {
+            o->accel = ACCEL_AUTO;
+        } else if (!strcmp(optarg, "tcg")) {
+            o->accel = ACCEL_TCG;
+        } else if (!strcmp(optarg, "kvm")) {
+            o->accel = ACCEL_KVM;
+        } else {
+            bad(label ? label : "--accel", optarg, "expected auto, tcg or kvm");
+        }
+        break;
+    case OPT_POOL:
+        o->pool = xstrdup(optarg);
+        break;
+    case OPT_SIZE:
+        if (!parse_size(optarg, &o->size) || o->size == 0) {
+            bad(label ? label : "--size", optarg, "expected a size such as 256M or 1G");
+        }
+        if (o->size % POOL_ALIGN) {
+            bad(label ? label : "--size", optarg, "must be a multiple of 256 MiB");
+        }
+        break;
+    case OPT_COHERENT:
+        if (!parse_size(optarg, &o->coherent_size)) {
+            bad(label ? label : "--coherent-size", optarg, "expected a size such as 64M");
+        }
+        o->coherent_size_given = true;
+        break;
+    case OPT_LATENCY:
+        if (!parse_int(optarg, 0, 1000000000L, &v)) {
+            bad(label ? label : "--latency-ns", optarg, "need a number of nanoseconds");
+        }
+        o->latency_ns = v;
+        break;
+    case OPT_MAX_HOSTS:
+        if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
+            bad(label ? label : "--max-hosts", optarg, "need a number 1..32");
+        }
+        o->max_hosts = (int)v;
+        break;
+    case OPT_DEVICE:
+        if (!strcmp(optarg, "cxl-type3")) {
+            o->device = DEV_CXL_TYPE3;
+        } else if (!strcmp(optarg, "cxl-shm")) {
+            o->device = DEV_CXL_SHM;
+        } else {
+            bad(label ? label : "--device", optarg, "expected cxl-type3 or cxl-shm");
+        }
+        break;
+    case OPT_DEVICE_OPT: {
+        const char *kv;
+        int dh = device_opt_host(optarg, &kv);
+        if (!strchr(kv, '=') || kv[0] == '=') {
+            bad(label ? label : "--device-opt", optarg, "expected KEY=VALUE or I:KEY=VALUE");
+        }
+        if (dh >= MAX_HOSTS) {
+            bad(label ? label : "--device-opt", optarg, "host id before ':' must be 0..31");
+        }
+        strv_add(&o->device_opts, optarg);
+        break;
+    }
+    case OPT_QEMU_ARG:
+        strv_add(&o->qemu_args, optarg);
+        break;
+    case OPT_MEM: {
+        uint64_t m;
+        if (!parse_size(optarg, &m) || m < 64 * MIB) {
+            bad(label ? label : "--mem", optarg, "expected a size of at least 64M");
+        }
+        free(o->mem);
+        o->mem = fmt_size(m);
+        break;
+    }
+    case OPT_SMP:
+        if (!parse_int(optarg, 1, 64, &v)) {
+            bad(label ? label : "--smp", optarg, "need a number 1..64");
+        }
+        o->smp = (int)v;
+        break;
+    case OPT_APPEND:
+        o->append = xstrdup(optarg);
+        break;
+    case OPT_JOB:
+        o->job_file = xstrdup(optarg);
+        break;
+    case OPT_JOB_HOST: {
+        const char *colon = strchr(optarg, ':');
+        char *hs = colon ? strndup(optarg, (size_t)(colon - optarg)) : NULL;
+        bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &v) && colon[1];
+        free(hs);
+        if (!ok) {
+            bad(label ? label : "--job-host", optarg, "expected I:FILE");
+        }
+        o->host_jobs = xrealloc(o->host_jobs,
+                                (o->n_host_jobs + 1) * sizeof(*o->host_jobs));
+        o->host_jobs[o->n_host_jobs].host = (int)v;
+        o->host_jobs[o->n_host_jobs].file = xstrdup(colon + 1);
+        o->n_host_jobs++;
+        break;
+    }
+    case OPT_INTERACTIVE:
+        o->interactive = true;
+        break;
+    case OPT_TIMEOUT:
+        if (!parse_seconds(optarg, &o->timeout_s)) {
+            bad(label ? label : "--timeout", optarg, "need a number of seconds");
+        }
+        o->timeout_given = true;
+        break;
+    case OPT_BOOT_TIMEOUT:
+        if (!parse_seconds(optarg, &o->boot_timeout_s)) {
+            bad(label ? label : "--boot-timeout", optarg, "need a number of seconds");
+        }
+        o->boot_timeout_given = true;
+        break;
+    case OPT_KILL: {
+        struct kill_spec k;
+        const char *why;
+        if (!parse_kill(optarg, &k, &why)) {
+            bad(label ? label : "--kill", optarg, why);
+        }
+        if (o->n_kills >= 16) {
+            bad(label ? label : "--kill", optarg, "at most 16 --kill options");
+        }
+        o->kills = xrealloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
+        o->kills[o->n_kills++] = k;
+        break;
+    }
+    case OPT_RESTART:
+        if (!parse_int(optarg, 0, MAX_HOSTS - 1, &v)) {
+            bad(label ? label : "--restart", optarg, "need a host id");
+        }
+        o->restart[v] = true;
+        break;
+    case OPT_RESTARTS:
+        if (!parse_int(optarg, 1, 100000, &v)) {
+            bad(label ? label : "--restarts", optarg, "need a number 1..100000");
+        }
+        o->restarts = (int)v;
+        o->restarts_given = true;
+        break;
+    case OPT_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long sv = strtoull(optarg, &end, 0);
+        if (errno || !*optarg || *end || *optarg == '-') {
+            bad(label ? label : "--seed", optarg, "need an unsigned number");
+        }
+        o->seed = sv;
+        o->seed_given = true;
+        break;
+    }
+    case OPT_STALL_TIMEOUT:
+        if (!parse_seconds(optarg, &o->stall_timeout_s)) {
+            bad(label ? label : "--stall-timeout", optarg, "need a number of seconds");
+        }
+        break;
+    case OPT_STAGGER:
+        if (!parse_int(optarg, 0, 3600000, &v)) {
+            bad(label ? label : "--stagger", optarg, "need milliseconds");
+        }
+        o->stagger_ms = v;
+        break;
+    case 'f':
+        o->follow = true;
+        break;
+    case OPT_JSON:
+        o->json = true;
+        break;
+    case OPT_DRY_RUN:
+        o->dry_run = true;
+        break;
+    case 'q':
+        o->quiet = true;
+        break;
+    case 'h':
+        usage(stdout);
+        exit(EXIT_OK);
+    default:
+        fprintf(stderr, "try '" PROG " --help'\n");
+        exit(EXIT_USAGE);
+    }
+    }
+
+/* Forget the common job (--job / -- COMMAND) given so far. */
+void opts_drop_common_job(struct opts *o)
+{
+    free(o->job_file);
+    o->job_file = NULL;
+    strv_free(&o->job_cmd);
+}
+
+/* Forget the first n --job-host entries. */
+void opts_drop_host_jobs(struct opts *o, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(o->host_jobs[i].file);
+    }
+    memmove(o->host_jobs, o->host_jobs + n,
+            (o->n_host_jobs - n) * sizeof(*o->host_jobs));
+    o->n_host_jobs -= n;
+}
+
+/* Parse the command line (after the --config file, if any) into *o.
+ * Returns normally or exits. */
+void parse_args(int argc, char **argv, struct opts *o)
+{
+    const char *config = NULL;
     int c;
+
+    opts_init(o);
+    /* first pass: only --config, which the other options override */
+    opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+n:w:fqh", long_opts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-                bad("--hosts", optarg, "need a number 1..32");
+        if (c == OPT_CONFIG) {
+            if (config) {
+                die(EXIT_USAGE, "give --config once");
             }
-            o->nhosts = (int)v;
-            break;
-        case 'w':
-            o->workdir = xstrdup(optarg);
-            o->workdir_given = true;
-            break;
-        case OPT_QEMU:
-            o->qemu = xstrdup(optarg);
-            break;
-        case OPT_KERNEL:
-            o->kernel = xstrdup(optarg);
-            break;
-        case OPT_INITRD:
-            o->initrd = xstrdup(optarg);
-            break;
-        case OPT_ACCEL:
-            if (!strcmp(optarg, "auto")) {
-                o->accel = ACCEL_AUTO;
-            } else if (!strcmp(optarg, "tcg")) {
-                o->accel = ACCEL_TCG;
-            } else if (!strcmp(optarg, "kvm")) {
-                o->accel = ACCEL_KVM;
-            } else {
-                bad("--accel", optarg, "expected auto, tcg or kvm");
-            }
-            break;
-        case OPT_POOL:
-            o->pool = xstrdup(optarg);
-            break;
-        case OPT_SIZE:
-            if (!parse_size(optarg, &o->size) || o->size == 0) {
-                bad("--size", optarg, "expected a size such as 256M or 1G");
-            }
-            if (o->size % POOL_ALIGN) {
-                bad("--size", optarg, "must be a multiple of 256 MiB");
-            }
-            break;
-        case OPT_COHERENT:
-            if (!parse_size(optarg, &o->coherent_size)) {
-                bad("--coherent-size", optarg, "expected a size such as 64M");
-            }
-            o->coherent_size_given = true;
-            break;
-        case OPT_LATENCY:
-            if (!parse_int(optarg, 0, 1000000000L, &v)) {
-                bad("--latency-ns", optarg, "need a number of nanoseconds");
-            }
-            o->latency_ns = v;
-            break;
-        case OPT_MAX_HOSTS:
-            if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-                bad("--max-hosts", optarg, "need a number 1..32");
-            }
-            o->max_hosts = (int)v;
-            break;
-        case OPT_DEVICE:
-            if (!strcmp(optarg, "cxl-type3")) {
-                o->device = DEV_CXL_TYPE3;
-            } else if (!strcmp(optarg, "cxl-shm")) {
-                o->device = DEV_CXL_SHM;
-            } else {
-                bad("--device", optarg, "expected cxl-type3 or cxl-shm");
-            }
-            break;
-        case OPT_DEVICE_OPT: {
-            const char *kv;
-            int dh = device_opt_host(optarg, &kv);
-            if (!strchr(kv, '=') || kv[0] == '=') {
-                bad("--device-opt", optarg, "expected KEY=VALUE or I:KEY=VALUE");
-            }
-            if (dh >= MAX_HOSTS) {
-                bad("--device-opt", optarg, "host id before ':' must be 0..31");
-            }
-            strv_add(&o->device_opts, optarg);
-            break;
+            config = optarg;
         }
-        case OPT_QEMU_ARG:
-            strv_add(&o->qemu_args, optarg);
-            break;
-        case OPT_MEM: {
-            uint64_t m;
-            if (!parse_size(optarg, &m) || m < 64 * MIB) {
-                bad("--mem", optarg, "expected a size of at least 64M");
-            }
-            free(o->mem);
-            o->mem = fmt_size(m);
-            break;
+    }
+    opterr = 1;
+    if (config) {
+        config_load(o, config);
+    }
+    /* a job on the command line replaces the file's job; --interactive
+     * drops the file's jobs, and a job drops the file's interactive */
+    bool cfg_job = o->job_file || o->job_cmd.n;
+    int cfg_host_jobs = o->n_host_jobs;
+    bool cfg_interactive = o->interactive;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+n:w:fqh", long_opts, NULL)) != -1) {
+        if (c == OPT_CONFIG) {
+            continue;
         }
-        case OPT_SMP:
-            if (!parse_int(optarg, 1, 64, &v)) {
-                bad("--smp", optarg, "need a number 1..64");
-            }
-            o->smp = (int)v;
-            break;
-        case OPT_APPEND:
-            o->append = xstrdup(optarg);
-            break;
-        case OPT_JOB:
-            o->job_file = xstrdup(optarg);
-            break;
-        case OPT_JOB_HOST: {
-            const char *colon = strchr(optarg, ':');
-            char *hs = colon ? strndup(optarg, (size_t)(colon - optarg)) : NULL;
-            bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &v) && colon[1];
-            free(hs);
-            if (!ok) {
-                bad("--job-host", optarg, "expected I:FILE");
-            }
-            o->host_jobs = xrealloc(o->host_jobs,
-                                    (o->n_host_jobs + 1) * sizeof(*o->host_jobs));
-            o->host_jobs[o->n_host_jobs].host = (int)v;
-            o->host_jobs[o->n_host_jobs].file = xstrdup(colon + 1);
-            o->n_host_jobs++;
-            break;
+        if ((c == OPT_JOB || c == OPT_INTERACTIVE) && cfg_job) {
+            opts_drop_common_job(o);
+            cfg_job = false;
         }
-        case OPT_INTERACTIVE:
-            o->interactive = true;
-            break;
-        case OPT_TIMEOUT:
-            if (!parse_seconds(optarg, &o->timeout_s)) {
-                bad("--timeout", optarg, "need a number of seconds");
-            }
-            o->timeout_given = true;
-            break;
-        case OPT_BOOT_TIMEOUT:
-            if (!parse_seconds(optarg, &o->boot_timeout_s)) {
-                bad("--boot-timeout", optarg, "need a number of seconds");
-            }
-            o->boot_timeout_given = true;
-            break;
-        case OPT_KILL: {
-            struct kill_spec k;
-            const char *why;
-            if (!parse_kill(optarg, &k, &why)) {
-                bad("--kill", optarg, why);
-            }
-            if (o->n_kills >= 16) {
-                bad("--kill", optarg, "at most 16 --kill options");
-            }
-            o->kills = xrealloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
-            o->kills[o->n_kills++] = k;
-            break;
+        if (c == OPT_INTERACTIVE && cfg_host_jobs) {
+            opts_drop_host_jobs(o, cfg_host_jobs);
+            cfg_host_jobs = 0;
         }
-        case OPT_RESTART:
-            if (!parse_int(optarg, 0, MAX_HOSTS - 1, &v)) {
-                bad("--restart", optarg, "need a host id");
-            }
-            o->restart[v] = true;
-            break;
-        case OPT_RESTARTS:
-            if (!parse_int(optarg, 1, 100000, &v)) {
-                bad("--restarts", optarg, "need a number 1..100000");
-            }
-            o->restarts = (int)v;
-            restarts_given = true;
-            break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long sv = strtoull(optarg, &end, 0);
-            if (errno || !*optarg || *end || *optarg == '-') {
-                bad("--seed", optarg, "need an unsigned number");
-            }
-            o->seed = sv;
-            o->seed_given = true;
-            break;
+        if ((c == OPT_JOB || c == OPT_JOB_HOST) && cfg_interactive) {
+            o->interactive = false;
+            cfg_interactive = false;
         }
-        case OPT_STALL_TIMEOUT:
-            if (!parse_seconds(optarg, &o->stall_timeout_s)) {
-                bad("--stall-timeout", optarg, "need a number of seconds");
-            }
-            break;
-        case OPT_STAGGER:
-            if (!parse_int(optarg, 0, 3600000, &v)) {
-                bad("--stagger", optarg, "need milliseconds");
-            }
-            o->stagger_ms = v;
-            break;
-        case 'f':
-            o->follow = true;
-            break;
-        case OPT_JSON:
-            o->json = true;
-            break;
-        case OPT_DRY_RUN:
-            o->dry_run = true;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(EXIT_OK);
-        default:
-            fprintf(stderr, "try '" PROG " --help'\n");
-            exit(EXIT_USAGE);
-        }
+        apply_opt(o, c, optarg, NULL);
+    }
+    if (optind < argc && cfg_job) {
+        opts_drop_common_job(o);
+    }
+    if (optind < argc && cfg_interactive) {
+        o->interactive = false;
     }
     for (int i = optind; i < argc; i++) {
         strv_add(&o->job_cmd, argv[i]);
@@ -411,7 +514,7 @@ void parse_args(int argc, char **argv, struct opts *o)
             }
         }
     }
-    if (restarts_given) {
+    if (o->restarts_given) {
         bool any = false;
         for (int h = 0; h < MAX_HOSTS; h++) {
             any |= o->restart[h];

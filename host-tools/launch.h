@@ -161,6 +161,8 @@ struct opts {
     bool follow;
     bool dry_run;
     bool quiet;
+    bool restarts_given;
+    char *config;               /* --config FILE (NULL: none) */
 };
 
 /* Files of one host in the work directory. */
@@ -302,6 +304,11 @@ void show_qemu_tails(const struct host *h, int console_lines);
 
 /* launch-options.c */
 void usage(FILE *f);
+void opts_init(struct opts *o);
+bool opts_apply_named(struct opts *o, const char *name, const char *arg,
+                      const char *label);
+void opts_drop_common_job(struct opts *o);
+void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
@@ -323,5 +330,8 @@ int run(struct opts *o);
 /* launch-console.c */
 bool write_all(int fd, const char *p, size_t n);
 int console_main(int argc, char **argv);
+
+/* launch-config.c */
+void config_load(struct opts *o, const char *path);
 
 #endif

@@ -382,6 +382,210 @@ static void test_quote(void)
     free(b.p);
 }
 
+/* a pod file in a new temporary folder; returns its path */
+static char *write_conf(const char *text)
+{
+    g_autofree char *dir = g_dir_make_tmp("cxlpod-test-launch-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    char *path = g_build_filename(dir, "pod.conf", NULL);
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+static void remove_conf(char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    unlink(path);
+    rmdir(dir);
+    g_free(path);
+}
+
+static const char full_conf[] =
+    "# every group\n"
+    "[pod]\n"
+    "hosts = 3\n"
+    "mem = 1G\n"
+    "qemu-arg = -icount;shift=0\n"
+    "append = cxlpod.debug=1\n"
+    "[device]\n"
+    "device = cxl-shm\n"
+    "size = 512M\n"
+    "coherent-size = 128M\n"
+    "latency-ns = 250\n"
+    "max-hosts = 4\n"
+    "device-opt = mode=timed\n"
+    "pool = pool.img\n"
+    "[job]\n"
+    "command = echo hi $CXLPOD_HOST_ID\n"
+    "timeout = 60\n"
+    "boot-timeout = 90\n"
+    "seed = 77\n"
+    "json = true\n"
+    "follow = false\n"
+    "[host.1]\n"
+    "device-opt = evict-rate=10;latency-ns=300\n"
+    "kill = random:0-1.5:CRASH-POINT\n"
+    "restart = true\n"
+    "[host.2]\n"
+    "job = two.sh\n";
+
+/* every group and kind of key of a pod file */
+static void test_config_load(void)
+{
+    char *conf = write_conf(full_conf);
+    g_autofree char *dir = g_path_get_dirname(conf);
+    g_autofree char *line = g_strdup_printf("--config %s", conf);
+    struct opts o;
+
+    parse_line(line, &o);
+    g_assert_cmpint(o.nhosts, ==, 3);
+    g_assert_cmpstr(o.mem, ==, "1G");
+    g_assert_cmpint(o.qemu_args.n, ==, 2);
+    g_assert_cmpstr(o.qemu_args.v[0], ==, "-icount");
+    g_assert_cmpstr(o.qemu_args.v[1], ==, "shift=0");
+    g_assert_cmpstr(o.append, ==, "cxlpod.debug=1");
+    g_assert_true(o.device == DEV_CXL_SHM);
+    g_assert_cmpuint(o.size, ==, 512 * MIB);
+    g_assert_cmpuint(o.coherent_size, ==, 128 * MIB);
+    g_assert_cmpint(o.latency_ns, ==, 250);
+    g_assert_cmpint(o.max_hosts, ==, 4);
+    /* relative paths are the file's folder's */
+    g_autofree char *pool = g_build_filename(dir, "pool.img", NULL);
+    g_assert_cmpstr(o.pool, ==, pool);
+    g_assert_cmpint(o.device_opts.n, ==, 3);
+    g_assert_cmpstr(o.device_opts.v[0], ==, "mode=timed");
+    g_assert_cmpstr(o.device_opts.v[1], ==, "1:evict-rate=10");
+    g_assert_cmpstr(o.device_opts.v[2], ==, "1:latency-ns=300");
+    g_assert_cmpint(o.job_cmd.n, ==, 1);
+    g_assert_cmpstr(o.job_cmd.v[0], ==, "echo hi $CXLPOD_HOST_ID");
+    g_assert_null(o.job_file);
+    g_assert_true(o.timeout_s == 60 && o.timeout_given);
+    g_assert_true(o.boot_timeout_s == 90);
+    g_assert_true(o.seed == 77 && o.seed_given);
+    g_assert_true(o.json && !o.follow);
+    g_assert_cmpint(o.n_kills, ==, 1);
+    g_assert_cmpint(o.kills[0].host, ==, 1);
+    g_assert_true(o.kills[0].random && o.kills[0].max_s == 1.5);
+    g_assert_cmpstr(o.kills[0].pattern, ==, "CRASH-POINT");
+    g_assert_true(o.restart[1] && !o.restart[0] && !o.restart[2]);
+    g_assert_cmpint(o.n_host_jobs, ==, 1);
+    g_assert_cmpint(o.host_jobs[0].host, ==, 2);
+    g_autofree char *two = g_build_filename(dir, "two.sh", NULL);
+    g_assert_cmpstr(o.host_jobs[0].file, ==, two);
+
+    /* host 1's device gets its own properties after the common ones */
+    struct strv a = { 0 };
+    add_pool_device_args(&a, &o, 1);
+    char *cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "max-hosts=4,coherent-size=128M,"
+                                 "latency-ns=250,mode=timed,evict-rate=10,"
+                                 "latency-ns=300"));
+    free(cmd);
+    strv_free(&a);
+    add_pool_device_args(&a, &o, 0);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "mode=timed "));
+    g_assert_null(strstr(cmd, "evict-rate"));
+    free(cmd);
+    strv_free(&a);
+    remove_conf(conf);
+}
+
+/* command-line options override the file, wherever they stand */
+static void test_config_override(void)
+{
+    char *conf = write_conf(full_conf);
+    struct opts o;
+
+    g_autofree char *l1 = g_strdup_printf(
+        "-n 4 --config %s --size 1G --timeout 9 "
+        "--device-opt 3:evict-rate=1 --kill 0@+2 -- true", conf);
+    parse_line(l1, &o);
+    g_assert_cmpint(o.nhosts, ==, 4);          /* before --config too */
+    g_assert_cmpuint(o.size, ==, GIB);
+    g_assert_true(o.timeout_s == 9);
+    g_assert_true(o.boot_timeout_s == 90);     /* from the file */
+    g_assert_cmpint(o.device_opts.n, ==, 4);   /* lists add up */
+    g_assert_cmpstr(o.device_opts.v[3], ==, "3:evict-rate=1");
+    g_assert_cmpint(o.n_kills, ==, 2);
+    g_assert_cmpint(o.job_cmd.n, ==, 1);       /* the job is replaced */
+    g_assert_cmpstr(o.job_cmd.v[0], ==, "true");
+    g_assert_cmpint(o.n_host_jobs, ==, 1);     /* host 2's stays */
+
+    /* --job replaces the file's command; --interactive every file job */
+    g_autofree char *l2 = g_strdup_printf("--config %s --job %s", conf, conf);
+    parse_line(l2, &o);
+    g_assert_cmpint(o.job_cmd.n, ==, 0);
+    g_assert_cmpstr(o.job_file, ==, conf);
+    g_autofree char *l3 = g_strdup_printf("--config %s --interactive", conf);
+    parse_line(l3, &o);
+    g_assert_true(o.interactive);
+    g_assert_true(o.job_cmd.n == 0 && !o.job_file && o.n_host_jobs == 0);
+    g_assert_true(o.timeout_s == 60);          /* the file gave one */
+    remove_conf(conf);
+
+    /* a file's interactive gives way to a job on the command line */
+    conf = write_conf("[job]\ninteractive = true\n");
+    g_autofree char *l4 = g_strdup_printf("--config %s -- echo", conf);
+    parse_line(l4, &o);
+    g_assert_true(!o.interactive && o.job_cmd.n == 1);
+    g_autofree char *l5 = g_strdup_printf("--config %s", conf);
+    parse_line(l5, &o);
+    g_assert_true(o.interactive && o.timeout_s == 0);
+    remove_conf(conf);
+}
+
+/* bad pod files and what the launcher says (exit status 2) */
+static const struct {
+    const char *text, *pattern;
+} bad_confs[] = {
+    { "[pod]\nhosts = 2\nfoo = 1\n", "*pod.conf: [pod]: unknown key 'foo'*" },
+    { "[pods]\nhosts = 2\n", "*unknown group [pods]*" },
+    { "[host.40]\njob = x\n", "*unknown group [host.40]*" },
+    { "[host.x]\njob = x\n", "*unknown group [host.x]*" },
+    { "[pod]\nhosts = 33\n[job]\ncommand = x\n",
+      "*bad [pod] hosts in *pod.conf '33': need a number 1..32*" },
+    { "[device]\nsize = 100M\n[job]\ncommand = x\n",
+      "*bad [device] size in *'100M': must be a multiple of 256 MiB*" },
+    { "[job]\ncommand = x\njson = maybe\n",
+      "*[job] json: expected true or false*" },
+    { "[host.1]\nkill = +abc\n[job]\ncommand = x\n",
+      "*bad [host.1] kill in *'1@+abc': time after*" },
+    { "[pod]\nhosts = 2\n\nnot a key\n", "*pod.conf:4: *not a key*" },
+    { "[pod]\nhosts = 2\n[job]\n", "*nothing to run*" },
+    { "[pod]\nhosts = 2\n[host.3]\njob = x\n[job]\ncommand = x\n",
+      "*--job-host 3: there are only 2 hosts*" },
+};
+
+static void test_config_errors(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_confs); i++) {
+        char *conf = write_conf(bad_confs[i].text);
+        g_setenv("CXLPOD_TEST_CONF", conf, TRUE);
+        g_autofree char *child = g_strdup_printf("/launch/config/errors/%zu",
+                                                 i);
+        g_test_trap_subprocess(child, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_failed();
+        g_test_trap_assert_stderr(bad_confs[i].pattern);
+        remove_conf(conf);
+    }
+}
+
+/* the child of test_config_errors: parse --config $CXLPOD_TEST_CONF */
+static void test_config_errors_child(gconstpointer data)
+{
+    (void)data;
+    if (!g_test_subprocess()) {
+        g_test_skip("a child of /launch/config/errors");
+        return;
+    }
+    g_autofree char *line = g_strdup_printf("--config %s",
+                                            getenv("CXLPOD_TEST_CONF"));
+    struct opts o;
+    parse_line(line, &o);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -394,5 +598,13 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);
+    g_test_add_func("/launch/config/load", test_config_load);
+    g_test_add_func("/launch/config/override", test_config_override);
+    g_test_add_func("/launch/config/errors", test_config_errors);
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_confs); i++) {
+        g_autofree char *name = g_strdup_printf("/launch/config/errors/%zu",
+                                                i);
+        g_test_add_data_func(name, NULL, test_config_errors_child);
+    }
     return g_test_run();
 }
