@@ -1,12 +1,13 @@
 /*
  * The parsers of cxlpod-launch: sizes, numbers, --kill specs and their
- * random delays, query-cxl-shm replies, and the job protocol markers of a
+ * random delays, query-cxl-shm replies (json-glib), and the job protocol markers of a
  * guest's serial log (docs/interfaces.md section 2).  No side effects:
  * tests/unit/test-launch.c checks them directly.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
+#include <json-glib/json-glib.h>
 #include "launch.h"
 
 /* parsing helpers (unit-checked by tests/unit/test-launch.c)         */
@@ -196,141 +197,57 @@ double kill_delay(const struct kill_spec *ks, uint64_t seed, int run, int k)
 }
 
 /*
- * A few lines of JSON scanning, enough to read one host's entry of a
- * query-cxl-shm reply (QEMU prints an object's members in hash order).
- */
-static const char *json_ws(const char *p)
-{
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
-        p++;
-    }
-    return p;
-}
-
-/* Skip one JSON string starting at its opening quote; NULL if broken. */
-static const char *json_skip_string(const char *p)
-{
-    for (p++; *p; p++) {
-        if (*p == '\\' && p[1]) {
-            p++;
-        } else if (*p == '"') {
-            return p + 1;
-        }
-    }
-    return NULL;
-}
-
-/* Skip one JSON value: returns the ',' '}' or ']' that ends it, NULL if
- * the text ends first. */
-static const char *json_skip_value(const char *p)
-{
-    int depth = 0;
-    for (;;) {
-        if (!*p) {
-            return NULL;
-        }
-        if (*p == '"') {
-            p = json_skip_string(p);
-            if (!p) {
-                return NULL;
-            }
-        } else if (*p == '{' || *p == '[') {
-            depth++;
-            p++;
-        } else if (*p == '}' || *p == ']') {
-            if (depth == 0) {
-                return p;
-            }
-            depth--;
-            p++;
-        } else if (*p == ',' && depth == 0) {
-            return p;
-        } else {
-            p++;
-        }
-    }
-}
-
-/* In the object starting at obj ('{'), the value of member key, or NULL. */
-static const char *json_member(const char *obj, const char *key)
-{
-    const char *p = json_ws(obj);
-    if (*p != '{') {
-        return NULL;
-    }
-    p = json_ws(p + 1);
-    size_t kl = strlen(key);
-    while (*p == '"') {
-        const char *ks = p + 1;
-        const char *ke = json_skip_string(p);
-        if (!ke) {
-            return NULL;
-        }
-        p = json_ws(ke);
-        if (*p != ':') {
-            return NULL;
-        }
-        const char *v = json_ws(p + 1);
-        if ((size_t)(ke - 1 - ks) == kl && !memcmp(ks, key, kl)) {
-            return v;
-        }
-        p = json_skip_value(v);
-        if (!p) {
-            return NULL;
-        }
-        p = json_ws(p);
-        if (*p != ',') {
-            return NULL;
-        }
-        p = json_ws(p + 1);
-    }
-    return NULL;
-}
-
-/*
  * From a query-cxl-shm reply, host `host`'s entry of the (first) device's
  * host table: its state ("live", "failed", "left", "free") and generation.
  */
 bool qmp_host_state(const char *reply, int host, char *state, size_t n,
-                           uint64_t *gen)
+                    uint64_t *gen)
 {
-    const char *ret = json_member(reply, "return");
-    if (!ret || *ret != '[') {
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!reply || !json_parser_load_from_data(parser, reply, -1, NULL)) {
         return false;
     }
-    const char *dev = json_ws(ret + 1);
-    const char *hosts = json_member(dev, "hosts");
-    if (!hosts || *hosts != '[') {
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
         return false;
     }
-    const char *p = json_ws(hosts + 1);
-    while (*p == '{') {
-        const char *id = json_member(p, "host-id");
-        if (id && isdigit((unsigned char)*id) && atoi(id) == host) {
-            const char *st = json_member(p, "state");
-            const char *g = json_member(p, "generation");
-            if (!st || *st != '"') {
-                return false;
-            }
-            const char *se = strchr(st + 1, '"');
-            size_t l = se ? (size_t)(se - st - 1) : 0;
-            if (!se || l >= n) {
-                return false;
-            }
-            memcpy(state, st + 1, l);
-            state[l] = '\0';
-            *gen = g ? strtoull(g, NULL, 10) : 0;
-            return true;
+    JsonNode *ret = json_object_get_member(json_node_get_object(root),
+                                           "return");
+    if (!ret || !JSON_NODE_HOLDS_ARRAY(ret) ||
+        json_array_get_length(json_node_get_array(ret)) == 0) {
+        return false;
+    }
+    JsonNode *dev = json_array_get_element(json_node_get_array(ret), 0);
+    if (!JSON_NODE_HOLDS_OBJECT(dev)) {
+        return false;
+    }
+    JsonNode *hosts = json_object_get_member(json_node_get_object(dev),
+                                             "hosts");
+    if (!hosts || !JSON_NODE_HOLDS_ARRAY(hosts)) {
+        return false;
+    }
+    JsonArray *ha = json_node_get_array(hosts);
+    for (guint i = 0; i < json_array_get_length(ha); i++) {
+        JsonNode *en = json_array_get_element(ha, i);
+        if (!JSON_NODE_HOLDS_OBJECT(en)) {
+            continue;
         }
-        p = json_skip_value(p);
-        if (!p) {
+        JsonObject *e = json_node_get_object(en);
+        JsonNode *id = json_object_get_member(e, "host-id");
+        if (!id || json_node_get_value_type(id) != G_TYPE_INT64 ||
+            json_node_get_int(id) != host) {
+            continue;
+        }
+        JsonNode *st = json_object_get_member(e, "state");
+        JsonNode *g = json_object_get_member(e, "generation");
+        if (!st || json_node_get_value_type(st) != G_TYPE_STRING ||
+            strlen(json_node_get_string(st)) >= n) {
             return false;
         }
-        p = json_ws(p);
-        if (*p != ',') {
-            return false;
-        }
-        p = json_ws(p + 1);
+        g_strlcpy(state, json_node_get_string(st), n);
+        *gen = g && json_node_get_value_type(g) == G_TYPE_INT64 ?
+               (uint64_t)json_node_get_int(g) : 0;
+        return true;
     }
     return false;
 }
