@@ -141,7 +141,7 @@ void mark_job_restarted(const struct host *h, int n)
     static const char key[] = "export CXLPOD_RESTARTED=";
     char line[64];
     snprintf(line, sizeof(line), "%s%d\n", key, n);
-    struct buf b = { 0 };
+    GString *b = g_string_new(NULL);
     char *old = NULL;
     if (strncmp(job, key, strlen(key)) == 0) {
         old = job;
@@ -152,26 +152,26 @@ void mark_job_restarted(const struct host *h, int n)
         /* marked by an earlier restart: replace that line */
         char *nl = memchr(old, '\n', len - (size_t)(old - job));
         size_t rest = nl ? (size_t)(nl + 1 - job) : len;
-        buf_append(&b, job, (size_t)(old - job));
-        buf_puts(&b, line);
-        buf_append(&b, job + rest, len - rest);
+        g_string_append_len(b, job, (size_t)(old - job));
+        g_string_append(b, line);
+        g_string_append_len(b, job + rest, len - rest);
     } else {
         size_t split = 0;
         if (len >= 2 && job[0] == '#' && job[1] == '!') {
             char *nl = memchr(job, '\n', len);
             split = nl ? (size_t)(nl + 1 - job) : len;
         }
-        buf_append(&b, job, split);
+        g_string_append_len(b, job, split);
         if (split && job[split - 1] != '\n') {
-            buf_puts(&b, "\n");
+            g_string_append(b, "\n");
         }
-        buf_puts(&b, line);
-        buf_append(&b, job + split, len - split);
+        g_string_append(b, line);
+        g_string_append_len(b, job + split, len - split);
     }
-    if (!write_file(h->hp.job, b.p, b.len, 0755)) {
+    if (!write_file(h->hp.job, b->str, b->len, 0755)) {
         msg("host %d: cannot update %s: %s", h->id, h->hp.job, strerror(errno));
     }
-    free(b.p);
+    g_string_free(b, TRUE);
     free(job);
 }
 
@@ -235,7 +235,7 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     h->pid = pid;
     h->runs++;
     h->t_start = now_s();
-    h->run_base = h->log.len;
+    h->run_base = h->log->len;
     h->frozen_len = 0;
     h->parsed = false;
     h->t_output = h->t_start;
@@ -264,7 +264,7 @@ void read_log(struct host *h)
         }
     }
     char tmp[65536];
-    size_t before = h->log.len;
+    size_t before = h->log->len;
     for (;;) {
         ssize_t r = read(h->logfd, tmp, sizeof(tmp));
         if (r < 0 && errno == EINTR) {
@@ -273,18 +273,18 @@ void read_log(struct host *h)
         if (r <= 0) {
             break;
         }
-        buf_append(&h->log, tmp, (size_t)r);
+        g_string_append_len(h->log, tmp, (size_t)r);
     }
-    if (h->log.len == before && h->parsed) {
+    if (h->log->len == before && h->parsed) {
         return;
     }
-    if (h->log.len != before) {
+    if (h->log->len != before) {
         h->t_output = now_s();
     }
     h->parsed = true;
     /* after an injected SIGKILL nothing later belongs to that run */
-    size_t len = h->frozen_len ? h->frozen_len : h->log.len;
-    parse_log(h->log.p + h->run_base, len - h->run_base, &h->rep);
+    size_t len = h->frozen_len ? h->frozen_len : h->log->len;
+    parse_log(h->log->str + h->run_base, len - h->run_base, &h->rep);
 }
 
 /* ------------------------------------------------------------------ */
@@ -310,8 +310,8 @@ void follow_output(struct host *h, bool final)
     if (!r->begun) {
         return;
     }
-    const char *base = h->log.p + h->run_base;
-    size_t avail = h->log.len - h->run_base;
+    const char *base = h->log->str + h->run_base;
+    size_t avail = h->log->len - h->run_base;
     size_t pos = h->follow_pos > r->out_start ? h->follow_pos : r->out_start;
     size_t lim = r->ended ? r->out_end : avail;
     while (pos < lim) {
@@ -341,8 +341,8 @@ void follow_output(struct host *h, bool final)
 
 void announce_errors(struct host *h, bool quiet)
 {
-    const char *base = h->log.p + h->run_base;
-    size_t len = h->log.len - h->run_base;
+    const char *base = h->log->str + h->run_base;
+    size_t len = h->log->len - h->run_base;
     /* only complete lines: the last one may still be arriving */
     while (len > 0 && base[len - 1] != '\n') {
         len--;
@@ -376,7 +376,7 @@ void send_term(struct host *h, double t)
 void show_qemu_tails(const struct host *h, int console_lines)
 {
     show_tail(h->hp.err, 12, "  qemu-err| ");
-    if (h->log.len > h->run_base) {
+    if (h->log->len > h->run_base) {
         fprintf(stderr, "  last console lines:\n");
         show_tail(h->hp.log, console_lines, "  console| ");
     }

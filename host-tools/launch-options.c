@@ -701,17 +701,17 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
                 strerror(errno));
         }
     } else if (o->job_cmd.n) {
-        struct buf b = { 0 };
-        buf_puts(&b, "#!/bin/sh\n");
+        GString *b = g_string_new(NULL);
+        g_string_append(b, "#!/bin/sh\n");
         for (int i = 0; i < o->job_cmd.n; i++) {
             if (i) {
-                buf_puts(&b, " ");
+                g_string_append(b, " ");
             }
-            buf_puts(&b, o->job_cmd.v[i]);
+            g_string_append(b, o->job_cmd.v[i]);
         }
-        buf_puts(&b, "\n");
-        common = b.p;
-        common_len = b.len;
+        g_string_append(b, "\n");
+        common_len = b->len;
+        common = g_string_free(b, FALSE);
     }
     bool any = false;
     for (int h = 0; h < o->nhosts; h++) {

@@ -340,27 +340,27 @@ void parse_log(const char *log, size_t len, struct guest_report *r)
 char *extract_output(const char *log, const struct guest_report *r,
                             size_t *lenp)
 {
-    struct buf b = { 0 };
-    buf_append(&b, "", 0);
+    GString *b = g_string_new(NULL);
+    g_string_append_len(b, "", 0);
     if (r->begun && r->ended && r->out_end >= r->out_start) {
         for (size_t i = r->out_start; i < r->out_end; i++) {
             if (log[i] != '\r') {
-                buf_append(&b, &log[i], 1);
+                g_string_append_len(b, &log[i], 1);
             }
         }
-        if (b.len && b.p[b.len - 1] != '\n') {
-            buf_append(&b, "\n", 1);
+        if (b->len && b->str[b->len - 1] != '\n') {
+            g_string_append_len(b, "\n", 1);
         }
     }
-    *lenp = b.len;
-    return b.p;
+    *lenp = b->len;
+    return g_string_free(b, FALSE);
 }
 
 /* Collect @@CXLPOD-ERROR lines (without CRs), one per line. */
 char *collect_errors(const char *log, size_t len, int *count)
 {
-    struct buf b = { 0 };
-    buf_append(&b, "", 0);
+    GString *b = g_string_new(NULL);
+    g_string_append_len(b, "", 0);
     *count = 0;
     const char *p = log, *lim = log + len;
     while ((p = memmem_str(p, (size_t)(lim - p), MARK_ERROR)) != NULL) {
@@ -368,12 +368,12 @@ char *collect_errors(const char *log, size_t len, int *count)
         const char *e = eol ? eol : lim;
         for (const char *c = p; c < e; c++) {
             if (*c != '\r') {
-                buf_append(&b, c, 1);
+                g_string_append_len(b, c, 1);
             }
         }
-        buf_append(&b, "\n", 1);
+        g_string_append_len(b, "\n", 1);
         (*count)++;
         p = e;
     }
-    return b.p;
+    return g_string_free(b, FALSE);
 }

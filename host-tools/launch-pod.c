@@ -21,7 +21,7 @@ int run(struct opts *o)
     for (int i = 0; i < o->nhosts; i++) {
         g_hosts[i].id = i;
         g_hosts[i].logfd = -1;
-        buf_append(&g_hosts[i].log, "", 0);     /* never a NULL buffer */
+        g_hosts[i].log = g_string_new(NULL);
         host_paths_init(&g_hosts[i].hp, o->workdir, i);
     }
 
@@ -164,10 +164,10 @@ int run(struct opts *o)
                         if (from < h->run_base) {
                             from = h->run_base;
                         }
-                        fire = h->log.len > from &&
-                               memmem(h->log.p + from, h->log.len - from,
+                        fire = h->log->len > from &&
+                               memmem(h->log->str + from, h->log->len - from,
                                       ks->pattern, plen) != NULL;
-                        h->kill_scan[k] = h->log.len;
+                        h->kill_scan[k] = h->log->len;
                         if (fire && ks->random) {
                             h->kill_anchor[k] = t;
                             fire = false;
@@ -195,7 +195,7 @@ int run(struct opts *o)
                         h->kill_fired[k] = true;
                         kill_qemu(h->pid, SIGKILL);
                         h->end = END_KILLED;
-                        h->frozen_len = h->log.len;
+                        h->frozen_len = h->log->len;
                         h->killed_once = true;
                         h->t_killed = t;
                         h->term_sent = true;    /* no further SIGTERM */
@@ -341,15 +341,15 @@ int run(struct opts *o)
 
     /* results */
     int status = EXIT_OK;
-    struct buf json = { 0 };
-    buf_puts(&json, "{\"workdir\":");
-    json_string(&json, o->workdir, strlen(o->workdir));
+    GString *json = g_string_new(NULL);
+    g_string_append(json, "{\"workdir\":");
+    json_string(json, o->workdir, strlen(o->workdir));
     {
         char tmp[128];
         snprintf(tmp, sizeof(tmp), ",\"accel\":\"%s\",\"hosts\":%d,"
                  "\"wall_s\":%.2f,\"results\":[", accel_name(accel), o->nhosts,
                  wall);
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
     }
 
     if (!o->interactive) {
@@ -361,7 +361,7 @@ int run(struct opts *o)
             /* a job that did not finish (killed, timed out, QEMU died):
              * its output up to the end of the log */
             struct guest_report r = h->rep;
-            size_t loglen = (h->frozen_len ? h->frozen_len : h->log.len) -
+            size_t loglen = (h->frozen_len ? h->frozen_len : h->log->len) -
                             h->run_base;
             bool partial = !r.ended;
             if (partial) {
@@ -369,7 +369,7 @@ int run(struct opts *o)
                 r.out_end = loglen;
             }
             size_t n;
-            char *out = extract_output(h->log.p + h->run_base, &r, &n);
+            char *out = extract_output(h->log->str + h->run_base, &r, &n);
             if (!write_file(h->hp.out, out, n, 0644)) {
                 msg("cannot write %s: %s", h->hp.out, strerror(errno));
             }
@@ -429,8 +429,8 @@ int run(struct opts *o)
             state = "no-result";
         }
         int nerr;
-        char *errs = collect_errors(h->log.p + h->run_base,
-                                    h->log.len - h->run_base, &nerr);
+        char *errs = collect_errors(h->log->str + h->run_base,
+                                    h->log->len - h->run_base, &nerr);
         if (nerr && h->end != END_KILLED) {
             ok = false;
         }
@@ -458,50 +458,50 @@ int run(struct opts *o)
         char tmp[256];
         snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"status\":\"%s\",\"rc\":",
                  i ? "," : "", i, state);
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         if (h->rep.ended) {
             snprintf(tmp, sizeof(tmp), "%d", h->rep.rc);
         } else {
             snprintf(tmp, sizeof(tmp), "null");
         }
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         snprintf(tmp, sizeof(tmp), ",\"killed\":%s,\"restarted\":%s,"
                  "\"boot_s\":", h->killed_once ? "true" : "false",
                  h->killed_once && h->runs > 1 ? "true" : "false");
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         if (h->t_ready > 0) {
             snprintf(tmp, sizeof(tmp), "%.2f", h->t_ready - h->t_start);
         } else {
             snprintf(tmp, sizeof(tmp), "null");
         }
-        buf_puts(&json, tmp);
-        buf_puts(&json, ",\"qemu_exit\":");
-        json_string(&json, qs, strlen(qs));
+        g_string_append(json, tmp);
+        g_string_append(json, ",\"qemu_exit\":");
+        json_string(json, qs, strlen(qs));
         snprintf(tmp, sizeof(tmp), ",\"kills\":%d,\"runs\":%d,"
                  "\"exit_table_state\":", h->kills, h->runs);
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         if (h->exit_state[0]) {
-            json_string(&json, h->exit_state, strlen(h->exit_state));
+            json_string(json, h->exit_state, strlen(h->exit_state));
         } else {
-            buf_puts(&json, "null");
+            g_string_append(json, "null");
         }
-        buf_puts(&json, ",\"errors\":[");
+        g_string_append(json, ",\"errors\":[");
         const char *p = errs;
         bool first = true;
         while (*p) {
             const char *eol = strchr(p, '\n');
             size_t n = eol ? (size_t)(eol - p) : strlen(p);
             if (!first) {
-                buf_puts(&json, ",");
+                g_string_append(json, ",");
             }
             first = false;
-            json_string(&json, p, n);
+            json_string(json, p, n);
             p += n + (eol ? 1 : 0);
         }
-        buf_puts(&json, "]}");
+        g_string_append(json, "]}");
         free(errs);
     }
-    buf_puts(&json, "]");
+    g_string_append(json, "]");
 
     /* injected kills: how fast the survivors' host table showed them */
     for (int i = 0; i < o->nhosts; i++) {
@@ -517,7 +517,7 @@ int run(struct opts *o)
         int np = read_pool_hosts(o->pool, o->nhosts, pst, pgen);
         if (np > 0) {
             printf("pool host table after the run:");
-            buf_puts(&json, ",\"pool_hosts\":[");
+            g_string_append(json, ",\"pool_hosts\":[");
             for (int i = 0; i < np; i++) {
                 /* every QEMU is gone now: "live" means it died unnoticed */
                 printf(" host %d %s gen %llu%s", i, pool_state_name(pst[i]),
@@ -526,9 +526,9 @@ int run(struct opts *o)
                 snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"state\":\"%s\","
                          "\"generation\":%llu}", i ? "," : "", i,
                          pool_state_name(pst[i]), (unsigned long long)pgen[i]);
-                buf_puts(&json, tmp);
+                g_string_append(json, tmp);
             }
-            buf_puts(&json, "]");
+            g_string_append(json, "]");
         }
     }
     if (g_n_kill_recs > 0) {
@@ -572,40 +572,40 @@ int run(struct opts *o)
         } else {
             snprintf(tmp, sizeof(tmp), ",\"kill_seed\":null");
         }
-        buf_puts(&json, tmp);
-        buf_puts(&json, ",\"detect_ms_max\":");
+        g_string_append(json, tmp);
+        g_string_append(json, ",\"detect_ms_max\":");
         if (nlat) {
             snprintf(tmp, sizeof(tmp), "%.3f,\"detect_ms_median\":%.3f",
                      mx * 1e3, med * 1e3);
         } else {
             snprintf(tmp, sizeof(tmp), "null,\"detect_ms_median\":null");
         }
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         snprintf(tmp, sizeof(tmp), ",\"kills_seen\":%d,\"kills\":[", nlat);
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
         for (int k = 0; k < g_n_kill_recs; k++) {
             const struct kill_rec *kr = &g_kill_recs[k];
             snprintf(tmp, sizeof(tmp), "%s{\"host\":%d,\"run\":%d,\"t_s\":%.3f,"
                      "\"after_start_s\":%.3f,\"delay_s\":", k ? "," : "",
                      kr->host, kr->run, kr->t, kr->after_s);
-            buf_puts(&json, tmp);
+            g_string_append(json, tmp);
             if (kr->delay_s >= 0) {
                 snprintf(tmp, sizeof(tmp), "%.3f", kr->delay_s);
             } else {
                 snprintf(tmp, sizeof(tmp), "null");
             }
-            buf_puts(&json, tmp);
+            g_string_append(json, tmp);
             snprintf(tmp, sizeof(tmp), ",\"seen_by\":%d,\"generation\":%llu,"
                      "\"detect_ms\":", kr->seen_by, (unsigned long long)kr->gen);
-            buf_puts(&json, tmp);
+            g_string_append(json, tmp);
             if (kr->detect_s >= 0) {
                 snprintf(tmp, sizeof(tmp), "%.3f}", kr->detect_s * 1e3);
             } else {
                 snprintf(tmp, sizeof(tmp), "null}");
             }
-            buf_puts(&json, tmp);
+            g_string_append(json, tmp);
         }
-        buf_puts(&json, "]");
+        g_string_append(json, "]");
         free(lat);
     }
     if (timed_out) {
@@ -618,16 +618,16 @@ int run(struct opts *o)
         char tmp[96];
         snprintf(tmp, sizeof(tmp), ",\"ok\":%s,\"exit\":%d}",
                  status == EXIT_OK ? "true" : "false", status);
-        buf_puts(&json, tmp);
+        g_string_append(json, tmp);
     }
     fflush(stdout);
     if (!o->quiet) {
         msg("wall time %.1f s; logs in %s", wall, o->workdir);
     }
     if (o->json) {
-        printf("%s\n", json.p);
+        printf("%s\n", json->str);
     }
     fflush(stdout);
-    free(json.p);
+    g_string_free(json, TRUE);
     return status;
 }

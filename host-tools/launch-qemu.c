@@ -289,7 +289,7 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     char *size = fmt_size(o->size);
     uint64_t win = o->size > 4 * GIB ? o->size : 4 * GIB;
     char *winsz = fmt_size(win);
-    struct buf dev = { 0 };
+    GString *dev = g_string_new(NULL);
 
     /* CXL topology shared by both devices: one host bridge, one root port. */
     strv_add(a, "-device");
@@ -302,7 +302,7 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
         strv_add(a, "-object");
         strv_addf(a, "memory-backend-file,id=cxl-mem0,share=on,mem-path=%s,"
                   "size=%s", pool, size);
-        buf_puts(&dev, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
+        g_string_append(dev, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
                  "id=cxl-vmem0");
         break;
     case DEV_CXL_SHM: {
@@ -310,18 +310,18 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
                             "size=%s,host-id=%d,max-hosts=%d",
                             pool, size, host,
                             o->max_hosts ? o->max_hosts : o->nhosts);
-        buf_puts(&dev, s);
+        g_string_append(dev, s);
         free(s);
         {
             char *cs = fmt_size(o->coherent_size);
             s = xasprintf(",coherent-size=%s", cs);
-            buf_puts(&dev, s);
+            g_string_append(dev, s);
             free(s);
             free(cs);
         }
         if (o->latency_ns >= 0) {
             s = xasprintf(",latency-ns=%ld", o->latency_ns);
-            buf_puts(&dev, s);
+            g_string_append(dev, s);
             free(s);
         }
         break;
@@ -333,14 +333,14 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
         if (only >= 0 && only != host) {
             continue;
         }
-        buf_puts(&dev, ",");
-        buf_puts(&dev, kv);
+        g_string_append(dev, ",");
+        g_string_append(dev, kv);
     }
     strv_add(a, "-device");
-    strv_add(a, dev.p);
+    strv_add(a, dev->str);
     strv_add(a, "-M");
     strv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
-    free(dev.p);
+    g_string_free(dev, TRUE);
     free(pool);
     free(size);
     free(winsz);
@@ -417,13 +417,13 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
 
 char *argv_to_shell(const struct strv *a)
 {
-    struct buf b = { 0 };
+    GString *b = g_string_new(NULL);
     for (int i = 0; i < a->n; i++) {
         if (i) {
-            buf_puts(&b, " ");
+            g_string_append(b, " ");
         }
-        shell_quote(&b, a->v[i]);
+        shell_quote(b, a->v[i]);
     }
-    buf_puts(&b, "\n");
-    return b.p;
+    g_string_append(b, "\n");
+    return g_string_free(b, FALSE);
 }

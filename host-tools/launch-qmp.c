@@ -11,8 +11,8 @@
 /* what the survivors see: their host table over QMP                   */
 
 static int unix_connect(const char *path);
-static char *read_line_fd(int fd, struct buf *pending, int timeout_ms);
-static char *qmp_exchange(int s, struct buf *pending, const char *cmd);
+static char *read_line_fd(int fd, GString *pending, int timeout_ms);
+static char *qmp_exchange(int s, GString *pending, const char *cmd);
 
 #define DETECT_POLL_MS 2
 #define LEFT_LIMIT_S 2.0    /* a clean exit not in the table by then */
@@ -36,7 +36,7 @@ static int pick_survivor(int not, int skip)
 }
 
 /* A QMP session with host i (greeting and capabilities done); -1 if not. */
-static int qmp_open(int i, struct buf *pending)
+static int qmp_open(int i, GString *pending)
 {
     int s = unix_connect(g_hosts[i].hp.qmp);
     if (s < 0) {
@@ -66,16 +66,16 @@ static int qmp_open(int i, struct buf *pending)
 static int watch_host_state(int sv, int host, const char *from, double deadline,
                             char *state, size_t n, uint64_t *gen, double *t_seen)
 {
-    struct buf pending = { 0 };
-    int s = qmp_open(sv, &pending);
+    GString *pending = g_string_new(NULL);
+    int s = qmp_open(sv, pending);
     int ret = -1;
     snprintf(state, n, "?");
     if (s < 0) {
-        free(pending.p);
+        g_string_free(pending, TRUE);
         return -1;
     }
     for (;;) {
-        char *r = qmp_exchange(s, &pending, "{\"execute\":\"query-cxl-shm\"}");
+        char *r = qmp_exchange(s, pending, "{\"execute\":\"query-cxl-shm\"}");
         double t = now_s();
         if (!r || !qmp_host_state(r, host, state, n, gen)) {
             free(r);
@@ -94,7 +94,7 @@ static int watch_host_state(int sv, int host, const char *from, double deadline,
         poll(NULL, 0, DETECT_POLL_MS);
     }
     close(s);
-    free(pending.p);
+    g_string_free(pending, TRUE);
     return ret;
 }
 
@@ -245,20 +245,19 @@ static int unix_connect(const char *path)
 }
 
 /* Read one line (QMP messages are one JSON object per line). */
-static char *read_line_fd(int fd, struct buf *pending, int timeout_ms)
+static char *read_line_fd(int fd, GString *pending, int timeout_ms)
 {
     for (;;) {
-        char *nl = pending->len ? memchr(pending->p, '\n', pending->len) : NULL;
+        char *nl = pending->len ? memchr(pending->str, '\n', pending->len) : NULL;
         if (nl) {
-            size_t n = (size_t)(nl - pending->p);
+            size_t n = (size_t)(nl - pending->str);
             char *line = xmalloc(n + 1);
-            memcpy(line, pending->p, n);
+            memcpy(line, pending->str, n);
             line[n] = '\0';
             if (n && line[n - 1] == '\r') {
                 line[n - 1] = '\0';
             }
-            memmove(pending->p, nl + 1, pending->len - n - 1);
-            pending->len -= n + 1;
+            g_string_erase(pending, 0, (gssize)(n + 1));
             return line;
         }
         struct pollfd pf = { .fd = fd, .events = POLLIN };
@@ -271,12 +270,12 @@ static char *read_line_fd(int fd, struct buf *pending, int timeout_ms)
         if (got <= 0) {
             return NULL;
         }
-        buf_append(pending, tmp, (size_t)got);
+        g_string_append_len(pending, tmp, (size_t)got);
     }
 }
 
 /* Send a command; return the first non-event reply line (or NULL). */
-static char *qmp_exchange(int s, struct buf *pending, const char *cmd)
+static char *qmp_exchange(int s, GString *pending, const char *cmd)
 {
     if (!write_all(s, cmd, strlen(cmd)) || !write_all(s, "\n", 1)) {
         return NULL;
@@ -305,13 +304,13 @@ int qmp_main(int argc, char **argv)
             strerror(errno), host);
     }
     signal(SIGPIPE, SIG_IGN);
-    struct buf pending = { 0 };
-    char *greeting = read_line_fd(s, &pending, 10000);
+    GString *pending = g_string_new(NULL);
+    char *greeting = read_line_fd(s, pending, 10000);
     if (!greeting || !strstr(greeting, "\"QMP\"")) {
         die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
     }
     free(greeting);
-    char *r = qmp_exchange(s, &pending, "{\"execute\":\"qmp_capabilities\"}");
+    char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
     if (!r || !strstr(r, "\"return\"")) {
         die(EXIT_JOBFAIL, "%s: qmp_capabilities failed: %s", path, r ? r : "EOF");
     }
@@ -323,7 +322,7 @@ int qmp_main(int argc, char **argv)
     } else {
         cmd = xasprintf("{\"execute\":\"%s\"}", argv[4]);
     }
-    r = qmp_exchange(s, &pending, cmd);
+    r = qmp_exchange(s, pending, cmd);
     if (!r) {
         die(EXIT_JOBFAIL, "%s: no reply to %s", path, argv[4]);
     }
@@ -331,7 +330,7 @@ int qmp_main(int argc, char **argv)
     int status = strstr(r, "\"return\"") ? EXIT_OK : EXIT_JOBFAIL;
     free(r);
     free(cmd);
-    free(pending.p);
+    g_string_free(pending, TRUE);
     free(path);
     close(s);
     return status;

@@ -142,26 +142,6 @@ void strv_free(struct strv *a)
 }
 
 
-void buf_append(struct buf *b, const char *data, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void buf_puts(struct buf *b, const char *s)
-{
-    buf_append(b, s, strlen(s));
-}
-
 /*
  * QEMU option values (key=value,key=value): a comma inside a value must be
  * doubled.  Returns a new string.
@@ -184,7 +164,7 @@ char *qemu_opt_escape(const char *s)
 }
 
 /* Quote for a POSIX shell (for the .cmdline files and --dry-run). */
-void shell_quote(struct buf *b, const char *s)
+void shell_quote(GString *b, const char *s)
 {
     bool plain = *s != '\0';
     for (const char *p = s; *p; p++) {
@@ -194,42 +174,42 @@ void shell_quote(struct buf *b, const char *s)
         }
     }
     if (plain) {
-        buf_puts(b, s);
+        g_string_append(b, s);
         return;
     }
-    buf_puts(b, "'");
+    g_string_append(b, "'");
     for (const char *p = s; *p; p++) {
         if (*p == '\'') {
-            buf_puts(b, "'\\''");
+            g_string_append(b, "'\\''");
         } else {
-            buf_append(b, p, 1);
+            g_string_append_len(b, p, 1);
         }
     }
-    buf_puts(b, "'");
+    g_string_append(b, "'");
 }
 
-void json_string(struct buf *b, const char *s, size_t n)
+void json_string(GString *b, const char *s, size_t n)
 {
-    buf_puts(b, "\"");
+    g_string_append(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char tmp[8];
         if (c == '"' || c == '\\') {
             tmp[0] = '\\';
             tmp[1] = (char)c;
-            buf_append(b, tmp, 2);
+            g_string_append_len(b, tmp, 2);
         } else if (c == '\n') {
-            buf_puts(b, "\\n");
+            g_string_append(b, "\\n");
         } else if (c == '\t') {
-            buf_puts(b, "\\t");
+            g_string_append(b, "\\t");
         } else if (c < 0x20 || c == 0x7f) {
             snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-            buf_puts(b, tmp);
+            g_string_append(b, tmp);
         } else {
-            buf_append(b, (const char *)&c, 1);
+            g_string_append_len(b, (const char *)&c, 1);
         }
     }
-    buf_puts(b, "\"");
+    g_string_append(b, "\"");
 }
 
 bool write_file(const char *path, const char *data, size_t n, mode_t mode)
@@ -258,37 +238,18 @@ bool write_file(const char *path, const char *data, size_t n, mode_t mode)
 /* Read a whole file; NULL on error (errno set). */
 char *read_file(const char *path, size_t *lenp)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    char *data;
+    gsize len;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(path, &data, &len, &err)) {
+        errno = err->domain == G_FILE_ERROR && err->code == G_FILE_ERROR_NOENT ?
+                ENOENT : err->code == G_FILE_ERROR_ACCES ? EACCES : EIO;
         return NULL;
     }
-    struct buf b = { 0 };
-    char tmp[65536];
-    for (;;) {
-        ssize_t r = read(fd, tmp, sizeof(tmp));
-        if (r < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            int e = errno;
-            close(fd);
-            free(b.p);
-            errno = e;
-            return NULL;
-        }
-        if (r == 0) {
-            break;
-        }
-        buf_append(&b, tmp, (size_t)r);
-    }
-    close(fd);
-    if (!b.p) {
-        buf_append(&b, "", 0);
-    }
     if (lenp) {
-        *lenp = b.len;
+        *lenp = len;
     }
-    return b.p;
+    return data;
 }
 
 /* ------------------------------------------------------------------ */

@@ -43,6 +43,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <glib.h>
+
 #define PROG "cxlpod-launch"
 
 #define MIB (1024ULL * 1024ULL)
@@ -84,12 +86,6 @@ enum accel { ACCEL_AUTO, ACCEL_TCG, ACCEL_KVM };
 struct strv {
     char **v;
     int n, cap;
-};
-
-/* Growable byte buffer. */
-struct buf {
-    char *p;
-    size_t len, cap;
 };
 
 /*
@@ -201,7 +197,7 @@ struct host {
     double t_start;         /* start time of the current run */
     double t_ready, t_end;  /* when READY / END were first seen (0: not) */
     int logfd;
-    struct buf log;         /* everything read from host%d.log */
+    GString *log;           /* everything read from host%d.log */
     size_t run_base;        /* offset in log where the current run starts */
     size_t frozen_len;      /* killed run: log length at the kill (0: none) */
     bool parsed;            /* rep is up to date with log */
@@ -245,11 +241,9 @@ void strv_add(struct strv *a, const char *s);
 void strv_addf(struct strv *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void strv_free(struct strv *a);
-void buf_append(struct buf *b, const char *data, size_t n);
-void buf_puts(struct buf *b, const char *s);
 char *qemu_opt_escape(const char *s);
-void shell_quote(struct buf *b, const char *s);
-void json_string(struct buf *b, const char *s, size_t n);
+void shell_quote(GString *b, const char *s);
+void json_string(GString *b, const char *s, size_t n);
 bool write_file(const char *path, const char *data, size_t n, mode_t mode);
 char *read_file(const char *path, size_t *lenp);
 const char *accel_name(enum accel a);

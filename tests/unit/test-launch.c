@@ -372,14 +372,13 @@ static void test_restarted(void)
 /* shell quoting and JSON strings */
 static void test_quote(void)
 {
-    struct buf b = { 0 };
-    shell_quote(&b, "it's");
-    g_assert_true(!strcmp(b.p, "'it'\\''s'"));
-    free(b.p);
-    b = (struct buf){ 0 };
-    json_string(&b, "a\"b\n\x01", 5);
-    g_assert_true(!strcmp(b.p, "\"a\\\"b\\n\\u0001\""));
-    free(b.p);
+    GString *b = g_string_new(NULL);
+    shell_quote(b, "it's");
+    g_assert_cmpstr(b->str, ==, "'it'\\''s'");
+    g_string_truncate(b, 0);
+    json_string(b, "a\"b\n\x01", 5);
+    g_assert_cmpstr(b->str, ==, "\"a\\\"b\\n\\u0001\"");
+    g_string_free(b, TRUE);
 }
 
 /* a pod file in a new temporary folder; returns its path */
