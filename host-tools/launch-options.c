@@ -1,5 +1,7 @@
 /*
- * The command line of a pod run: usage, option parsing and cross-checks,
+ * The command line of a pod run: usage, option parsing (GOptionContext, in
+ * two passes: --config first, then the other options over it), the
+ * cross-checks,
  * default paths, the work directory, the pool file and the job scripts.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -403,62 +405,164 @@ void opts_drop_host_jobs(struct opts *o, int n)
     o->n_host_jobs -= n;
 }
 
+/* What the option callbacks of the two GOptionContext passes share. */
+struct parse_state {
+    struct opts *o;
+    int pass;               /* 1: only --config and --help; 2: the rest */
+    char *config;           /* --config FILE */
+    bool cfg_job;           /* the file gave a common job */
+    int cfg_host_jobs;      /* ... and this many --job-host entries */
+    bool cfg_interactive;
+};
+
+static const struct option *find_long(const char *name)
+{
+    for (const struct option *lo = long_opts; lo->name; lo++) {
+        if (name[0] == '-' && name[1] == '-' ? !strcmp(lo->name, name + 2)
+                                             : lo->val == name[1]) {
+            return lo;
+        }
+    }
+    return NULL;
+}
+
+/* GOptionContext calls this for every option, in command-line order. */
+static gboolean on_option(const gchar *name, const gchar *value,
+                          gpointer data, GError **error)
+{
+    struct parse_state *ps = data;
+    struct opts *o = ps->o;
+    const struct option *lo = find_long(name);
+    int c = lo ? lo->val : 0;
+
+    (void)error;
+    if (ps->pass == 1) {
+        if (c == OPT_CONFIG) {
+            if (ps->config) {
+                die(EXIT_USAGE, "give --config once");
+            }
+            ps->config = g_strdup(value);
+        } else if (c == 'h') {
+            usage(stdout);
+            exit(EXIT_OK);
+        }
+        return TRUE;
+    }
+    if (c == OPT_CONFIG) {
+        return TRUE;
+    }
+    /* a job on the command line replaces the file's job; --interactive
+     * drops the file's jobs, and a job drops the file's interactive */
+    if ((c == OPT_JOB || c == OPT_INTERACTIVE) && ps->cfg_job) {
+        opts_drop_common_job(o);
+        ps->cfg_job = false;
+    }
+    if (c == OPT_INTERACTIVE && ps->cfg_host_jobs) {
+        opts_drop_host_jobs(o, ps->cfg_host_jobs);
+        ps->cfg_host_jobs = 0;
+    }
+    if ((c == OPT_JOB || c == OPT_JOB_HOST) && ps->cfg_interactive) {
+        o->interactive = false;
+        ps->cfg_interactive = false;
+    }
+    apply_opt(o, c, value, NULL);
+    return TRUE;
+}
+
+/*
+ * One GOptionContext pass over a copy of argv; returns the words after
+ * the options (the job command, "--" removed).  getopt's attached short
+ * values (-n2, -w/tmp/x) are split first so that they keep working.
+ */
+static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
+{
+    static GOptionEntry entries[G_N_ELEMENTS(long_opts)];
+    GPtrArray *words = g_ptr_array_new();
+    bool options = true;
+
+    for (size_t i = 0; long_opts[i].name; i++) {
+        const struct option *lo = &long_opts[i];
+        entries[i] = (GOptionEntry) {
+            .long_name = lo->name,
+            .short_name = lo->val < 256 ? (gchar)lo->val : 0,
+            .flags = lo->has_arg == no_argument ? G_OPTION_FLAG_NO_ARG : 0,
+            .arg = G_OPTION_ARG_CALLBACK,
+            .arg_data = (gpointer)on_option,
+            .description = "",
+        };
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *w = argv[i];
+        if (i > 0 && options && w[0] == '-' && strchr("nw", w[1]) && w[1] &&
+            w[2]) {
+            g_ptr_array_add(words, g_strndup(w, 2));
+            g_ptr_array_add(words, g_strdup(w + 2));
+            continue;
+        }
+        if (i > 0 && (w[0] != '-' || !strcmp(w, "--"))) {
+            options = false;
+        } else if (i > 0 && options && (!strcmp(w, "-n") ||
+                   !strcmp(w, "-w") || (find_long(w) && w[1] == '-' &&
+                   find_long(w)->has_arg == required_argument)) &&
+                   i + 1 < argc) {
+            /* an option's value is never split */
+            g_ptr_array_add(words, g_strdup(w));
+            g_ptr_array_add(words, g_strdup(argv[++i]));
+            continue;
+        }
+        g_ptr_array_add(words, g_strdup(w));
+    }
+    g_ptr_array_add(words, NULL);
+    gchar **av = (gchar **)g_ptr_array_free(words, FALSE);
+
+
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    GOptionGroup *group = g_option_group_new(PROG, "", "", ps, NULL);
+    g_option_group_add_entries(group, entries);
+    g_option_context_set_main_group(ctx, group);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_strict_posix(ctx, TRUE);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse_strv(ctx, &av, &err)) {
+        fprintf(stderr, PROG ": error: %s\n", err->message);
+        fprintf(stderr, "try '" PROG " --help'\n");
+        exit(EXIT_USAGE);
+    }
+    /* what is left: argv[0], then "--" if it was given, then the job */
+    int skip = av[0] ? 1 : 0;
+    if (av[skip] && !strcmp(av[skip], "--")) {
+        skip++;
+    }
+    GStrv rest = g_strdupv(av + skip);
+    g_strfreev(av);
+    return rest;
+}
+
 /* Parse the command line (after the --config file, if any) into *o.
  * Returns normally or exits. */
 void parse_args(int argc, char **argv, struct opts *o)
 {
-    const char *config = NULL;
-    int c;
+    struct parse_state ps = { .o = o, .pass = 1 };
 
     opts_init(o);
     /* first pass: only --config, which the other options override */
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+n:w:fqh", long_opts, NULL)) != -1) {
-        if (c == OPT_CONFIG) {
-            if (config) {
-                die(EXIT_USAGE, "give --config once");
-            }
-            config = optarg;
-        }
+    g_auto(GStrv) rest1 = parse_pass(argc, argv, &ps);
+    if (ps.config) {
+        config_load(o, ps.config);
     }
-    opterr = 1;
-    if (config) {
-        config_load(o, config);
-    }
-    /* a job on the command line replaces the file's job; --interactive
-     * drops the file's jobs, and a job drops the file's interactive */
-    bool cfg_job = o->job_file || o->job_cmd.n;
-    int cfg_host_jobs = o->n_host_jobs;
-    bool cfg_interactive = o->interactive;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+n:w:fqh", long_opts, NULL)) != -1) {
-        if (c == OPT_CONFIG) {
-            continue;
-        }
-        if ((c == OPT_JOB || c == OPT_INTERACTIVE) && cfg_job) {
-            opts_drop_common_job(o);
-            cfg_job = false;
-        }
-        if (c == OPT_INTERACTIVE && cfg_host_jobs) {
-            opts_drop_host_jobs(o, cfg_host_jobs);
-            cfg_host_jobs = 0;
-        }
-        if ((c == OPT_JOB || c == OPT_JOB_HOST) && cfg_interactive) {
-            o->interactive = false;
-            cfg_interactive = false;
-        }
-        apply_opt(o, c, optarg, NULL);
-    }
-    if (optind < argc && cfg_job) {
+    ps.pass = 2;
+    ps.cfg_job = o->job_file || o->job_cmd.n;
+    ps.cfg_host_jobs = o->n_host_jobs;
+    ps.cfg_interactive = o->interactive;
+    g_auto(GStrv) rest = parse_pass(argc, argv, &ps);
+    if (rest[0] && ps.cfg_job) {
         opts_drop_common_job(o);
     }
-    if (optind < argc && cfg_interactive) {
+    if (rest[0] && ps.cfg_interactive) {
         o->interactive = false;
     }
-    for (int i = optind; i < argc; i++) {
-        strv_add(&o->job_cmd, argv[i]);
+    for (int i = 0; rest[i]; i++) {
+        strv_add(&o->job_cmd, rest[i]);
     }
 
     /* cross-checks */
