@@ -1,7 +1,7 @@
 /*
- * One host at run time: spawning its QEMU, reading its serial log,
- * marking a restarted job, stopping and reaping QEMUs, and printing its
- * output and problems.
+ * One host at run time: the pool file and job scripts before the start,
+ * spawning its QEMU, reading its serial log, marking a restarted job,
+ * stopping and reaping QEMUs, and printing its output and problems.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -380,4 +380,88 @@ void show_qemu_tails(const struct host *h, int console_lines)
         fprintf(stderr, "  last console lines:\n");
         show_tail(h->hp.log, console_lines, "  console| ");
     }
+}
+
+/* cxl-type3 maps the file as is: make sure it exists with the right size
+ * before N QEMUs race to create it. */
+void prepare_pool(const struct opts *o)
+{
+    if (o->device != DEV_CXL_TYPE3) {
+        return;     /* cxl-shm creates/joins its pool itself */
+    }
+    int fd = open(o->pool, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        die(EXIT_USAGE, "pool %s: %s", o->pool, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        die(EXIT_USAGE, "pool %s: %s", o->pool, strerror(errno));
+    }
+    if (S_ISREG(st.st_mode)) {
+        if (st.st_size == 0) {
+            if (ftruncate(fd, (off_t)o->size) < 0) {
+                die(EXIT_USAGE, "pool %s: cannot size it to %llu bytes: %s",
+                    o->pool, (unsigned long long)o->size, strerror(errno));
+            }
+        } else if ((uint64_t)st.st_size != o->size) {
+            die(EXIT_USAGE, "pool %s has %llu bytes but --size is %llu; "
+                "remove it or give the matching --size", o->pool,
+                (unsigned long long)st.st_size, (unsigned long long)o->size);
+        }
+    }
+    close(fd);
+}
+
+/* Write host%d.job for every host; returns whether a job exists. */
+bool prepare_jobs(const struct opts *o, struct host *hosts)
+{
+    char *common = NULL;
+    size_t common_len = 0;
+    if (o->job_file) {
+        common = read_file(o->job_file, &common_len);
+        if (!common) {
+            die(EXIT_USAGE, "cannot read job file %s: %s", o->job_file,
+                strerror(errno));
+        }
+    } else if (o->job_cmd.n) {
+        GString *b = g_string_new(NULL);
+        g_string_append(b, "#!/bin/sh\n");
+        for (int i = 0; i < o->job_cmd.n; i++) {
+            if (i) {
+                g_string_append(b, " ");
+            }
+            g_string_append(b, o->job_cmd.v[i]);
+        }
+        g_string_append(b, "\n");
+        common_len = b->len;
+        common = g_string_free(b, FALSE);
+    }
+    bool any = false;
+    for (int h = 0; h < o->nhosts; h++) {
+        const char *data = common;
+        size_t len = common_len;
+        char *own = NULL;
+        for (int i = 0; i < o->n_host_jobs; i++) {
+            if (o->host_jobs[i].host == h) {
+                free(own);
+                own = read_file(o->host_jobs[i].file, &len);
+                if (!own) {
+                    die(EXIT_USAGE, "cannot read job file %s: %s",
+                        o->host_jobs[i].file, strerror(errno));
+                }
+                data = own;
+            }
+        }
+        unlink(hosts[h].hp.job);
+        if (data) {
+            if (!write_file(hosts[h].hp.job, data, len, 0755)) {
+                die(EXIT_USAGE, "cannot write %s: %s", hosts[h].hp.job,
+                    strerror(errno));
+            }
+            any = true;
+        }
+        free(own);
+    }
+    free(common);
+    return any;
 }

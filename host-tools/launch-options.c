@@ -1,8 +1,7 @@
 /*
  * The command line of a pod run: usage, option parsing (GOptionContext, in
  * two passes: --config first, then the other options over it), the
- * cross-checks,
- * default paths, the work directory, the pool file and the job scripts.
+ * cross-checks, default paths and the work directory.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -180,12 +179,14 @@ bool opts_apply_named(struct opts *o, const char *name, const char *arg,
 static void apply_opt(struct opts *o, int c, const char *optarg,
                       const char *label)
 {
+/* a bad value: named by its --config key if it came from the file */
+#define BAD(opt, why) bad(label ? label : (opt), optarg, (why))
     long v;
 
     switch (c) {
     case 'n':
         if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-            bad(label ? label : "--hosts", optarg, "need a number 1..32");
+            BAD("--hosts", "need a number 1..32");
         }
         o->nhosts = (int)v;
         break;
@@ -210,7 +211,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         } else if (!strcmp(optarg, "kvm")) {
             o->accel = ACCEL_KVM;
         } else {
-            bad(label ? label : "--accel", optarg, "expected auto, tcg or kvm");
+            BAD("--accel", "expected auto, tcg or kvm");
         }
         break;
     case OPT_POOL:
@@ -218,27 +219,27 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         break;
     case OPT_SIZE:
         if (!parse_size(optarg, &o->size) || o->size == 0) {
-            bad(label ? label : "--size", optarg, "expected a size such as 256M or 1G");
+            BAD("--size", "expected a size such as 256M or 1G");
         }
         if (o->size % POOL_ALIGN) {
-            bad(label ? label : "--size", optarg, "must be a multiple of 256 MiB");
+            BAD("--size", "must be a multiple of 256 MiB");
         }
         break;
     case OPT_COHERENT:
         if (!parse_size(optarg, &o->coherent_size)) {
-            bad(label ? label : "--coherent-size", optarg, "expected a size such as 64M");
+            BAD("--coherent-size", "expected a size such as 64M");
         }
         o->coherent_size_given = true;
         break;
     case OPT_LATENCY:
         if (!parse_int(optarg, 0, 1000000000L, &v)) {
-            bad(label ? label : "--latency-ns", optarg, "need a number of nanoseconds");
+            BAD("--latency-ns", "need a number of nanoseconds");
         }
         o->latency_ns = v;
         break;
     case OPT_MAX_HOSTS:
         if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-            bad(label ? label : "--max-hosts", optarg, "need a number 1..32");
+            BAD("--max-hosts", "need a number 1..32");
         }
         o->max_hosts = (int)v;
         break;
@@ -248,17 +249,17 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         } else if (!strcmp(optarg, "cxl-shm")) {
             o->device = DEV_CXL_SHM;
         } else {
-            bad(label ? label : "--device", optarg, "expected cxl-type3 or cxl-shm");
+            BAD("--device", "expected cxl-type3 or cxl-shm");
         }
         break;
     case OPT_DEVICE_OPT: {
         const char *kv;
         int dh = device_opt_host(optarg, &kv);
         if (!strchr(kv, '=') || kv[0] == '=') {
-            bad(label ? label : "--device-opt", optarg, "expected KEY=VALUE or I:KEY=VALUE");
+            BAD("--device-opt", "expected KEY=VALUE or I:KEY=VALUE");
         }
         if (dh >= MAX_HOSTS) {
-            bad(label ? label : "--device-opt", optarg, "host id before ':' must be 0..31");
+            BAD("--device-opt", "host id before ':' must be 0..31");
         }
         strv_add(&o->device_opts, optarg);
         break;
@@ -269,7 +270,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
     case OPT_MEM: {
         uint64_t m;
         if (!parse_size(optarg, &m) || m < 64 * MIB) {
-            bad(label ? label : "--mem", optarg, "expected a size of at least 64M");
+            BAD("--mem", "expected a size of at least 64M");
         }
         free(o->mem);
         o->mem = fmt_size(m);
@@ -277,7 +278,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
     }
     case OPT_SMP:
         if (!parse_int(optarg, 1, 64, &v)) {
-            bad(label ? label : "--smp", optarg, "need a number 1..64");
+            BAD("--smp", "need a number 1..64");
         }
         o->smp = (int)v;
         break;
@@ -293,7 +294,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &v) && colon[1];
         free(hs);
         if (!ok) {
-            bad(label ? label : "--job-host", optarg, "expected I:FILE");
+            BAD("--job-host", "expected I:FILE");
         }
         o->host_jobs = xrealloc(o->host_jobs,
                                 (o->n_host_jobs + 1) * sizeof(*o->host_jobs));
@@ -307,13 +308,13 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         break;
     case OPT_TIMEOUT:
         if (!parse_seconds(optarg, &o->timeout_s)) {
-            bad(label ? label : "--timeout", optarg, "need a number of seconds");
+            BAD("--timeout", "need a number of seconds");
         }
         o->timeout_given = true;
         break;
     case OPT_BOOT_TIMEOUT:
         if (!parse_seconds(optarg, &o->boot_timeout_s)) {
-            bad(label ? label : "--boot-timeout", optarg, "need a number of seconds");
+            BAD("--boot-timeout", "need a number of seconds");
         }
         o->boot_timeout_given = true;
         break;
@@ -321,10 +322,10 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         struct kill_spec k;
         const char *why;
         if (!parse_kill(optarg, &k, &why)) {
-            bad(label ? label : "--kill", optarg, why);
+            BAD("--kill", why);
         }
         if (o->n_kills >= 16) {
-            bad(label ? label : "--kill", optarg, "at most 16 --kill options");
+            BAD("--kill", "at most 16 --kill options");
         }
         o->kills = xrealloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
         o->kills[o->n_kills++] = k;
@@ -332,13 +333,13 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
     }
     case OPT_RESTART:
         if (!parse_int(optarg, 0, MAX_HOSTS - 1, &v)) {
-            bad(label ? label : "--restart", optarg, "need a host id");
+            BAD("--restart", "need a host id");
         }
         o->restart[v] = true;
         break;
     case OPT_RESTARTS:
         if (!parse_int(optarg, 1, 100000, &v)) {
-            bad(label ? label : "--restarts", optarg, "need a number 1..100000");
+            BAD("--restarts", "need a number 1..100000");
         }
         o->restarts = (int)v;
         o->restarts_given = true;
@@ -348,7 +349,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         errno = 0;
         unsigned long long sv = strtoull(optarg, &end, 0);
         if (errno || !*optarg || *end || *optarg == '-') {
-            bad(label ? label : "--seed", optarg, "need an unsigned number");
+            BAD("--seed", "need an unsigned number");
         }
         o->seed = sv;
         o->seed_given = true;
@@ -356,12 +357,12 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
     }
     case OPT_STALL_TIMEOUT:
         if (!parse_seconds(optarg, &o->stall_timeout_s)) {
-            bad(label ? label : "--stall-timeout", optarg, "need a number of seconds");
+            BAD("--stall-timeout", "need a number of seconds");
         }
         break;
     case OPT_STAGGER:
         if (!parse_int(optarg, 0, 3600000, &v)) {
-            bad(label ? label : "--stagger", optarg, "need milliseconds");
+            BAD("--stagger", "need milliseconds");
         }
         o->stagger_ms = v;
         break;
@@ -384,7 +385,8 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         fprintf(stderr, "try '" PROG " --help'\n");
         exit(EXIT_USAGE);
     }
-    }
+#undef BAD
+}
 
 /* Forget the common job (--job / -- COMMAND) given so far. */
 void opts_drop_common_job(struct opts *o)
@@ -761,88 +763,4 @@ void make_workdir(struct opts *o)
     if (!o->pool) {
         o->pool = xasprintf("%s/pool.img", o->workdir);
     }
-}
-
-/* cxl-type3 maps the file as is: make sure it exists with the right size
- * before N QEMUs race to create it. */
-void prepare_pool(const struct opts *o)
-{
-    if (o->device != DEV_CXL_TYPE3) {
-        return;     /* cxl-shm creates/joins its pool itself */
-    }
-    int fd = open(o->pool, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        die(EXIT_USAGE, "pool %s: %s", o->pool, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        die(EXIT_USAGE, "pool %s: %s", o->pool, strerror(errno));
-    }
-    if (S_ISREG(st.st_mode)) {
-        if (st.st_size == 0) {
-            if (ftruncate(fd, (off_t)o->size) < 0) {
-                die(EXIT_USAGE, "pool %s: cannot size it to %llu bytes: %s",
-                    o->pool, (unsigned long long)o->size, strerror(errno));
-            }
-        } else if ((uint64_t)st.st_size != o->size) {
-            die(EXIT_USAGE, "pool %s has %llu bytes but --size is %llu; "
-                "remove it or give the matching --size", o->pool,
-                (unsigned long long)st.st_size, (unsigned long long)o->size);
-        }
-    }
-    close(fd);
-}
-
-/* Write host%d.job for every host; returns whether a job exists. */
-bool prepare_jobs(const struct opts *o, struct host *hosts)
-{
-    char *common = NULL;
-    size_t common_len = 0;
-    if (o->job_file) {
-        common = read_file(o->job_file, &common_len);
-        if (!common) {
-            die(EXIT_USAGE, "cannot read job file %s: %s", o->job_file,
-                strerror(errno));
-        }
-    } else if (o->job_cmd.n) {
-        GString *b = g_string_new(NULL);
-        g_string_append(b, "#!/bin/sh\n");
-        for (int i = 0; i < o->job_cmd.n; i++) {
-            if (i) {
-                g_string_append(b, " ");
-            }
-            g_string_append(b, o->job_cmd.v[i]);
-        }
-        g_string_append(b, "\n");
-        common_len = b->len;
-        common = g_string_free(b, FALSE);
-    }
-    bool any = false;
-    for (int h = 0; h < o->nhosts; h++) {
-        const char *data = common;
-        size_t len = common_len;
-        char *own = NULL;
-        for (int i = 0; i < o->n_host_jobs; i++) {
-            if (o->host_jobs[i].host == h) {
-                free(own);
-                own = read_file(o->host_jobs[i].file, &len);
-                if (!own) {
-                    die(EXIT_USAGE, "cannot read job file %s: %s",
-                        o->host_jobs[i].file, strerror(errno));
-                }
-                data = own;
-            }
-        }
-        unlink(hosts[h].hp.job);
-        if (data) {
-            if (!write_file(hosts[h].hp.job, data, len, 0755)) {
-                die(EXIT_USAGE, "cannot write %s: %s", hosts[h].hp.job,
-                    strerror(errno));
-            }
-            any = true;
-        }
-        free(own);
-    }
-    free(common);
-    return any;
 }

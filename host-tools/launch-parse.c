@@ -1,8 +1,8 @@
 /*
  * The parsers of cxlpod-launch: sizes, numbers, --kill specs and their
- * random delays, query-cxl-shm replies (json-glib), and the job protocol markers of a
- * guest's serial log (docs/interfaces.md section 2).  No side effects:
- * tests/unit/test-launch.c checks them directly.
+ * random delays, query-cxl-shm replies (json-glib), and the job protocol
+ * markers of a guest's serial log (docs/interfaces.md section 2).  No side
+ * effects: tests/unit/test-launch.c checks them directly.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -295,6 +295,8 @@ void follow_output(struct host *h, bool final);
 void announce_errors(struct host *h, bool quiet);
 void send_term(struct host *h, double t);
 void show_qemu_tails(const struct host *h, int console_lines);
+void prepare_pool(const struct opts *o);
+bool prepare_jobs(const struct opts *o, struct host *hosts);
 
 /* launch-options.c */
 void usage(FILE *f);
@@ -306,8 +308,6 @@ void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
-void prepare_pool(const struct opts *o);
-bool prepare_jobs(const struct opts *o, struct host *hosts);
 
 /* launch-qmp.c */
 int kill_runs(const struct opts *o, int host);
