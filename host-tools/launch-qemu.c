@@ -1,0 +1,429 @@
+/*
+ * What a guest's QEMU is started with: the repository root and default
+ * paths, the accelerator probe, the pool device arguments and the whole
+ * QEMU command line of one host.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "launch.h"
+
+/* repository root and default paths                                   */
+
+static bool looks_like_top(const char *dir)
+{
+    char *a = xasprintf("%s/docs/interfaces.md", dir);
+    char *b = xasprintf("%s/host-tools", dir);
+    bool ok = is_file(a) && is_dir(b);
+    free(a);
+    free(b);
+    return ok;
+}
+
+/* $CXLPOD_TOP, else the first ancestor of the executable that looks like
+ * the cxlpod repository.  NULL if neither works. */
+char *find_top(void)
+{
+    const char *env = getenv("CXLPOD_TOP");
+    if (env && *env) {
+        if (!is_dir(env)) {
+            die(EXIT_USAGE, "CXLPOD_TOP=%s is not a directory", env);
+        }
+        return xstrdup(env);
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        return NULL;
+    }
+    exe[n] = '\0';
+    for (int depth = 0; depth < 8; depth++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash || slash == exe) {
+            break;
+        }
+        *slash = '\0';
+        if (looks_like_top(exe)) {
+            return xstrdup(exe);
+        }
+    }
+    return NULL;
+}
+
+static int cmp_version_path(const void *a, const void *b)
+{
+    return strverscmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Newest $TOP/build/guest/kernel-X/boot/vmlinuz-Y, by version order. */
+char *find_default_kernel(const char *top)
+{
+    char *pat = xasprintf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
+    glob_t g;
+    char *res = NULL;
+    if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+        qsort(g.gl_pathv, g.gl_pathc, sizeof(char *), cmp_version_path);
+        res = xstrdup(g.gl_pathv[g.gl_pathc - 1]);
+    }
+    globfree(&g);
+    free(pat);
+    return res;
+}
+
+/* ------------------------------------------------------------------ */
+/* accelerator                                                         */
+
+/*
+ * Run a 16-bit real-mode guest of three instructions (out to port 0x10,
+ * hlt) on /dev/kvm.  Success shows the hypervisor can run *something*; it
+ * does not prove it can boot Linux (the nested kvm_pvm hypervisor on the
+ * project's machines cannot), so this is only consulted when the user asks
+ * for it with CXLPOD_TRY_KVM=1.
+ */
+static bool kvm_probe(char *why, size_t whylen)
+{
+    int kvm = -1, vm = -1, vcpu = -1;
+    void *mem = MAP_FAILED, *run = MAP_FAILED;
+    size_t runsz = 0;
+    bool ok = false;
+
+    kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (kvm < 0) {
+        snprintf(why, whylen, "cannot open /dev/kvm: %s", strerror(errno));
+        goto out;
+    }
+    int api = ioctl(kvm, KVM_GET_API_VERSION, 0);
+    if (api != KVM_API_VERSION) {
+        snprintf(why, whylen, "KVM_GET_API_VERSION returned %d", api);
+        goto out;
+    }
+    vm = ioctl(kvm, KVM_CREATE_VM, 0);
+    if (vm < 0) {
+        snprintf(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
+        goto out;
+    }
+    mem = mmap(NULL, 0x1000, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        snprintf(why, whylen, "mmap: %s", strerror(errno));
+        goto out;
+    }
+    /* mov $0x10,%dx; mov $0x42,%al; out %al,(%dx); hlt */
+    static const unsigned char code[] = { 0xba, 0x10, 0x00, 0xb0, 0x42,
+                                          0xee, 0xf4 };
+    memcpy(mem, code, sizeof(code));
+    struct kvm_userspace_memory_region region = {
+        .slot = 0, .guest_phys_addr = 0x1000, .memory_size = 0x1000,
+        .userspace_addr = (uint64_t)(uintptr_t)mem,
+    };
+    if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+        snprintf(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+        goto out;
+    }
+    vcpu = ioctl(vm, KVM_CREATE_VCPU, 0);
+    if (vcpu < 0) {
+        snprintf(why, whylen, "KVM_CREATE_VCPU: %s", strerror(errno));
+        goto out;
+    }
+    int sz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+    if (sz <= 0) {
+        snprintf(why, whylen, "KVM_GET_VCPU_MMAP_SIZE failed");
+        goto out;
+    }
+    runsz = (size_t)sz;
+    run = mmap(NULL, runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+    if (run == MAP_FAILED) {
+        snprintf(why, whylen, "mmap vcpu: %s", strerror(errno));
+        goto out;
+    }
+    struct kvm_sregs sregs;
+    if (ioctl(vcpu, KVM_GET_SREGS, &sregs) < 0) {
+        snprintf(why, whylen, "KVM_GET_SREGS: %s", strerror(errno));
+        goto out;
+    }
+    sregs.cs.base = 0;
+    sregs.cs.selector = 0;
+    if (ioctl(vcpu, KVM_SET_SREGS, &sregs) < 0) {
+        snprintf(why, whylen, "KVM_SET_SREGS: %s", strerror(errno));
+        goto out;
+    }
+    struct kvm_regs regs = { .rip = 0x1000, .rflags = 0x2 };
+    if (ioctl(vcpu, KVM_SET_REGS, &regs) < 0) {
+        snprintf(why, whylen, "KVM_SET_REGS: %s", strerror(errno));
+        goto out;
+    }
+    struct kvm_run *kr = run;
+    bool saw_io = false;
+    for (int i = 0; i < 4; i++) {
+        alarm(2);   /* a broken hypervisor must not hang the launcher */
+        int r = ioctl(vcpu, KVM_RUN, 0);
+        alarm(0);
+        if (r < 0) {
+            snprintf(why, whylen, "KVM_RUN: %s", strerror(errno));
+            goto out;
+        }
+        if (kr->exit_reason == KVM_EXIT_IO && kr->io.port == 0x10 &&
+            kr->io.direction == KVM_EXIT_IO_OUT &&
+            *((unsigned char *)kr + kr->io.data_offset) == 0x42) {
+            saw_io = true;
+            continue;
+        }
+        if (kr->exit_reason == KVM_EXIT_HLT) {
+            ok = saw_io;
+            if (!ok) {
+                snprintf(why, whylen, "test guest halted without its port write");
+            }
+            goto out;
+        }
+        snprintf(why, whylen, "unexpected KVM exit reason %u", kr->exit_reason);
+        goto out;
+    }
+    snprintf(why, whylen, "test guest did not halt");
+out:
+    if (run != MAP_FAILED) {
+        munmap(run, runsz);
+    }
+    if (mem != MAP_FAILED) {
+        munmap(mem, 0x1000);
+    }
+    if (vcpu >= 0) {
+        close(vcpu);
+    }
+    if (vm >= 0) {
+        close(vm);
+    }
+    if (kvm >= 0) {
+        close(kvm);
+    }
+    return ok;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;  /* only interrupts a stuck KVM_RUN */
+}
+
+enum accel resolve_accel(enum accel want, char *note, size_t notelen)
+{
+    char why[256] = "";
+    if (want == ACCEL_TCG) {
+        snprintf(note, notelen, "tcg (requested)");
+        return ACCEL_TCG;
+    }
+    if (want == ACCEL_KVM) {
+        int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            die(EXIT_USAGE, "--accel kvm: cannot open /dev/kvm: %s",
+                strerror(errno));
+        }
+        int api = ioctl(fd, KVM_GET_API_VERSION, 0);
+        close(fd);
+        if (api != KVM_API_VERSION) {
+            die(EXIT_USAGE, "--accel kvm: KVM_GET_API_VERSION returned %d", api);
+        }
+        snprintf(note, notelen,
+                 "kvm (requested; not verified to boot Linux on this host)");
+        return ACCEL_KVM;
+    }
+    const char *t = getenv("CXLPOD_TRY_KVM");
+    if (!t || strcmp(t, "1") != 0) {
+        snprintf(note, notelen,
+                 "tcg (auto: KVM is only tried with CXLPOD_TRY_KVM=1)");
+        return ACCEL_TCG;
+    }
+    struct sigaction sa = { .sa_handler = on_alarm }, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    bool ok = kvm_probe(why, sizeof(why));
+    sigaction(SIGALRM, &old, NULL);
+    if (ok) {
+        snprintf(note, notelen,
+                 "kvm (auto, CXLPOD_TRY_KVM=1: a test guest ran; "
+                 "booting Linux is not verified)");
+        return ACCEL_KVM;
+    }
+    snprintf(note, notelen, "tcg (auto: KVM probe failed: %s)", why);
+    return ACCEL_TCG;
+}
+
+/* ------------------------------------------------------------------ */
+/* QEMU command line                                                   */
+
+
+void host_paths_init(struct host_paths *hp, const char *wd, int i)
+{
+    hp->log = xasprintf("%s/host%d.log", wd, i);
+    hp->console = xasprintf("%s/host%d.console", wd, i);
+    hp->qmp = xasprintf("%s/host%d.qmp", wd, i);
+    hp->err = xasprintf("%s/host%d.qemu-err", wd, i);
+    hp->out = xasprintf("%s/host%d.out", wd, i);
+    hp->job = xasprintf("%s/host%d.job", wd, i);
+    hp->cmdline = xasprintf("%s/host%d.cmdline", wd, i);
+}
+
+/*
+ * --device-opt I:K=V applies to host I only: returns I and sets *kv to
+ * "K=V"; -1 (and *kv = opt) for a K=V of every host.
+ */
+int device_opt_host(const char *opt, const char **kv)
+{
+    const char *p = opt;
+    *kv = opt;
+    while (isdigit((unsigned char)*p)) {
+        p++;
+    }
+    if (p == opt || *p != ':' || p - opt > 2) {
+        return -1;
+    }
+    *kv = p + 1;
+    return atoi(opt);
+}
+
+/*
+ * The one function that knows how the pool device is attached.  Everything
+ * device-specific on the QEMU command line comes from here.
+ */
+void add_pool_device_args(struct strv *a, const struct opts *o, int host)
+{
+    char *pool = qemu_opt_escape(o->pool);
+    char *size = fmt_size(o->size);
+    uint64_t win = o->size > 4 * GIB ? o->size : 4 * GIB;
+    char *winsz = fmt_size(win);
+    GString *dev = g_string_new(NULL);
+
+    /* CXL topology shared by both devices: one host bridge, one root port. */
+    strv_add(a, "-device");
+    strv_add(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
+    strv_add(a, "-device");
+    strv_add(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
+
+    switch (o->device) {
+    case DEV_CXL_TYPE3:
+        strv_add(a, "-object");
+        strv_addf(a, "memory-backend-file,id=cxl-mem0,share=on,mem-path=%s,"
+                  "size=%s", pool, size);
+        g_string_append(dev, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
+                 "id=cxl-vmem0");
+        break;
+    case DEV_CXL_SHM: {
+        char *s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
+                            "size=%s,host-id=%d,max-hosts=%d",
+                            pool, size, host,
+                            o->max_hosts ? o->max_hosts : o->nhosts);
+        g_string_append(dev, s);
+        free(s);
+        {
+            char *cs = fmt_size(o->coherent_size);
+            s = xasprintf(",coherent-size=%s", cs);
+            g_string_append(dev, s);
+            free(s);
+            free(cs);
+        }
+        if (o->latency_ns >= 0) {
+            s = xasprintf(",latency-ns=%ld", o->latency_ns);
+            g_string_append(dev, s);
+            free(s);
+        }
+        break;
+    }
+    }
+    for (int i = 0; i < o->device_opts.n; i++) {
+        const char *kv = o->device_opts.v[i];
+        int only = device_opt_host(kv, &kv);
+        if (only >= 0 && only != host) {
+            continue;
+        }
+        g_string_append(dev, ",");
+        g_string_append(dev, kv);
+    }
+    strv_add(a, "-device");
+    strv_add(a, dev->str);
+    strv_add(a, "-M");
+    strv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
+    g_string_free(dev, TRUE);
+    free(pool);
+    free(size);
+    free(winsz);
+}
+
+void build_qemu_argv(struct strv *a, const struct opts *o,
+                            enum accel accel, int host,
+                            const struct host_paths *hp, bool has_job,
+                            bool append_log)
+{
+    char *log = qemu_opt_escape(hp->log);
+    char *con = qemu_opt_escape(hp->console);
+    char *qmp = qemu_opt_escape(hp->qmp);
+    char *job = qemu_opt_escape(hp->job);
+
+    strv_add(a, o->qemu);
+    strv_add(a, "-name");
+    strv_addf(a, "cxlpod-host%d", host);
+    strv_add(a, "-M");
+    strv_add(a, "q35,cxl=on");
+    strv_add(a, "-accel");
+    strv_add(a, accel == ACCEL_KVM ? "kvm" : "tcg");
+    strv_add(a, "-cpu");
+    strv_add(a, "max,-hypervisor");
+    strv_add(a, "-smp");
+    strv_addf(a, "%d", o->smp);
+    strv_add(a, "-m");
+    strv_add(a, o->mem);
+    strv_add(a, "-nographic");
+    strv_add(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
+    strv_add(a, "-monitor");
+    strv_add(a, "none");
+    strv_add(a, "-no-reboot");
+    strv_add(a, "-L");
+    strv_add(a, "/usr/share/seabios");
+    strv_add(a, "-L");
+    strv_add(a, "/usr/share/qemu");
+    strv_add(a, "-kernel");
+    strv_add(a, o->kernel);
+    strv_add(a, "-initrd");
+    strv_add(a, o->initrd);
+    /*
+     * tsc=reliable: the guest's TSC is the host's constant TSC (TCG reads
+     * the host's; KVM passes it through, and a pod host is never
+     * migrated).  Without it, on a busy host the guest's timer ticks fall
+     * behind, the clocksource watchdog marks the TSC unstable in the middle
+     * of early boot and the guest falls back to jiffies timekeeping, where
+     * boots were seen to stall (issue 9; docs/launcher.md).
+     */
+    strv_add(a, "-append");
+    strv_addf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
+              "cxlpod.nhosts=%d%s%s",
+              host, o->nhosts, o->append ? " " : "", o->append ? o->append : "");
+    add_pool_device_args(a, o, host);
+    strv_add(a, "-chardev");
+    strv_addf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
+              con, log, append_log ? ",logappend=on" : "");
+    strv_add(a, "-serial");
+    strv_add(a, "chardev:ser0");
+    strv_add(a, "-qmp");
+    strv_addf(a, "unix:%s,server=on,wait=off", qmp);
+    if (has_job) {
+        strv_add(a, "-fw_cfg");
+        strv_addf(a, "name=opt/cxlpod/job,file=%s", job);
+    }
+    for (int i = 0; i < o->qemu_args.n; i++) {
+        strv_add(a, o->qemu_args.v[i]);
+    }
+    free(log);
+    free(con);
+    free(qmp);
+    free(job);
+}
+
+char *argv_to_shell(const struct strv *a)
+{
+    GString *b = g_string_new(NULL);
+    for (int i = 0; i < a->n; i++) {
+        if (i) {
+            g_string_append(b, " ");
+        }
+        shell_quote(b, a->v[i]);
+    }
+    g_string_append(b, "\n");
+    return g_string_free(b, FALSE);
+}

@@ -1,0 +1,331 @@
+/*
+ * cxlpod-launch's private header: constants, the structs the files share
+ * and their functions, grouped by the file that defines them:
+ *
+ *   launch-util.c      Small utilities of cxlpod-launch
+ *   launch-parse.c     The parsers of cxlpod-launch
+ *   launch-qemu.c      What a guest's QEMU is started with
+ *   launch-host.c      One host at run time
+ *   launch-options.c   The command line of a pod run
+ *   launch-qmp.c       QMP
+ *   launch-pod.c       The pod lifecycle
+ *   launch-console.c   The `console` subcommand
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef CXLPOD_LAUNCH_H
+#define CXLPOD_LAUNCH_H
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/kvm.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <glib.h>
+
+#define PROG "cxlpod-launch"
+
+#define MIB (1024ULL * 1024ULL)
+#define GIB (1024ULL * MIB)
+#define POOL_ALIGN (256ULL * MIB)   /* CXL device/window/region granule */
+#define MAX_HOSTS 32                /* register block allows 1..32 */
+#define POLL_MS 20                  /* log polling period */
+#define POWEROFF_GRACE_S 20.0       /* after END, wait this long for exit */
+#define TERM_GRACE_S 3.0            /* SIGTERM -> SIGKILL */
+/* A guest boots to its ready marker in 5-15 s under TCG on an idle
+ * machine and in about a minute with 8 guests on 2 busy cores. */
+#define DEFAULT_BOOT_TIMEOUT_S 180
+#define CONSOLE_LINGER_MS 2000      /* console: output wait after input EOF */
+
+/* Guest protocol markers (docs/interfaces.md section 2). */
+#define MARK_READY "@@CXLPOD-READY"
+#define MARK_BEGIN "@@CXLPOD-BEGIN@@"
+#define MARK_END "@@CXLPOD-END rc="
+#define MARK_ERROR "@@CXLPOD-ERROR"
+
+/* Exit statuses. */
+#define EXIT_OK 0
+#define EXIT_JOBFAIL 1
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 124
+#define EXIT_INTR 130
+
+enum pool_device { DEV_CXL_TYPE3, DEV_CXL_SHM };
+/* The pool device used when --device is not given: a one-line switch. */
+#define DEFAULT_DEVICE DEV_CXL_SHM
+/* cxl-shm coherent window unless --coherent-size says otherwise */
+#define DEFAULT_COHERENT_SIZE (64 * MIB)
+
+enum accel { ACCEL_AUTO, ACCEL_TCG, ACCEL_KVM };
+
+#define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
+
+/* Growable argv. */
+struct strv {
+    char **v;
+    int n, cap;
+};
+
+/*
+ * A --kill spec: I@STRING, I@+SECONDS, or I@random:MIN-MAX[:STRING] (a
+ * random delay of MIN..MAX seconds after STRING appears in the run's
+ * console, or after its job began when STRING is not given).
+ */
+struct kill_spec {
+    int host;
+    char *pattern;      /* NULL for a time trigger (random: the anchor) */
+    double after_s;     /* seconds after the host's QEMU started */
+    bool random;        /* I@random:MIN-MAX[:STRING] */
+    double min_s, max_s;
+};
+
+/* What the guest told us in its serial log. */
+struct guest_report {
+    bool ready;
+    char dax[64];
+    bool begun;
+    size_t out_start;   /* offset of job output (line after BEGIN) */
+    bool ended;
+    size_t out_end;     /* offset of the END marker */
+    int rc;
+};
+
+struct host_job {
+    int host;
+    char *file;
+};
+
+struct opts {
+    int nhosts;
+    char *workdir;
+    bool workdir_given;
+    char *qemu, *kernel, *initrd;
+    enum accel accel;
+    char *pool;
+    uint64_t size;
+    uint64_t coherent_size;
+    bool coherent_size_given;
+    long latency_ns;            /* -1: not given */
+    int max_hosts;              /* 0: = nhosts */
+    enum pool_device device;
+    struct strv device_opts;
+    struct strv qemu_args;
+    char *mem;
+    int smp;
+    char *append;               /* extra kernel command line */
+    /* job */
+    char *job_file;
+    struct strv job_cmd;
+    struct host_job *host_jobs;
+    int n_host_jobs;
+    bool interactive;
+    double timeout_s;
+    bool timeout_given;
+    double boot_timeout_s;  /* a host not READY by then is stalled (0: none) */
+    bool boot_timeout_given;
+    struct kill_spec *kills;
+    int n_kills;
+    bool restart[MAX_HOSTS];
+    int restarts;               /* --restarts N: kill + restart N times */
+    uint64_t seed;              /* --seed: random kill delays */
+    bool seed_given;
+    double stall_timeout_s;     /* job silent this long: stalled (0: off) */
+    long stagger_ms;
+    bool json;
+    bool follow;
+    bool dry_run;
+    bool quiet;
+    bool restarts_given;
+    char *config;               /* --config FILE (NULL: none) */
+};
+
+/* Files of one host in the work directory. */
+struct host_paths {
+    char *log, *console, *qmp, *err, *out, *job, *cmdline;
+};
+
+enum host_end {
+    END_NONE,           /* still running or never started */
+    END_EXITED,         /* QEMU exited by itself */
+    END_KILLED,         /* killed on purpose (--kill) */
+    END_TIMEOUT,        /* killed by --timeout */
+    END_INTERRUPTED,    /* killed because the launcher got a signal */
+    END_LATE,           /* reported END but did not power off in time */
+    END_SPAWN_FAILED,
+    END_BOOT_STALLED,   /* no ready marker within --boot-timeout */
+    END_STALLED,        /* job silent for --stall-timeout */
+};
+
+/* One injected kill and what the survivors saw of it. */
+struct kill_rec {
+    int host, run;
+    double t;           /* host time of the SIGKILL, seconds since start */
+    double after_s;     /* since the run's QEMU started */
+    double delay_s;     /* random kills: the drawn delay after the anchor */
+    int seen_by;        /* survivor whose query-cxl-shm was read (-1: none) */
+    double detect_s;    /* SIGKILL -> survivor's table says failed (-1) */
+    uint64_t gen;       /* generation that failed */
+};
+
+struct host {
+    int id;
+    struct host_paths hp;
+    pid_t pid;              /* 0 when not running */
+    int runs;               /* QEMU processes started for this host */
+    double t_start;         /* start time of the current run */
+    double t_ready, t_end;  /* when READY / END were first seen (0: not) */
+    int logfd;
+    GString *log;           /* everything read from host%d.log */
+    size_t run_base;        /* offset in log where the current run starts */
+    size_t frozen_len;      /* killed run: log length at the kill (0: none) */
+    bool parsed;            /* rep is up to date with log */
+    size_t kill_scan[16];   /* --kill STRING: log searched up to here */
+    size_t errs_reported;   /* error markers already announced */
+    size_t follow_pos;      /* --follow: job output printed up to here */
+    struct guest_report rep;
+    enum host_end end;
+    int wstatus;            /* last waitpid status */
+    bool killed_once;       /* injected kill happened (maybe restarted) */
+    double t_killed;
+    bool kill_fired[16];
+    double kill_anchor[16]; /* random kills: when the anchor was seen */
+    int kills;              /* injected kills of this host */
+    double t_output;        /* last time its log grew */
+    char exit_state[16];    /* clean exit: state in a survivor's table */
+    int exit_seen_by;       /* that survivor (-1: none asked) */
+    bool started_announced;
+    bool ready_announced;
+    bool end_announced;
+    bool term_sent;
+    double t_term;
+};
+
+
+/* launch-util.c */
+void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cleanup_children(void);
+void kill_qemu(pid_t pid, int sig);
+void die(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+void *xmalloc(size_t n);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+double now_s(void);
+bool path_exists(const char *p);
+bool is_dir(const char *p);
+bool is_file(const char *p);
+void strv_add(struct strv *a, const char *s);
+void strv_addf(struct strv *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void strv_free(struct strv *a);
+char *qemu_opt_escape(const char *s);
+void shell_quote(GString *b, const char *s);
+void json_string(GString *b, const char *s, size_t n);
+bool write_file(const char *path, const char *data, size_t n, mode_t mode);
+char *read_file(const char *path, size_t *lenp);
+const char *accel_name(enum accel a);
+const char *device_name(enum pool_device d);
+
+/* launch-parse.c */
+bool parse_size(const char *s, uint64_t *out);
+bool parse_int(const char *s, long min, long max, long *out);
+bool parse_seconds(const char *s, double *out);
+char *fmt_size(uint64_t v);
+bool parse_kill(const char *arg, struct kill_spec *k, const char **why);
+uint64_t mix64(uint64_t z);
+double kill_delay(const struct kill_spec *ks, uint64_t seed, int run, int k);
+bool qmp_host_state(const char *reply, int host, char *state, size_t n,
+                           uint64_t *gen);
+void parse_log(const char *log, size_t len, struct guest_report *r);
+char *extract_output(const char *log, const struct guest_report *r,
+                            size_t *lenp);
+char *collect_errors(const char *log, size_t len, int *count);
+
+/* launch-qemu.c */
+char *find_top(void);
+char *find_default_kernel(const char *top);
+enum accel resolve_accel(enum accel want, char *note, size_t notelen);
+void host_paths_init(struct host_paths *hp, const char *wd, int i);
+int device_opt_host(const char *opt, const char **kv);
+void add_pool_device_args(struct strv *a, const struct opts *o, int host);
+void build_qemu_argv(struct strv *a, const struct opts *o,
+                            enum accel accel, int host,
+                            const struct host_paths *hp, bool has_job,
+                            bool append_log);
+char *argv_to_shell(const struct strv *a);
+
+/* launch-host.c */
+extern struct kill_rec *g_kill_recs;
+extern int g_n_kill_recs;
+extern struct host *g_hosts;
+extern int g_nhosts;
+extern volatile sig_atomic_t g_signal;
+void on_signal(int sig);
+void atexit_cleanup(void);
+void describe_status(int st, char *out, size_t n);
+void mark_job_restarted(const struct host *h, int n);
+bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
+                       bool has_job);
+void read_log(struct host *h);
+void print_prefixed(FILE *f, int host, const char *data, size_t len);
+void follow_output(struct host *h, bool final);
+void announce_errors(struct host *h, bool quiet);
+void send_term(struct host *h, double t);
+void show_qemu_tails(const struct host *h, int console_lines);
+void prepare_pool(const struct opts *o);
+bool prepare_jobs(const struct opts *o, struct host *hosts);
+
+/* launch-options.c */
+void usage(FILE *f);
+void opts_init(struct opts *o);
+bool opts_apply_named(struct opts *o, const char *name, const char *arg,
+                      const char *label);
+void opts_drop_common_job(struct opts *o);
+void opts_drop_host_jobs(struct opts *o, int n);
+void parse_args(int argc, char **argv, struct opts *o);
+void resolve_paths(struct opts *o);
+void make_workdir(struct opts *o);
+
+/* launch-qmp.c */
+int kill_runs(const struct opts *o, int host);
+void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet);
+void check_clean_exit(struct host *h, bool quiet);
+int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen);
+const char *pool_state_name(unsigned st);
+int cmp_double(const void *a, const void *b);
+int qmp_main(int argc, char **argv);
+
+/* launch-pod.c */
+int run(struct opts *o);
+
+/* launch-console.c */
+bool write_all(int fd, const char *p, size_t n);
+int console_main(int argc, char **argv);
+
+/* launch-config.c */
+void config_load(struct opts *o, const char *path);
+
+#endif

@@ -1,0 +1,609 @@
+/*
+ * Unit tests of cxlpod-launch's parsers (host-tools/launch-parse.c and
+ * friends), called directly: sizes, --kill specs and their random delays,
+ * query-cxl-shm replies, serial-log markers, option parsing, the pool
+ * device arguments, the pool file's host table, restarted jobs, quoting.
+ * No QEMU or guest image needed.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+#include "launch.h"
+
+/* parse_args() on a command line split at spaces */
+static void parse_line(const char *line, struct opts *o)
+{
+    gchar **words = g_strsplit(line, " ", -1);
+    GPtrArray *argv = g_ptr_array_new();
+
+    g_ptr_array_add(argv, (gpointer)PROG);
+    for (int i = 0; words[i]; i++) {
+        if (*words[i]) {
+            g_ptr_array_add(argv, words[i]);
+        }
+    }
+    g_ptr_array_add(argv, NULL);
+    parse_args((int)argv->len - 1, (char **)argv->pdata, o);
+    /* o keeps pointers only to its own copies */
+    g_ptr_array_free(argv, TRUE);
+    g_strfreev(words);
+}
+
+/* sizes, their QEMU form and QEMU option escaping */
+static void test_size(void)
+{
+    uint64_t v;
+    g_assert_true(parse_size("256M", &v) && v == 256 * MIB);
+    g_assert_true(parse_size("1G", &v) && v == GIB);
+    g_assert_true(parse_size("1GiB", &v) && v == GIB);
+    g_assert_true(parse_size("512", &v) && v == 512);
+    g_assert_true(parse_size("4k", &v) && v == 4096);
+    g_assert_true(!parse_size("", &v));
+    g_assert_true(!parse_size("M", &v));
+    g_assert_true(!parse_size("12Q", &v));
+    g_assert_true(!parse_size("-1", &v));
+    g_assert_true(!parse_size("99999999999999999999G", &v));
+    g_assert_true(!parse_size("20000000000T", &v));
+
+    char *s = fmt_size(256 * MIB);
+    g_assert_true(!strcmp(s, "256M"));
+    free(s);
+    s = fmt_size(4 * GIB);
+    g_assert_true(!strcmp(s, "4G"));
+    free(s);
+
+    s = qemu_opt_escape("/a,b/c");
+    g_assert_true(!strcmp(s, "/a,,b/c"));
+    free(s);
+}
+
+/* the --kill specs and the random kill delays */
+static void test_kill(void)
+{
+    struct kill_spec k;
+    const char *why;
+    g_assert_true(parse_kill("1@hello world", &k, &why) && k.host == 1 &&
+          !strcmp(k.pattern, "hello world"));
+    free(k.pattern);
+    g_assert_true(parse_kill("0@+2.5", &k, &why) && k.host == 0 && !k.pattern &&
+          k.after_s == 2.5);
+    g_assert_true(parse_kill("1@a@b", &k, &why) && !strcmp(k.pattern, "a@b"));
+    free(k.pattern);
+    g_assert_true(!parse_kill("x@foo", &k, &why));
+    g_assert_true(!parse_kill("1", &k, &why));
+    g_assert_true(!parse_kill("1@", &k, &why));
+    g_assert_true(!parse_kill("1@+abc", &k, &why));
+    g_assert_true(!parse_kill("99@foo", &k, &why));
+    /* random kills */
+    g_assert_true(parse_kill("0@random:0.2-1.5", &k, &why) && k.host == 0 && k.random &&
+          !k.pattern && k.min_s == 0.2 && k.max_s == 1.5);
+    g_assert_true(parse_kill("3@random:1-1:CRASH-POINT life=", &k, &why) && k.host == 3 &&
+          k.random && k.min_s == 1 && k.max_s == 1 &&
+          !strcmp(k.pattern, "CRASH-POINT life="));
+    free(k.pattern);
+    g_assert_true(parse_kill("1@random:0-2:a:b-c", &k, &why) && k.max_s == 2 &&
+          !strcmp(k.pattern, "a:b-c"));
+    free(k.pattern);
+    g_assert_true(!parse_kill("0@random:", &k, &why));
+    g_assert_true(!parse_kill("0@random:1", &k, &why));
+    g_assert_true(!parse_kill("0@random:2-1", &k, &why));
+    g_assert_true(!parse_kill("0@random:a-1", &k, &why));
+    g_assert_true(!parse_kill("0@random:1-", &k, &why));
+    g_assert_true(!parse_kill("0@random:-1-2", &k, &why));
+    g_assert_true(!parse_kill("0@random:0-1:", &k, &why));
+    g_assert_true(!parse_kill("0@random:0:x-1", &k, &why));
+    {
+        /* delays: inside [MIN, MAX], a function of (seed, host, run, spec) */
+        struct kill_spec r = { .host = 0, .random = true, .min_s = 0.5, .max_s = 2 };
+        bool differ = false;
+        for (int run = 1; run <= 200; run++) {
+            double d = kill_delay(&r, 42, run, 0);
+            g_assert_true(d >= 0.5 && d < 2);
+            g_assert_true(d == kill_delay(&r, 42, run, 0));
+            differ |= d != kill_delay(&r, 43, run, 0);
+        }
+        g_assert_true(differ);
+        g_assert_true(kill_delay(&r, 42, 1, 0) != kill_delay(&r, 42, 2, 0));
+        g_assert_true(kill_delay(&r, 42, 1, 0) != kill_delay(&r, 42, 1, 1));
+        r.max_s = 0.5;
+        g_assert_true(kill_delay(&r, 7, 3, 0) == 0.5);
+    }
+}
+
+/* one host's entry of a query-cxl-shm reply */
+static void test_qmp_reply(void)
+{
+    /* a query-cxl-shm reply (members in QEMU's hash order) */
+    {
+        const char *rep =
+            "{\"return\": [{\"host-id\": 1, \"stats\": {\"errors\": 0}, "
+            "\"hosts\": [{\"host-id\": 0, \"stats\": {\"a\": 1, \"b\": [1, {\"c\": \"}\"}]}, "
+            "\"state\": \"failed\", \"generation\": 3, \"pid\": 99}, "
+            "{\"state\": \"live\", \"host-id\": 1, \"generation\": 12, "
+            "\"stats\": {}}], \"mode\": \"direct\", \"generation\": 1}]}";
+        char st[16];
+        uint64_t g = 0;
+        g_assert_true(qmp_host_state(rep, 0, st, sizeof(st), &g) && !strcmp(st, "failed") &&
+              g == 3);
+        g_assert_true(qmp_host_state(rep, 1, st, sizeof(st), &g) && !strcmp(st, "live") &&
+              g == 12);
+        g_assert_true(!qmp_host_state(rep, 2, st, sizeof(st), &g));
+        g_assert_true(!qmp_host_state("{\"error\": {\"class\": \"CommandNotFound\"}}", 0,
+                              st, sizeof(st), &g));
+        g_assert_true(!qmp_host_state("{\"return\": [{\"hosts\": [{\"host-id\": 0, "
+                              "\"state\": \"fa", 0, st, sizeof(st), &g));
+        g_assert_true(!qmp_host_state("", 0, st, sizeof(st), &g));
+    }
+}
+
+/* the job protocol markers of a serial log */
+static void test_log(void)
+{
+    /* log parsing */
+    struct guest_report r;
+    const char *log1 =
+        "SeaBIOS\r\n[    1.0] cxl: something\r\n"
+        "@@CXLPOD-READY dax=dax0.0@@\r\n"
+        "@@CXLPOD-BEGIN@@\r\n"
+        "hello from 1\r\n"
+        "/dev/dax0.0\r\n"
+        "@@CXLPOD-END rc=0@@\r\n"
+        "reboot: Power down\r\n";
+    parse_log(log1, strlen(log1), &r);
+    g_assert_true(r.ready && !strcmp(r.dax, "dax0.0"));
+    g_assert_true(r.begun && r.ended && r.rc == 0);
+    size_t n;
+    char *out = extract_output(log1, &r, &n);
+    g_assert_true(!strcmp(out, "hello from 1\n/dev/dax0.0\n"));
+    free(out);
+
+    /* every prefix parses without crashing, and END only once complete */
+    for (size_t i = 0; i <= strlen(log1); i++) {
+        parse_log(log1, i, &r);
+        const char *endm = strstr(log1, "@@CXLPOD-END rc=0@@");
+        g_assert_true(r.ended == (i >= (size_t)(endm - log1) + 19));
+    }
+
+    const char *log2 = "@@CXLPOD-BEGIN@@\nno newline at end@@CXLPOD-END rc=-3@@\n";
+    parse_log(log2, strlen(log2), &r);
+    g_assert_true(r.ended && r.rc == -3 && !r.ready);
+    out = extract_output(log2, &r, &n);
+    g_assert_true(!strcmp(out, "no newline at end\n"));
+    free(out);
+
+    const char *log3 = "@@CXLPOD-BEGIN@@\n@@CXLPOD-END rc=1@@";
+    parse_log(log3, strlen(log3), &r);
+    g_assert_true(r.ended && r.rc == 1);
+    out = extract_output(log3, &r, &n);
+    g_assert_true(n == 0);
+    free(out);
+
+    /* an END before BEGIN (or a bogus one) does not count */
+    const char *log4 = "@@CXLPOD-END rc=0@@\n@@CXLPOD-BEGIN@@\nx @@CXLPOD-END rc=zz@@\n"
+                       "@@CXLPOD-END rc=42@@\n";
+    parse_log(log4, strlen(log4), &r);
+    g_assert_true(r.ended && r.rc == 42);
+    out = extract_output(log4, &r, &n);
+    g_assert_true(!strcmp(out, "x @@CXLPOD-END rc=zz@@\n"));
+    free(out);
+
+    const char *log5 = "boot\n@@CXLPOD-ERROR region: commit failed@@\r\nmore\n"
+                       "@@CXLPOD-ERROR second";
+    int ne;
+    char *errs = collect_errors(log5, strlen(log5), &ne);
+    g_assert_true(ne == 2);
+    g_assert_true(!strcmp(errs, "@@CXLPOD-ERROR region: commit failed@@\n"
+                        "@@CXLPOD-ERROR second\n"));
+    free(errs);
+    parse_log(log5, strlen(log5), &r);
+    g_assert_true(!r.begun && !r.ended && !r.ready);
+}
+
+/* the command line into struct opts */
+static void test_options(void)
+{
+    /* option parsing */
+    struct opts o;
+    parse_line("-n 3 --size 512M --kill 1@+3 --kill 2@foo "
+                        "--restart 1 --device cxl-shm --coherent-size 64M "
+                        "--latency-ns 200 --device-opt mode=timed "
+                        "--qemu-arg -icount --qemu-arg shift=0 -- echo hi", &o);
+    g_assert_true(o.nhosts == 3 && o.size == 512 * MIB && o.n_kills == 2);
+    g_assert_true(o.kills[0].host == 1 && o.kills[0].after_s == 3);
+    g_assert_true(o.kills[1].host == 2 && !strcmp(o.kills[1].pattern, "foo"));
+    g_assert_true(o.restart[1] && !o.restart[0]);
+    g_assert_true(o.device == DEV_CXL_SHM && o.coherent_size == 64 * MIB);
+    g_assert_true(o.latency_ns == 200 && o.device_opts.n == 1);
+    g_assert_true(o.qemu_args.n == 2 && !strcmp(o.qemu_args.v[1], "shift=0"));
+    g_assert_true(o.job_cmd.n == 2 && !strcmp(o.job_cmd.v[0], "echo"));
+    g_assert_true(o.timeout_s == 300);
+    g_assert_true(o.boot_timeout_s == DEFAULT_BOOT_TIMEOUT_S);
+    g_assert_true(o.restarts == 1 && !o.kills[0].random);
+    {
+        struct opts o2;
+
+        parse_line("-n 2 --kill 0@random:0.1-2:CRASH-POINT --restart 0 "
+                            "--restarts 20 --seed 1234 --stall-timeout 30 -- x", &o2);
+        g_assert_true(o2.n_kills == 1 && o2.kills[0].random && o2.restart[0]);
+        g_assert_true(o2.restarts == 20 && o2.seed == 1234 && o2.seed_given);
+        g_assert_true(o2.stall_timeout_s == 30);
+        g_assert_true(kill_runs(&o2, 0) == 20 && kill_runs(&o2, 1) == 1);
+        parse_line("--kill 0@+1 -- x", &o2);
+        g_assert_true(!o2.seed_given && o2.restarts == 1 && o2.stall_timeout_s == 0);
+        g_assert_true(kill_runs(&o2, 0) == 1);
+        parse_line("--interactive", &o2);
+        g_assert_true(o2.timeout_s == 0 && o2.boot_timeout_s == 0);
+        parse_line("--interactive --boot-timeout 40", &o2);
+        g_assert_true(o2.timeout_s == 0 && o2.boot_timeout_s == 40);
+        parse_line("--boot-timeout 0 --timeout 9 -- true", &o2);
+        g_assert_true(o2.timeout_s == 9 && o2.boot_timeout_s == 0);
+    }
+}
+
+/* the pool device arguments of both devices */
+static void test_device_args(void)
+{
+    struct opts o;
+
+    parse_line("-n 3 --size 512M --kill 1@+3 --kill 2@foo "
+               "--restart 1 --device cxl-shm --coherent-size 64M "
+               "--latency-ns 200 --device-opt mode=timed "
+               "--qemu-arg -icount --qemu-arg shift=0 -- echo hi", &o);
+    /* device arguments: one place, both devices */
+    o.pool = xstrdup("/tmp/p,ool");
+    struct strv a = { 0 };
+    add_pool_device_args(&a, &o, 2);
+    char *cmd = argv_to_shell(&a);
+    g_assert_true(strstr(cmd, "cxl-shm,bus=root_port13,id=cxl-shm0,pool=/tmp/p,,ool,"
+                      "size=512M,host-id=2,max-hosts=3,coherent-size=64M,"
+                      "latency-ns=200,mode=timed"));
+    g_assert_true(strstr(cmd, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
+    g_assert_true(!strstr(cmd, "memory-backend-file"));
+    free(cmd);
+    strv_free(&a);
+    {
+        /* a property for one host only */
+        const char *kv;
+        g_assert_true(device_opt_host("1:evict-rate=10", &kv) == 1 && !strcmp(kv, "evict-rate=10"));
+        g_assert_true(device_opt_host("evict-rate=10", &kv) == -1 && !strcmp(kv, "evict-rate=10"));
+        g_assert_true(device_opt_host("conflict-log=/a:b", &kv) == -1);
+        strv_add(&o.device_opts, "2:evict-rate=7");
+        add_pool_device_args(&a, &o, 2);
+        cmd = argv_to_shell(&a);
+        g_assert_true(strstr(cmd, "mode=timed,evict-rate=7"));
+        free(cmd);
+        strv_free(&a);
+        add_pool_device_args(&a, &o, 1);
+        cmd = argv_to_shell(&a);
+        g_assert_true(strstr(cmd, "mode=timed") && !strstr(cmd, "evict-rate"));
+        free(cmd);
+        strv_free(&a);
+    }
+    o.device = DEV_CXL_TYPE3;
+    o.device_opts.n = 0;
+    add_pool_device_args(&a, &o, 0);
+    cmd = argv_to_shell(&a);
+    g_assert_true(strstr(cmd, "memory-backend-file,id=cxl-mem0,share=on,"
+                      "mem-path=/tmp/p,,ool,size=512M"));
+    g_assert_true(strstr(cmd, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
+                      "id=cxl-vmem0"));
+    g_assert_true(strstr(cmd, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
+    free(cmd);
+    strv_free(&a);
+}
+
+/* the host table of a pool file */
+static void test_pool_hosts(void)
+{
+    /* the host table of a pool file */
+    {
+        char tmpl[] = "/tmp/cxlpod-test-launch-XXXXXX";
+        int fd = mkstemp(tmpl);
+        g_assert_true(fd >= 0);
+        if (fd >= 0) {
+            unsigned char meta[0x1000 + 3 * 128] = { 0 };
+            uint32_t u32;
+            uint64_t u64;
+            memcpy(meta, "CXLPOOL", 8);
+            u32 = 2;
+            memcpy(meta + 0x08, &u32, 4);
+            u32 = 3;
+            memcpy(meta + 0x2c, &u32, 4);
+            u32 = 0x1000;
+            memcpy(meta + 0x30, &u32, 4);
+            u32 = 128;
+            memcpy(meta + 0x34, &u32, 4);
+            for (int i = 0; i < 3; i++) {
+                u32 = (uint32_t)(i + 1);        /* live, failed, left */
+                memcpy(meta + 0x1000 + 128 * i, &u32, 4);
+                u64 = 10 + i;
+                memcpy(meta + 0x1000 + 128 * i + 8, &u64, 8);
+            }
+            g_assert_true(write(fd, meta, sizeof(meta)) == (ssize_t)sizeof(meta));
+            close(fd);
+            unsigned pst[4];
+            uint64_t pg[4];
+            g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 3);
+            g_assert_true(pst[0] == 1 && pst[1] == 2 && pst[2] == 3 && pg[2] == 12);
+            g_assert_true(!strcmp(pool_state_name(pst[2]), "left"));
+            g_assert_true(read_pool_hosts(tmpl, 2, pst, pg) == 2);
+            meta[8] = 1;                        /* version 1: not read */
+            write_file(tmpl, (char *)meta, sizeof(meta), 0600);
+            g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+            unlink(tmpl);
+            g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
+        }
+    }
+}
+
+/* a restarted job learns how often it was restarted */
+static void test_restarted(void)
+{
+    /* a restarted job learns how often it was restarted */
+    {
+        char tmpl[] = "/tmp/cxlpod-test-launch-XXXXXX";
+        int fd = mkstemp(tmpl);
+        g_assert_true(fd >= 0);
+        if (fd >= 0) {
+            close(fd);
+            struct host hh = { .id = 0 };
+            hh.hp.job = tmpl;
+            const char *cases[][2] = {
+                { "#!/bin/sh\necho hi\n",
+                  "#!/bin/sh\nexport CXLPOD_RESTARTED=%d\necho hi\n" },
+                { "echo hi\n", "export CXLPOD_RESTARTED=%d\necho hi\n" },
+            };
+            for (int c = 0; c < 2; c++) {
+                write_file(tmpl, cases[c][0], strlen(cases[c][0]), 0644);
+                for (int n = 1; n <= 12; n += 11) {
+                    mark_job_restarted(&hh, n);
+                    char want[128];
+                    snprintf(want, sizeof(want), cases[c][1], n);
+                    char *got = read_file(tmpl, NULL);
+                    g_assert_true(got && !strcmp(got, want));
+                    free(got);
+                }
+            }
+            unlink(tmpl);
+        }
+    }
+}
+
+/* shell quoting and JSON strings */
+static void test_quote(void)
+{
+    GString *b = g_string_new(NULL);
+    shell_quote(b, "it's");
+    g_assert_cmpstr(b->str, ==, "'it'\\''s'");
+    g_string_truncate(b, 0);
+    json_string(b, "a\"b\n\x01", 5);
+    g_assert_cmpstr(b->str, ==, "\"a\\\"b\\n\\u0001\"");
+    g_string_free(b, TRUE);
+}
+
+/* a pod file in a new temporary folder; returns its path */
+static char *write_conf(const char *text)
+{
+    g_autofree char *dir = g_dir_make_tmp("cxlpod-test-launch-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    char *path = g_build_filename(dir, "pod.conf", NULL);
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+static void remove_conf(char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    unlink(path);
+    rmdir(dir);
+    g_free(path);
+}
+
+static const char full_conf[] =
+    "# every group\n"
+    "[pod]\n"
+    "hosts = 3\n"
+    "mem = 1G\n"
+    "qemu-arg = -icount;shift=0\n"
+    "append = cxlpod.debug=1\n"
+    "[device]\n"
+    "device = cxl-shm\n"
+    "size = 512M\n"
+    "coherent-size = 128M\n"
+    "latency-ns = 250\n"
+    "max-hosts = 4\n"
+    "device-opt = mode=timed\n"
+    "pool = pool.img\n"
+    "[job]\n"
+    "command = echo hi $CXLPOD_HOST_ID\n"
+    "timeout = 60\n"
+    "boot-timeout = 90\n"
+    "seed = 77\n"
+    "json = true\n"
+    "follow = false\n"
+    "[host.1]\n"
+    "device-opt = evict-rate=10;latency-ns=300\n"
+    "kill = random:0-1.5:CRASH-POINT\n"
+    "restart = true\n"
+    "[host.2]\n"
+    "job = two.sh\n";
+
+/* every group and kind of key of a pod file */
+static void test_config_load(void)
+{
+    char *conf = write_conf(full_conf);
+    g_autofree char *dir = g_path_get_dirname(conf);
+    g_autofree char *line = g_strdup_printf("--config %s", conf);
+    struct opts o;
+
+    parse_line(line, &o);
+    g_assert_cmpint(o.nhosts, ==, 3);
+    g_assert_cmpstr(o.mem, ==, "1G");
+    g_assert_cmpint(o.qemu_args.n, ==, 2);
+    g_assert_cmpstr(o.qemu_args.v[0], ==, "-icount");
+    g_assert_cmpstr(o.qemu_args.v[1], ==, "shift=0");
+    g_assert_cmpstr(o.append, ==, "cxlpod.debug=1");
+    g_assert_true(o.device == DEV_CXL_SHM);
+    g_assert_cmpuint(o.size, ==, 512 * MIB);
+    g_assert_cmpuint(o.coherent_size, ==, 128 * MIB);
+    g_assert_cmpint(o.latency_ns, ==, 250);
+    g_assert_cmpint(o.max_hosts, ==, 4);
+    /* relative paths are the file's folder's */
+    g_autofree char *pool = g_build_filename(dir, "pool.img", NULL);
+    g_assert_cmpstr(o.pool, ==, pool);
+    g_assert_cmpint(o.device_opts.n, ==, 3);
+    g_assert_cmpstr(o.device_opts.v[0], ==, "mode=timed");
+    g_assert_cmpstr(o.device_opts.v[1], ==, "1:evict-rate=10");
+    g_assert_cmpstr(o.device_opts.v[2], ==, "1:latency-ns=300");
+    g_assert_cmpint(o.job_cmd.n, ==, 1);
+    g_assert_cmpstr(o.job_cmd.v[0], ==, "echo hi $CXLPOD_HOST_ID");
+    g_assert_null(o.job_file);
+    g_assert_true(o.timeout_s == 60 && o.timeout_given);
+    g_assert_true(o.boot_timeout_s == 90);
+    g_assert_true(o.seed == 77 && o.seed_given);
+    g_assert_true(o.json && !o.follow);
+    g_assert_cmpint(o.n_kills, ==, 1);
+    g_assert_cmpint(o.kills[0].host, ==, 1);
+    g_assert_true(o.kills[0].random && o.kills[0].max_s == 1.5);
+    g_assert_cmpstr(o.kills[0].pattern, ==, "CRASH-POINT");
+    g_assert_true(o.restart[1] && !o.restart[0] && !o.restart[2]);
+    g_assert_cmpint(o.n_host_jobs, ==, 1);
+    g_assert_cmpint(o.host_jobs[0].host, ==, 2);
+    g_autofree char *two = g_build_filename(dir, "two.sh", NULL);
+    g_assert_cmpstr(o.host_jobs[0].file, ==, two);
+
+    /* host 1's device gets its own properties after the common ones */
+    struct strv a = { 0 };
+    add_pool_device_args(&a, &o, 1);
+    char *cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "max-hosts=4,coherent-size=128M,"
+                                 "latency-ns=250,mode=timed,evict-rate=10,"
+                                 "latency-ns=300"));
+    free(cmd);
+    strv_free(&a);
+    add_pool_device_args(&a, &o, 0);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "mode=timed "));
+    g_assert_null(strstr(cmd, "evict-rate"));
+    free(cmd);
+    strv_free(&a);
+    remove_conf(conf);
+}
+
+/* command-line options override the file, wherever they stand */
+static void test_config_override(void)
+{
+    char *conf = write_conf(full_conf);
+    struct opts o;
+
+    g_autofree char *l1 = g_strdup_printf(
+        "-n 4 --config %s --size 1G --timeout 9 "
+        "--device-opt 3:evict-rate=1 --kill 0@+2 -- true", conf);
+    parse_line(l1, &o);
+    g_assert_cmpint(o.nhosts, ==, 4);          /* before --config too */
+    g_assert_cmpuint(o.size, ==, GIB);
+    g_assert_true(o.timeout_s == 9);
+    g_assert_true(o.boot_timeout_s == 90);     /* from the file */
+    g_assert_cmpint(o.device_opts.n, ==, 4);   /* lists add up */
+    g_assert_cmpstr(o.device_opts.v[3], ==, "3:evict-rate=1");
+    g_assert_cmpint(o.n_kills, ==, 2);
+    g_assert_cmpint(o.job_cmd.n, ==, 1);       /* the job is replaced */
+    g_assert_cmpstr(o.job_cmd.v[0], ==, "true");
+    g_assert_cmpint(o.n_host_jobs, ==, 1);     /* host 2's stays */
+
+    /* --job replaces the file's command; --interactive every file job */
+    g_autofree char *l2 = g_strdup_printf("--config %s --job %s", conf, conf);
+    parse_line(l2, &o);
+    g_assert_cmpint(o.job_cmd.n, ==, 0);
+    g_assert_cmpstr(o.job_file, ==, conf);
+    g_autofree char *l3 = g_strdup_printf("--config %s --interactive", conf);
+    parse_line(l3, &o);
+    g_assert_true(o.interactive);
+    g_assert_true(o.job_cmd.n == 0 && !o.job_file && o.n_host_jobs == 0);
+    g_assert_true(o.timeout_s == 60);          /* the file gave one */
+    remove_conf(conf);
+
+    /* a file's interactive gives way to a job on the command line */
+    conf = write_conf("[job]\ninteractive = true\n");
+    g_autofree char *l4 = g_strdup_printf("--config %s -- echo", conf);
+    parse_line(l4, &o);
+    g_assert_true(!o.interactive && o.job_cmd.n == 1);
+    g_autofree char *l5 = g_strdup_printf("--config %s", conf);
+    parse_line(l5, &o);
+    g_assert_true(o.interactive && o.timeout_s == 0);
+    remove_conf(conf);
+}
+
+/* bad pod files and what the launcher says (exit status 2) */
+static const struct {
+    const char *text, *pattern;
+} bad_confs[] = {
+    { "[pod]\nhosts = 2\nfoo = 1\n", "*pod.conf: [pod]: unknown key 'foo'*" },
+    { "[pods]\nhosts = 2\n", "*unknown group [pods]*" },
+    { "[host.40]\njob = x\n", "*unknown group [host.40]*" },
+    { "[host.x]\njob = x\n", "*unknown group [host.x]*" },
+    { "[pod]\nhosts = 33\n[job]\ncommand = x\n",
+      "*bad [pod] hosts in *pod.conf '33': need a number 1..32*" },
+    { "[device]\nsize = 100M\n[job]\ncommand = x\n",
+      "*bad [device] size in *'100M': must be a multiple of 256 MiB*" },
+    { "[job]\ncommand = x\njson = maybe\n",
+      "*[job] json: expected true or false*" },
+    { "[host.1]\nkill = +abc\n[job]\ncommand = x\n",
+      "*bad [host.1] kill in *'1@+abc': time after*" },
+    { "[pod]\nhosts = 2\n\nnot a key\n", "*pod.conf:4: *not a key*" },
+    { "[pod]\nhosts = 2\n[job]\n", "*nothing to run*" },
+    { "[pod]\nhosts = 2\n[host.3]\njob = x\n[job]\ncommand = x\n",
+      "*--job-host 3: there are only 2 hosts*" },
+};
+
+static void test_config_errors(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_confs); i++) {
+        char *conf = write_conf(bad_confs[i].text);
+        g_setenv("CXLPOD_TEST_CONF", conf, TRUE);
+        g_autofree char *child = g_strdup_printf("/launch/config/errors/%zu",
+                                                 i);
+        g_test_trap_subprocess(child, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_failed();
+        g_test_trap_assert_stderr(bad_confs[i].pattern);
+        remove_conf(conf);
+    }
+}
+
+/* the child of test_config_errors: parse --config $CXLPOD_TEST_CONF */
+static void test_config_errors_child(gconstpointer data)
+{
+    (void)data;
+    if (!g_test_subprocess()) {
+        g_test_skip("a child of /launch/config/errors");
+        return;
+    }
+    g_autofree char *line = g_strdup_printf("--config %s",
+                                            getenv("CXLPOD_TEST_CONF"));
+    struct opts o;
+    parse_line(line, &o);
+    exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/launch/size", test_size);
+    g_test_add_func("/launch/kill", test_kill);
+    g_test_add_func("/launch/qmp-reply", test_qmp_reply);
+    g_test_add_func("/launch/log", test_log);
+    g_test_add_func("/launch/options", test_options);
+    g_test_add_func("/launch/device-args", test_device_args);
+    g_test_add_func("/launch/pool-hosts", test_pool_hosts);
+    g_test_add_func("/launch/restarted", test_restarted);
+    g_test_add_func("/launch/quote", test_quote);
+    g_test_add_func("/launch/config/load", test_config_load);
+    g_test_add_func("/launch/config/override", test_config_override);
+    g_test_add_func("/launch/config/errors", test_config_errors);
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_confs); i++) {
+        g_autofree char *name = g_strdup_printf("/launch/config/errors/%zu",
+                                                i);
+        g_test_add_data_func(name, NULL, test_config_errors_child);
+    }
+    return g_test_run();
+}
