@@ -49,6 +49,7 @@
 #include "qemu/error-report.h"
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
+#include "qemu/main-loop.h"
 #include "qapi/error.h"
 #include "hw/core/cpu.h"
 #include "exec/memory.h"
@@ -114,6 +115,13 @@ void cxl_shm_timed_charge(CXLShmState *s, int64_t ns)
     qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
     if (icount_enabled()) {
         icount_advance_ns(ns);
+        return;
+    }
+    if (bql_locked()) {
+        /*
+         * A fence at interrupt delivery, under the BQL: never wait there
+         * (the time is counted, not waited; docs/device.md).
+         */
         return;
     }
     end = get_clock() + ns;
@@ -508,7 +516,8 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     uint64_t *set = sf_set(s, off), tag = sf_tag(off);
     uint64_t e, holders, owner, others;
     CXLShmLineLock *held = held_of(s, cpu), local = { NULL }, *h;
-    bool excl = cpu && cpu_in_exclusive_context(cpu);
+    /* an atomic's load and store, not any exclusive section (page walk) */
+    bool excl = cpu && tcg_enabled() && tcg_atomic_step_active();
     CXLShmWay *w = cache_find(t, line);
     bool cached = w != NULL, present, snooped = false;
     int i;
@@ -644,19 +653,16 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     return ret;
 }
 
+/* The region spans the device: @addr is the DPA */
 static uint64_t cxl_shm_timed_read(void *opaque, hwaddr addr, unsigned size)
 {
-    CXLShmDirect *d = opaque;
-
-    return timed_access(d->owner, d->dpa + addr, size, false, 0);
+    return timed_access(opaque, addr, size, false, 0);
 }
 
 static void cxl_shm_timed_write(void *opaque, hwaddr addr, uint64_t val,
                                 unsigned size)
 {
-    CXLShmDirect *d = opaque;
-
-    timed_access(d->owner, d->dpa + addr, size, true, val);
+    timed_access(opaque, addr, size, true, val);
 }
 
 static const MemoryRegionOps cxl_shm_timed_ops = {
@@ -675,14 +681,16 @@ static const MemoryRegionOps cxl_shm_timed_ops = {
     },
 };
 
+/*
+ * A decoder maps an alias of the one I/O region that spans the device
+ * (made at realize, never re-initialised): a vCPU still dispatching into
+ * it while a decoder is reprogrammed sees a valid region and its DPA.
+ */
 void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
 {
-    d->owner = s;
-    memory_region_init_io(&d->io, OBJECT(s), &cxl_shm_timed_ops, d,
-                          "cxl-shm-timed", d->size);
-    /* accesses run without the BQL (patch 0008): they may wait long */
-    memory_region_enable_lockless_io(&d->io);
-    d->mr = &d->io;
+    memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-timed-window",
+                             &s->t.io, d->dpa, d->size);
+    d->mr = &d->alias;
 }
 
 /* Coherence operations on cached lines */
@@ -947,6 +955,10 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
         return false;
     }
     sf_forget_me(s);
+    memory_region_init_io(&t->io, OBJECT(s), &cxl_shm_timed_ops, s,
+                          "cxl-shm-timed", s->size);
+    /* accesses run without the BQL (patch 0008): they may wait long */
+    memory_region_enable_lockless_io(&t->io);
     t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
     t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
     t->nr_held = ms->smp.max_cpus;
@@ -969,6 +981,7 @@ void cxl_shm_timed_fini(CXLShmState *s)
     if (tcg_enabled()) {
         tcg_atomic_step_hook_remove(timed_step_done, s);
     }
+    object_unparent(OBJECT(&t->io));
     g_free(t->way);
     t->way = NULL;
     g_free(t->held);

@@ -1163,7 +1163,11 @@ static void cxl_shm_drop_image(CXLShmState *s)
 static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
     if (kvm_enabled()) {
-        s->atomics_ok = true;
+        /*
+         * mode=timed serves every access as MMIO, and KVM emulates an
+         * atomic on MMIO as a read and a write: not atomic across hosts.
+         */
+        s->atomics_ok = !s->timed;
         return true;
     }
     if (!tcg_enabled()) {

@@ -35,10 +35,8 @@ typedef struct CXLShmQueue {
 
 typedef struct CXLShmDirect {
     bool mapped;
-    MemoryRegion alias;         /* direct mode: the pool, as RAM */
-    MemoryRegion io;            /* mode=timed: every access to the device */
-    MemoryRegion *mr;           /* the one mapped */
-    struct CXLShmState *owner;
+    MemoryRegion alias;         /* the pool's RAM, or mode=timed's region */
+    MemoryRegion *mr;           /* what is mapped (&alias) */
     MemoryRegion *window;       /* the fixed memory window we are mapped in */
     hwaddr hpa;
     uint64_t dpa;
@@ -89,6 +87,7 @@ typedef struct CXLShmTimed {
     uint32_t nr_held;
     FILE *stale_fp;
     QemuMutex stale_lock;
+    MemoryRegion io;            /* the whole device; decoders alias it */
 } CXLShmTimed;
 
 /* What a starting device made of the pool file (undone if refused) */

@@ -11,7 +11,7 @@ pod -n 2 "${SHM[@]}" --device-opt mode=timed --timeout 800 -- \
     'cxlpod-info --json && cxlpod-litmus --test atomic --atomic-ops 20000 --json && cxlpod-litmus --method both --json && cxlpod-info --json' \
     || { out 0; out 1; fail "litmus reported a mismatch or the pod failed"; }
 for h in 0 1; do
-    first=$(out $h | grep -F '{"tool":"cxlpod-info"' | head -n1)
+    first=$(grep -m1 -F '{"tool":"cxlpod-info"' "$WORK/pod/host$h.out")
     [ "$(jq -r .mode <<<"$first")" = timed ] || fail "host$h: mode is not timed"
     [ "$(jq -r .latency_ns <<<"$first")" = 250 ] || fail "host$h: miss latency is not the default 250 ns"
     (( $(jq -r .caps <<<"$first") & 2 )) || fail "host$h: no cross-host atomics in timed mode"
@@ -34,7 +34,7 @@ for m in doorbell native; do
 done
 expect_litmus 0 native mp noncoherent wb-nofence '^(old|mixed)'
 for h in 0 1; do
-    a=$(out $h | grep -F '{"tool":"cxlpod-litmus"' | head -n1)
+    a=$(grep -m1 -F '{"tool":"cxlpod-litmus"' "$WORK/pod/host$h.out")
     got=$(jq -r '.results[] | select(.area=="coherent" and .proto=="none") | .outcome' <<<"$a")
     [ "$got" = exact ] || fail "host$h: coherent counter '$got' after 2 x 20000 increments"
 done
