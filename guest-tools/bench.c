@@ -531,15 +531,8 @@ int main(int argc, char **argv)
 			struct cxlpod_stats st;
 			if (!cxlpod_stats(t.p, &st)) {
 				j_obj_begin(&j, "timed");
-				j_uint(&j, "hits", st.dev_hits);
-				j_uint(&j, "misses", st.dev_misses);
-				j_uint(&j, "cache_evictions", st.dev_cache_evictions);
 				j_uint(&j, "lines_written_back", st.dev_wb_lines);
-				j_uint(&j, "back_invalidates", st.dev_back_invalidates);
-				j_uint(&j, "snoops", st.dev_snoops);
-				j_uint(&j, "snoop_filter_evictions", st.dev_sf_evictions);
-				j_uint(&j, "stale_reads", st.dev_stale_reads);
-				j_uint(&j, "charged_ns", st.dev_charged_ns);
+				j_timed_stats(&j, &st);
 				j_obj_end(&j);
 			}
 		}

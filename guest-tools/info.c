@@ -152,14 +152,7 @@ int main(int argc, char **argv)
 		j_uint(&j, "native_ops", st.dev_native_ops);
 		j_uint(&j, "errors", st.dev_errors);
 		j_uint(&j, "conflicts", st.dev_conflicts);
-		j_uint(&j, "charged_ns", st.dev_charged_ns);
-		j_uint(&j, "hits", st.dev_hits);
-		j_uint(&j, "misses", st.dev_misses);
-		j_uint(&j, "cache_evictions", st.dev_cache_evictions);
-		j_uint(&j, "back_invalidates", st.dev_back_invalidates);
-		j_uint(&j, "snoops", st.dev_snoops);
-		j_uint(&j, "snoop_filter_evictions", st.dev_sf_evictions);
-		j_uint(&j, "stale_reads", st.dev_stale_reads);
+		j_timed_stats(&j, &st);
 		j_obj_end(&j);
 		j_end_print(&j);
 	}

@@ -563,3 +563,15 @@ void j_common(struct jbuf *j, struct tool *t)
 	j_str(j, "backend", cxlpod_backend_name(t->info.backend));
 	j_str(j, "method", cxlpod_method_name(t->info.method));
 }
+
+void j_timed_stats(struct jbuf *j, const struct cxlpod_stats *st)
+{
+	j_uint(j, "charged_ns", st->dev_charged_ns);
+	j_uint(j, "hits", st->dev_hits);
+	j_uint(j, "misses", st->dev_misses);
+	j_uint(j, "cache_evictions", st->dev_cache_evictions);
+	j_uint(j, "back_invalidates", st->dev_back_invalidates);
+	j_uint(j, "snoops", st->dev_snoops);
+	j_uint(j, "snoop_filter_evictions", st->dev_sf_evictions);
+	j_uint(j, "stale_reads", st->dev_stale_reads);
+}

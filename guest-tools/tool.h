@@ -138,6 +138,9 @@ void j_begin(struct jbuf *j);
 void j_raw(struct jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void j_key(struct jbuf *j, const char *k); /* writes separator + "k": */
 void j_str(struct jbuf *j, const char *k, const char *v);
+/* The device's timed-mode counters and charged ns, as JSON members */
+struct cxlpod_stats;
+void j_timed_stats(struct jbuf *j, const struct cxlpod_stats *st);
 void j_int(struct jbuf *j, const char *k, long long v);
 void j_uint(struct jbuf *j, const char *k, unsigned long long v);
 void j_dbl(struct jbuf *j, const char *k, double v);
