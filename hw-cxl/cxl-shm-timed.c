@@ -255,6 +255,20 @@ take:
     return victim;
 }
 
+/* The hosts the pool's table shows live (this one included) */
+static uint64_t timed_live_hosts(CXLShmState *s)
+{
+    uint64_t live = 1ULL << s->host_id;
+    uint32_t i;
+
+    for (i = 0; i < s->max_hosts; i++) {
+        if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
+            live |= 1ULL << i;
+        }
+    }
+    return live;
+}
+
 /* This host's (earlier lives') marks in the filter: gone */
 static void sf_forget_me(CXLShmState *s)
 {
@@ -522,6 +536,16 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     bool cached = w != NULL, present, snooped = false;
     int i;
 
+    if (held && held->word &&
+        !cxl_shm_lines_lock_covers(&s->lines, held, off)) {
+        /*
+         * An atomic whose accesses span two lock words (a split lock):
+         * its first line is released before anything takes another
+         * lock, so it is atomic across hosts per line only
+         * (docs/device.md), and no thread ever holds two line locks.
+         */
+        cxl_shm_lines_unlock(&s->lines, held);
+    }
     if (!w) {
         w = cache_alloc(s, line, held, c);
     }
@@ -537,18 +561,9 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
     }
 
-    if (held && held->word &&
-        cxl_shm_lines_lock_covers(&s->lines, held, off)) {
+    if (held && held->word) {
         h = held;                   /* the atomic's second access */
     } else {
-        if (held && held->word) {
-            /*
-             * An atomic whose accesses span two lock words (a split
-             * lock): its first line is released, so it is atomic across
-             * hosts per line only (docs/device.md).
-             */
-            cxl_shm_lines_unlock(&s->lines, held);
-        }
         h = excl && held ? held : &local;
         cxl_shm_lines_lock(&s->lines, off, h);
     }
@@ -558,8 +573,12 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         i = sf_insert(s, set, tag, off, c);
     }
     e = set[i];
-    holders = e & SF_HOLDERS;
+    /* hosts that left or died hold nothing any more */
+    holders = e & SF_HOLDERS & timed_live_hosts(s);
     owner = (e >> SF_OWNER_SHIFT) & SF_OWNER_MASK;
+    if (owner && !(holders & (1ULL << (owner - 1)))) {
+        owner = 0;
+    }
     present = cached && (holders & me);
 
     if (write || excl) {

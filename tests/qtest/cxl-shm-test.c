@@ -797,7 +797,12 @@ static void test_timed_coherent(void)
     g_assert_cmphex(mem_rq(&b, l), ==, 6);      /* b lost it: a miss */
     g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 3);
     g_assert_cmpuint(r64(&b, R_STAT_SFEVICT), ==, 1);
+
+    /* a host that left holds nothing: no back-invalidate for its copy */
+    g_assert_cmphex(mem_rq(&b, l + 0x40), ==, 0);
     qtest_quit(b.qts);
+    mem_wq(&a, l + 0x40, 8);
+    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 2);
     qtest_quit(a.qts);
 }
 
