@@ -368,6 +368,20 @@ void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h)
     lock_page(l, offset, h);
 }
 
+bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
+                           CXLShmLineLock *h)
+{
+    h->word = page_lock(l, offset);
+    h->slot = slot_claim(l);
+    h->tag = tag_make(l->host_id, h->slot, l->generation);
+    if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
+        return true;
+    }
+    qatomic_store_release(&l->slot_busy[h->slot], 0);
+    h->word = NULL;
+    return false;
+}
+
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h)
 {
     unlock_page(l, h);

@@ -121,6 +121,9 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
  */
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h);
+/* The lock if it is free now (no wait, no dead-owner recovery) */
+bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
+                           CXLShmLineLock *h);
 /* Does the held @h (word != NULL) also cover @offset? */
 bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
                                uint64_t offset);

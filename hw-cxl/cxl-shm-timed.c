@@ -565,7 +565,22 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         h = held;                   /* the atomic's second access */
     } else {
         h = excl && held ? held : &local;
-        cxl_shm_lines_lock(&s->lines, off, h);
+        if (cpu) {
+            cxl_shm_lines_lock(&s->lines, off, h);
+        } else {
+            /*
+             * Not a vCPU (DMA, a debugger): a vCPU of this host inside an
+             * atomic may hold the line lock and need the cache lock for
+             * its store.  Never wait for a line lock with the cache lock
+             * held: wait without it, then try again.
+             */
+            while (!cxl_shm_lines_trylock(&s->lines, off, h)) {
+                qemu_mutex_unlock(&t->lock);
+                cxl_shm_lines_lock(&s->lines, off, h);
+                cxl_shm_lines_unlock(&s->lines, h);
+                qemu_mutex_lock(&t->lock);
+            }
+        }
     }
 
     i = sf_find(s, set, tag);
@@ -668,7 +683,10 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
         cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
     }
     qemu_mutex_unlock(&s->t.lock);
-    cxl_shm_timed_charge(s, c.ns);
+    if (cpu) {
+        /* no vCPU waits for a DMA or debugger access: guest time stays */
+        cxl_shm_timed_charge(s, c.ns);
+    }
     return ret;
 }
 
