@@ -663,7 +663,7 @@ int cxlpod_offset(cxlpod *p, const void *addr, uint64_t *offset)
 
 int cxlpod_area_of(cxlpod *p, const void *addr, enum cxlpod_area *area)
 {
-	uint64_t off;
+	uint64_t off = 0;
 	int err = cxlpod_offset(p, addr, &off);
 	if (err)
 		return err;

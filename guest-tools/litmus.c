@@ -27,8 +27,10 @@
  *           x[r+1 mod N]; "00" = every rank read 0 in one trial.
  *           outcome: never-00 | always-00 | sometimes-00
  *   atomic  every rank does K __atomic fetch_adds on one counter (in the
- *           area; with wbinv each add is invalidate + add + writeback);
- *           rank 0 invalidates and reads it.  outcome: exact | lost
+ *           area; with wbinv each add is invalidate + add + writeback),
+ *           from T threads (--threads, each K adds: the vCPUs of one host
+ *           and the hosts race); rank 0 invalidates and reads it.
+ *           outcome: exact | lost
  *   fs      false sharing: rank r stores word r of ONE line, protocol;
  *           rank 0 invalidates and reads the line.  outcome: all | lost
  *           The device's conflict counter (STAT_CONFLICTS, summed over
@@ -48,6 +50,7 @@
  */
 #include "tool.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +85,7 @@ struct lit {
 	struct tool *t;
 	struct ctl *ctl;
 	uint8_t *base[NAREAS];
-	int iters_mp, iters_sb, atomic_ops, poll_ms;
+	int iters_mp, iters_sb, atomic_ops, threads, poll_ms;
 	uint64_t token;
 	int mismatches, combos;
 	struct jbuf *j;
@@ -92,8 +95,60 @@ struct lit {
 #define L_MP 0
 #define L_SB 1 /* 1..N */
 #define L_ATOMIC 40
+#define MAX_THREADS 64
 #define L_FS 41
 #define L_STALE 42
+
+/* One thread's adds of the atomic test (0, or the first error) */
+struct adder {
+	struct lit *l;
+	uint64_t *ctr;
+	int proto;
+	bool extra;	/* not the calling thread: reports its own error */
+	int err;
+};
+
+static void *adder_run(void *arg)
+{
+	struct adder *d = arg;
+	struct tool *t = d->l->t;
+
+	for (int i = 0; i < d->l->atomic_ops && !d->err; i++) {
+		if (d->proto == P_WBINV)
+			d->err = cxlpod_invalidate(t->p, d->ctr, 8);
+		__atomic_fetch_add(d->ctr, 1, __ATOMIC_SEQ_CST);
+		if (d->proto == P_WBINV && !d->err)
+			d->err = cxlpod_writeback(t->p, d->ctr, 8);
+	}
+	if (d->err && d->extra)
+		fprintf(stderr, "%s: %s\n", t->name, cxlpod_errmsg());
+	return NULL;
+}
+
+/* --threads adders at once; 0, or the first error */
+static int adders(struct lit *l, uint64_t *ctr, int proto)
+{
+	pthread_t th[MAX_THREADS];
+	struct adder d[MAX_THREADS];
+	int n = 0, err = 0;
+
+	for (int k = 0; k < l->threads; k++) {
+		d[k] = (struct adder){.l = l, .ctr = ctr, .proto = proto, .extra = k > 0};
+		if (k && pthread_create(&th[k], NULL, adder_run, &d[k]))
+			break;
+		n = k + 1;
+	}
+	adder_run(&d[0]);
+	for (int k = 1; k < n; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < n && !err; k++)
+		err = d[k].err;
+	if (!err && n < l->threads) {
+		fprintf(stderr, "%s: pthread_create failed\n", l->t->name);
+		err = -1;
+	}
+	return err;
+}
 
 static int wb_fence(struct lit *l, volatile uint64_t *a)
 {
@@ -254,13 +309,7 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	case T_ATOMIC: {
 		PRIME(l, a, L_ATOMIC, 1, 0);
 		uint64_t *ctr = (uint64_t *)LINE(l, a, L_ATOMIC);
-		for (int i = 0; i < l->atomic_ops; i++) {
-			if (proto == P_WBINV)
-				OP(cxlpod_invalidate(t->p, ctr, 8));
-			__atomic_fetch_add(ctr, 1, __ATOMIC_SEQ_CST);
-			if (proto == P_WBINV)
-				OP(cxlpod_writeback(t->p, ctr, 8));
-		}
+		OP(adders(l, ctr, proto));
 		if (proto == P_WB)
 			OP(wb_fence(l, ctr));
 		if (tool_barrier(t))
@@ -365,13 +414,15 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 			snprintf(out, outn, "sometimes-00(%llu/%d)", (unsigned long long)o[0],
 				 l->iters_sb);
 		break;
-	case T_ATOMIC:
-		if (o[0] == (uint64_t)N * l->atomic_ops)
+	case T_ATOMIC: {
+		uint64_t want = (uint64_t)N * l->threads * l->atomic_ops;
+		if (o[0] == want)
 			snprintf(out, outn, "exact");
 		else
 			snprintf(out, outn, "lost(%llu/%llu)", (unsigned long long)o[0],
-				 (unsigned long long)N * l->atomic_ops);
+				 (unsigned long long)want);
 		break;
+	}
 	case T_FS: {
 		int n = N < 8 ? N : 8;
 		const char *cs = conflicts == 1 ? "" : "s";
@@ -506,8 +557,8 @@ static void reset_ctl(struct tool *t, void *arg)
 
 static void usage(void)
 {
-	printf("usage: cxlpod-litmus [--iters N(100)] [--atomic-ops K(1000)] [--test NAME]\n"
-	       "                     [--method doorbell|native|both] [options]\n"
+	printf("usage: cxlpod-litmus [--iters N(100)] [--atomic-ops K(1000)] [--threads T(1)]\n"
+	       "                     [--test NAME] [--method doorbell|native|both] [options]\n"
 	       "Runs mp, sb, atomic, fs, stale in both areas with protocols none, wb,\n"
 	       "wbinv (mp also wb-nofence, wb-fence) on all hosts in lock step; exit 3\n"
 	       "if an outcome differs from the expected one.  Needs >= 2 hosts.\n%s",
@@ -517,11 +568,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-litmus", .rank = -1};
-	struct lit l = {.t = &t, .iters_mp = 3, .iters_sb = 100, .atomic_ops = 1000, .poll_ms = 20};
+	struct lit l = {.t = &t, .iters_mp = 3, .iters_sb = 100, .atomic_ops = 1000, .threads = 1,
+		      .poll_ms = 20};
 	const char *only = NULL;
 	const struct topt opts[] = {
 		{"--iters", TOPT_INT, &l.iters_sb, 1, 1e7},
 		{"--atomic-ops", TOPT_INT, &l.atomic_ops, 1, 1e9},
+		{"--threads", TOPT_INT, &l.threads, 1, MAX_THREADS},
 		{"--test", TOPT_STR, &only, 0, 0},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
 	};
@@ -592,6 +645,7 @@ int main(int argc, char **argv)
 		rc = EXIT_WRONG;
 	j_bool(&j, "ok", rc == 0);
 	j_int(&j, "combinations", l.combos);
+	j_int(&j, "threads", l.threads);
 	j_int(&j, "mismatches", l.mismatches);
 	struct cxlpod_stats st;
 	if (!cxlpod_stats(t.p, &st))

@@ -90,12 +90,15 @@ enum {
 
 /*
  * Snoop filter of the coherent window (mode=timed): a header, then
- * [CXLSHM_NR_LOCKS sets][ways] words; set i is guarded by line lock i.
- * An entry: bit 63 valid, 42..62 tag, 38..41 age, 32..37 owner + 1
- * (0: no host holds it modified), 0..31 the hosts holding a copy.
+ * [CXLSHM_NR_LOCKS sets][ways] words; set i holds coherent lines L with
+ * L % 8192 == i and is guarded by line lock i.  An entry: bit 63 valid,
+ * 42..62 tag (L / 8192), 38..41 age, 32..37 owner + 1 (0: no host holds
+ * it modified), 0..31 the hosts holding a copy.  The magic names the
+ * layout: a filter of the earlier per-page layout ("1SFSNOOP") is set up
+ * again by the first timed host that joins.
  */
 #define CXLPOOL_SF_OFFSET       0x110000
-#define CXLPOOL_SF_MAGIC        0x504f4f4e53465331ULL  /* "1SFSNOOP" */
+#define CXLPOOL_SF_MAGIC        0x504f4f4e53465332ULL  /* "2SFSNOOP" */
 #define CXLPOOL_SF_ENTRIES      0x111000
 #define CXLPOOL_SF_MAX_WAYS     14
 

@@ -35,9 +35,17 @@ static inline int tag_slot(uint64_t tag)
 
 typedef CXLShmLineLock Held;
 
+/*
+ * The lock word of @offset: per 4 KiB page in the non-coherent area (the
+ * line operations walk pages), per line in the coherent window, where a
+ * lock also guards the snoop-filter set of the same index (mode=timed).
+ */
 static uint64_t *page_lock(CXLShmLines *l, uint64_t offset)
 {
-    return &l->locks[(offset / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS];
+    uint64_t unit = offset < l->coherent_size ? CXLSHM_LINE
+                                              : CXLSHM_LOCK_PAGE;
+
+    return &l->locks[(offset / unit) % CXLSHM_NR_LOCKS];
 }
 
 static CXLShmUndo *undo_slot(CXLShmLines *l, uint32_t host, uint64_t gen,

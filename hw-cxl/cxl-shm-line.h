@@ -112,11 +112,13 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n);
 
 /*
- * The lock of the pool page holding @offset (any area), for a caller that
- * makes several accesses of one line atomic across hosts (mode=timed:
- * stores and atomics on the coherent window).  The lock is not recursive
- * and covers every page that hashes to the same word: never take a
- * second one while holding one.  A holder that dies is detected as for
+ * The lock of @offset (any area), for a caller that makes several
+ * accesses of one line atomic across hosts (mode=timed: stores and
+ * atomics on the coherent window).  Word (offset / 4096) % 8192 in the
+ * non-coherent area, (offset / 64) % 8192 in the coherent window, so
+ * coherent line L and snoop-filter set L % 8192 share word L % 8192.
+ * The lock is not recursive and covers everything that maps to the same
+ * word: never take a second one while holding one.  A holder that dies is detected as for
  * the line operations; coherent lines are never rolled back.
  */
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);

@@ -175,16 +175,19 @@ static inline uint64_t way_line(const CXLShmWay *w)
 
 /* The snoop filter (pool metadata) */
 
+/*
+ * Set (line % 8192), indexed by the line address as a snoop filter's is,
+ * guarded by the coherent line's own lock word (cxl_shm_lines_lock());
+ * the tag is the rest of the line number (21 bits: a 1 TiB pool).
+ */
 static uint64_t *sf_set(CXLShmState *s, uint64_t off)
 {
-    return &s->t.sf[((off / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS) *
-                    s->t.sf_ways];
+    return &s->t.sf[((off / CXLSHM_LINE) % CXLSHM_NR_LOCKS) * s->t.sf_ways];
 }
 
 static uint64_t sf_tag(uint64_t off)
 {
-    return (((off / CXLSHM_LOCK_PAGE) / CXLSHM_NR_LOCKS) << 6 |
-            (off % CXLSHM_LOCK_PAGE) / CXLSHM_LINE) & SF_TAG_MASK;
+    return (off / CXLSHM_LINE / CXLSHM_NR_LOCKS) & SF_TAG_MASK;
 }
 
 static int sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
@@ -279,7 +282,8 @@ static void sf_forget_me(CXLShmState *s)
         CXLShmLineLock h;
         uint64_t *set = &s->t.sf[i * s->t.sf_ways];
 
-        cxl_shm_lines_lock(&s->lines, (uint64_t)i * CXLSHM_LOCK_PAGE, &h);
+        /* coherent line i: lock word i (coherent-size >= 2 MiB here) */
+        cxl_shm_lines_lock(&s->lines, (uint64_t)i * CXLSHM_LINE, &h);
         for (j = 0; j < s->t.sf_ways; j++) {
             uint64_t e = set[j];
 

@@ -22,6 +22,7 @@
 /* the pool format (physically ../../hw-cxl from this file) */
 #include "../../hw-cxl/cxl-shm-format.h"
 
+#define KiB 1024ULL
 #define MiB (1024ULL * 1024)
 
 #define POOL_SIZE       (256 * MiB)
@@ -803,6 +804,41 @@ static void test_timed_coherent(void)
     qtest_quit(b.qts);
     mem_wq(&a, l + 0x40, 8);
     g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 2);
+    qtest_quit(a.qts);
+}
+
+/*
+ * The filter's sets are indexed by line, as a snoop filter's are: the 64
+ * lines of one page spread over 64 sets and never evict each other with
+ * the default 4 ways; the fifth line of one set (lines 512 KiB apart)
+ * evicts the oldest of its four.
+ */
+static void test_timed_filter_sets(void)
+{
+    g_autofree char *pool = pool_path("timed-sets.pool");
+    uint64_t page = 0x10000, k;
+    Host a;
+
+    timed_start(&a, pool, 0, NULL);
+    for (k = 0; k < 4096 / LINE; k++) {
+        g_assert_cmphex(mem_rq(&a, page + k * LINE), ==, 0);
+    }
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64);
+    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 0);
+    for (k = 0; k < 4096 / LINE; k++) {
+        g_assert_cmphex(mem_rq(&a, page + k * LINE), ==, 0);
+    }
+    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 64);
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64);
+
+    /* five lines of one set: the fifth evicts the first */
+    for (k = 1; k <= 4; k++) {
+        g_assert_cmphex(mem_rq(&a, page + k * 512 * KiB), ==, 0);
+    }
+    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 1);
+    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 1);
+    g_assert_cmphex(mem_rq(&a, page), ==, 0);       /* evicted: a miss */
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64 + 4 + 1);
     qtest_quit(a.qts);
 }
 
@@ -2714,6 +2750,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/timed-noncoherent", test_timed_noncoherent);
     qtest_add_func("/cxl-shm/timed-coherent", test_timed_coherent);
+    qtest_add_func("/cxl-shm/timed-filter-sets", test_timed_filter_sets);
     qtest_add_func("/cxl-shm/timed-filter-mismatch",
                    test_timed_filter_mismatch);
     qtest_add_func("/cxl-shm/timed-atomics-tcg", test_timed_atomics_tcg);

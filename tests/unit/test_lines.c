@@ -321,6 +321,16 @@ static void test_torn(void)
  * logged the old line (0x1111 words), wrote half of a new one and died.
  * Returns its undo slot.
  */
+/*
+ * The lock word of @off: per page in the non-coherent area, per line in
+ * the coherent window (cxl-shm-line.h)
+ */
+static uint64_t *lock_word(uint64_t off)
+{
+    return &locks[(off / (off < COH ? CXLSHM_LINE : CXLSHM_LOCK_PAGE)) %
+                  CXLSHM_NR_LOCKS];
+}
+
 static CXLShmUndo *dead_half_write(uint64_t off, uint64_t gen, uint64_t slot)
 {
     uint64_t tag = CXLPOOL_TAG(7, slot, gen);
@@ -337,7 +347,7 @@ static CXLShmUndo *dead_half_write(uint64_t off, uint64_t gen, uint64_t slot)
     for (w = 0; w < 4; w++) {
         p[w] = 0x2222;
     }
-    locks[(off / 4096) % CXLSHM_NR_LOCKS] = tag;
+    *lock_word(off) = tag;
     return u;
 }
 
@@ -465,17 +475,31 @@ static void test_media_write(void)
     CHECK(!memcmp(pool + nc, data, CXLSHM_LINE), "non-coherent line not "
           "written");
     CHECK(*img_word(&a, nc, 0) == 0, "the host's cached copy changed");
-    CHECK(locks[(nc / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS] == 0,
+    CHECK(*lock_word(nc) == 0 && *lock_word(4096 + 64) == 0,
           "lock still held");
     cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, nc, CXLSHM_LINE, &n);
     CHECK(*img_word(&a, nc, 7) == 0x5a5a5a5a5a5a5a5aULL, "not fetched");
+
+    /* a coherent line has a lock word of its own, the next line another */
+    {
+        CXLShmLineLock h = { NULL };
+
+        cxl_shm_lines_lock(&a, 4096 + 64, &h);
+        CHECK(h.word == lock_word(4096 + 64) && *h.word,
+              "coherent line 65 not locked by word 65");
+        CHECK(!cxl_shm_lines_lock_covers(&a, &h, 4096 + 128),
+              "one lock covers two coherent lines");
+        CHECK(cxl_shm_lines_lock_covers(&a, &h, 4096 + 64 + 32),
+              "the lock does not cover its own line");
+        cxl_shm_lines_unlock(&a, &h);
+    }
 
     /*
      * Host 7 (gen 5) died half-way through a media write of a
      * non-coherent line: the next media write on that page rolls it back
      * first.  In the coherent window the same record is not replayed
-     * (guests stored there since, without locks): the lock is taken over
-     * and the words stay as they are.
+     * (guests stored there since, without locks): the line's lock is
+     * taken over and the words stay as they are.
      */
     for (w = 0; w < 2; w++) {
         uint64_t off = (w ? 2 * 4096 : COH + 2 * 4096) + 64;
@@ -483,6 +507,12 @@ static void test_media_write(void)
         int k;
 
         p = (uint64_t *)(pool + off);
+        if (w) {
+            CXLShmLineLock h = { NULL };
+
+            cxl_shm_lines_lock(&a, off, &h);
+            cxl_shm_lines_unlock(&a, &h);
+        }
         cxl_shm_lines_media_write(&a, off + 128, data);
         for (k = 0; k < CXLSHM_LINE_WORDS; k++) {
             uint64_t want = !w || k >= 4 ? 0x1111 : 0x2222;

@@ -56,6 +56,8 @@ for backend in loopback model; do
 		run $n cxlpod-allreduce --sizes 4K,64K --rounds 2
 		expect $n 0 'allreduce: OK exact sums' "$backend allreduce $n hosts"
 	done
+	run 2 cxlpod-litmus --test atomic --threads 4 --atomic-ops 5000
+	expect 2 0 'mismatches: PASS' "$backend litmus atomic, 4 threads per host"
 	run 2 cxlpod-litmus --json --test mp
 	expect 2 0 '"mismatches":0' "$backend litmus --json"
 	run 2 cxlpod-crash --records 5000 --idle 5
