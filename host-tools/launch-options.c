@@ -49,6 +49,13 @@ void usage(FILE *f)
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
 "      --device-opt K=V    extra device property (repeatable);\n"
 "                          I:K=V for host I only\n"
+"      --pool-backend file|memdev  cxl-shm: the pool from the device's own\n"
+"                          backend (pool=PATH, default) or from a\n"
+"                          memory-backend-file on it (memdev=ID);\n"
+"                          I:file|memdev for host I only (repeatable)\n"
+"      --prealloc          memory backend: allocate the pool's pages at start\n"
+"      --host-nodes N[-M]  memory backend: bind the pool to host NUMA node(s)\n"
+"                          N[-M] (policy=bind)\n"
 "\n"
 "Jobs and checks:\n"
 "      --job FILE          shell script to run in every guest\n"
@@ -86,7 +93,8 @@ enum {
     OPT_COHERENT, OPT_DEVICE, OPT_DEVICE_OPT, OPT_QEMU_ARG, OPT_MEM, OPT_SMP,
     OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
-    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG,
+    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
+    OPT_PREALLOC, OPT_HOST_NODES,
 };
 
 static const struct option long_opts[] = {
@@ -103,6 +111,9 @@ static const struct option long_opts[] = {
     { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
     { "device", required_argument, NULL, OPT_DEVICE },
     { "device-opt", required_argument, NULL, OPT_DEVICE_OPT },
+    { "pool-backend", required_argument, NULL, OPT_POOL_BACKEND },
+    { "prealloc", no_argument, NULL, OPT_PREALLOC },
+    { "host-nodes", required_argument, NULL, OPT_HOST_NODES },
     { "qemu-arg", required_argument, NULL, OPT_QEMU_ARG },
     { "mem", required_argument, NULL, OPT_MEM },
     { "smp", required_argument, NULL, OPT_SMP },
@@ -262,6 +273,42 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
             BAD("--device-opt", "host id before ':' must be 0..31");
         }
         strv_add(&o->device_opts, optarg);
+        break;
+    }
+    case OPT_POOL_BACKEND: {
+        const char *name;
+        int bh = device_opt_host(optarg, &name);
+        enum pool_backend b;
+        if (!strcmp(name, "file")) {
+            b = BACKEND_FILE;
+        } else if (!strcmp(name, "memdev")) {
+            b = BACKEND_MEMDEV;
+        } else {
+            BAD("--pool-backend", "expected file, memdev, I:file or I:memdev");
+        }
+        if (bh >= MAX_HOSTS) {
+            BAD("--pool-backend", "host id before ':' must be 0..31");
+        }
+        if (bh >= 0) {
+            o->host_backend[bh] = b;
+        } else {
+            o->backend = b;
+        }
+        break;
+    }
+    case OPT_PREALLOC:
+        o->prealloc = true;
+        break;
+    case OPT_HOST_NODES: {
+        g_auto(GStrv) r = g_strsplit(optarg, "-", 2);
+        long lo, hi = -1;
+        if (!parse_int(r[0], 0, 127, &lo) ||
+            (r[1] && (!parse_int(r[1], lo, 127, &hi)))) {
+            BAD("--host-nodes", "expected a NUMA node N or a range N-M "
+                "(0..127)");
+        }
+        g_free(o->host_nodes);
+        o->host_nodes = g_strdup(optarg);
         break;
     }
     case OPT_QEMU_ARG:
@@ -652,6 +699,25 @@ void parse_args(int argc, char **argv, struct opts *o)
         (o->coherent_size_given || o->latency_ns >= 0 || o->max_hosts)) {
         msg("warning: --coherent-size/--latency-ns/--max-hosts only apply "
             "to --device cxl-shm; ignored");
+    }
+    bool any_memdev = false, any_backend = o->backend != BACKEND_UNSET;
+    for (int h = 0; h < MAX_HOSTS; h++) {
+        if (o->host_backend[h] != BACKEND_UNSET && h >= o->nhosts) {
+            die(EXIT_USAGE, "--pool-backend %d:...: there are only %d hosts "
+                "(0..%d)", h, o->nhosts, o->nhosts - 1);
+        }
+        any_backend |= o->host_backend[h] != BACKEND_UNSET;
+        any_memdev |= h < o->nhosts && host_on_memdev(o, h);
+    }
+    if (o->device == DEV_CXL_TYPE3 && any_backend) {
+        msg("warning: --pool-backend only applies to --device cxl-shm "
+            "(cxl-type3 always takes a memory backend); ignored");
+    }
+    if (o->device == DEV_CXL_SHM && !any_memdev &&
+        (o->prealloc || o->host_nodes)) {
+        die(EXIT_USAGE, "--prealloc/--host-nodes set options of a memory "
+            "backend: give --pool-backend memdev (cxl-shm's pool=PATH has "
+            "none)");
     }
     if (o->max_hosts && o->max_hosts < o->nhosts) {
         die(EXIT_USAGE, "--max-hosts %d is less than the %d hosts", o->max_hosts,

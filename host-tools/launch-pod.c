@@ -58,9 +58,17 @@ int run(struct opts *o)
         }
     }
     if (!o->quiet) {
-        msg("%d host%s, pool %s (%s, %llu MiB), QEMU %s", o->nhosts,
+        GString *md = g_string_new(NULL);
+        for (int i = 0; i < o->nhosts; i++) {
+            if (host_on_memdev(o, i)) {
+                g_string_append_printf(md, "%s%d", md->len ? "," : "", i);
+            }
+        }
+        msg("%d host%s, pool %s (%s%s%s, %llu MiB), QEMU %s", o->nhosts,
             o->nhosts > 1 ? "s" : "", o->pool, device_name(o->device),
+            md->len ? ", memory backend on hosts " : "", md->str,
             (unsigned long long)(o->size / MIB), o->qemu);
+        g_string_free(md, TRUE);
     }
 
     struct sigaction sa = { .sa_handler = on_signal };
@@ -75,12 +83,35 @@ int run(struct opts *o)
     int started = 0;
     bool timed_out = false;
     bool interrupted = false;
+    /*
+     * A memory backend creates and sizes a missing pool file before its
+     * device takes the pool's lock and writes the header; a pool= host
+     * that looks in between finds a sized pool without a header and is
+     * refused.  So with a host on memdev and no pool yet, the first host
+     * makes the pool alone and the others start once it has a header.
+     */
+    bool wait_header = false;
+    if (o->device == DEV_CXL_SHM) {
+        struct stat pst;
+        for (int i = 0; i < o->nhosts; i++) {
+            wait_header |= host_on_memdev(o, i);
+        }
+        wait_header &= o->nhosts > 1 &&
+                       (stat(o->pool, &pst) < 0 || pst.st_size == 0);
+    }
 
     for (;;) {
         double t = now_s();
 
         /* start hosts (all at once, or --stagger apart) */
+        if (wait_header && started == 1) {
+            unsigned st1;
+            uint64_t gen1;
+            wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
+                          read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
+        }
         while (started < o->nhosts && !interrupted && !timed_out &&
+               !(wait_header && started == 1) &&
                t - t0 >= started * (o->stagger_ms / 1000.0)) {
             struct host *h = &g_hosts[started];
             if (!spawn_qemu(h, o, accel, has_job)) {

@@ -279,6 +279,36 @@ int device_opt_host(const char *opt, const char **kv)
     return atoi(opt);
 }
 
+/* Whether host `host`'s cxl-shm takes its pool from a memory backend. */
+bool host_on_memdev(const struct opts *o, int host)
+{
+    enum pool_backend b = o->host_backend[host] != BACKEND_UNSET ?
+                          o->host_backend[host] : o->backend;
+    return o->device == DEV_CXL_SHM && b == BACKEND_MEMDEV;
+}
+
+/*
+ * -object memory-backend-file,... on the pool file (its options after
+ * "size=SIZE": what the device needs, then --prealloc and --host-nodes).
+ */
+static void add_backend(struct strv *a, const struct opts *o, const char *id,
+                        const char *pool, const char *size, const char *opts)
+{
+    GString *b = g_string_new(NULL);
+    g_string_printf(b, "memory-backend-file,id=%s,%smem-path=%s,size=%s%s",
+                    id, o->device == DEV_CXL_TYPE3 ? "share=on," : "",
+                    pool, size, opts);
+    if (o->prealloc) {
+        g_string_append(b, ",prealloc=on");
+    }
+    if (o->host_nodes) {
+        g_string_append_printf(b, ",host-nodes=%s,policy=bind", o->host_nodes);
+    }
+    strv_add(a, "-object");
+    strv_add(a, b->str);
+    g_string_free(b, TRUE);
+}
+
 /*
  * The one function that knows how the pool device is attached.  Everything
  * device-specific on the QEMU command line comes from here.
@@ -299,17 +329,25 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
 
     switch (o->device) {
     case DEV_CXL_TYPE3:
-        strv_add(a, "-object");
-        strv_addf(a, "memory-backend-file,id=cxl-mem0,share=on,mem-path=%s,"
-                  "size=%s", pool, size);
+        add_backend(a, o, "cxl-mem0", pool, size, "");
         g_string_append(dev, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
                  "id=cxl-vmem0");
         break;
     case DEV_CXL_SHM: {
-        char *s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
-                            "size=%s,host-id=%d,max-hosts=%d",
-                            pool, size, host,
-                            o->max_hosts ? o->max_hosts : o->nhosts);
+        char *s;
+        if (host_on_memdev(o, host)) {
+            /* the pool file itself; its data after the 2 MiB of metadata
+             * (docs/device.md, "The pool as a memory backend") */
+            add_backend(a, o, "cxl-pool0", pool, size, ",offset=2M,share=on");
+            s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,"
+                          "memdev=cxl-pool0,size=%s,host-id=%d,max-hosts=%d",
+                          size, host, o->max_hosts ? o->max_hosts : o->nhosts);
+        } else {
+            s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
+                          "size=%s,host-id=%d,max-hosts=%d",
+                          pool, size, host,
+                          o->max_hosts ? o->max_hosts : o->nhosts);
+        }
         g_string_append(dev, s);
         free(s);
         {

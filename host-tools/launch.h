@@ -80,6 +80,13 @@ enum pool_device { DEV_CXL_TYPE3, DEV_CXL_SHM };
 
 enum accel { ACCEL_AUTO, ACCEL_TCG, ACCEL_KVM };
 
+/*
+ * How cxl-shm takes its pool: the device's own backend (pool=PATH), or a
+ * memory-backend-file on the pool file the launcher writes (memdev=ID).
+ * BACKEND_UNSET: a host without its own --pool-backend I:... setting.
+ */
+enum pool_backend { BACKEND_UNSET, BACKEND_FILE, BACKEND_MEMDEV };
+
 #define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
 
 /* Growable argv. */
@@ -131,6 +138,10 @@ struct opts {
     int max_hosts;              /* 0: = nhosts */
     enum pool_device device;
     struct strv device_opts;
+    enum pool_backend backend;  /* --pool-backend (every host) */
+    enum pool_backend host_backend[MAX_HOSTS];  /* --pool-backend I:... */
+    bool prealloc;              /* --prealloc: on the memory backend */
+    char *host_nodes;           /* --host-nodes N[-M] (NULL: none) */
     struct strv qemu_args;
     char *mem;
     int smp;
@@ -270,6 +281,7 @@ char *find_default_kernel(const char *top);
 enum accel resolve_accel(enum accel want, char *note, size_t notelen);
 void host_paths_init(struct host_paths *hp, const char *wd, int i);
 int device_opt_host(const char *opt, const char **kv);
+bool host_on_memdev(const struct opts *o, int host);
 void add_pool_device_args(struct strv *a, const struct opts *o, int host);
 void build_qemu_argv(struct strv *a, const struct opts *o,
                             enum accel accel, int host,

@@ -292,6 +292,79 @@ static void test_device_args(void)
     strv_free(&a);
 }
 
+static char *write_conf(const char *text);
+static void remove_conf(char *path);
+
+/* cxl-shm on a memory backend: --pool-backend [I:]memdev, --prealloc,
+ * --host-nodes, from the command line and from a pod file */
+static void test_memdev_args(void)
+{
+    struct opts o;
+    struct strv a = { 0 };
+    char *cmd;
+
+    parse_line("-n 2 --size 512M --pool-backend 1:memdev --prealloc "
+               "--host-nodes 0-1 -- true", &o);
+    o.pool = xstrdup("/dev/shm/p,1");
+    g_assert_false(host_on_memdev(&o, 0));
+    g_assert_true(host_on_memdev(&o, 1));
+    add_pool_device_args(&a, &o, 1);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "-object memory-backend-file,id=cxl-pool0,"
+                            "mem-path=/dev/shm/p,,1,size=512M,offset=2M,"
+                            "share=on,prealloc=on,host-nodes=0-1,policy=bind "
+                            "-device cxl-shm,bus=root_port13,id=cxl-shm0,"
+                            "memdev=cxl-pool0,size=512M,host-id=1,"
+                            "max-hosts=2,coherent-size=64M"));
+    g_assert_null(strstr(cmd, "pool=/"));
+    free(cmd);
+    strv_free(&a);
+    /* host 0 keeps the device's own backend */
+    add_pool_device_args(&a, &o, 0);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "cxl-shm,bus=root_port13,id=cxl-shm0,"
+                            "pool=/dev/shm/p,,1,size=512M,host-id=0,"));
+    g_assert_null(strstr(cmd, "memory-backend-file"));
+    g_assert_null(strstr(cmd, "memdev="));
+    free(cmd);
+    strv_free(&a);
+
+    /* every host, then one host back on pool= */
+    parse_line("--pool-backend memdev --pool-backend 0:file -- true", &o);
+    g_assert_false(host_on_memdev(&o, 0));
+    g_assert_true(host_on_memdev(&o, 1));
+    o.pool = xstrdup("/p");
+    add_pool_device_args(&a, &o, 1);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-pool0,"
+                            "mem-path=/p,size=256M,offset=2M,share=on "));
+    free(cmd);
+    strv_free(&a);
+
+    /* cxl-type3's backend takes --prealloc and --host-nodes too */
+    parse_line("--device cxl-type3 --prealloc --host-nodes 1 -- true", &o);
+    o.pool = xstrdup("/p");
+    add_pool_device_args(&a, &o, 0);
+    cmd = argv_to_shell(&a);
+    g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-mem0,share=on,"
+                            "mem-path=/p,size=256M,prealloc=on,host-nodes=1,"
+                            "policy=bind "));
+    free(cmd);
+    strv_free(&a);
+
+    /* the pod file: [device] for every host, [host.I] for one */
+    char *conf = write_conf("[device]\npool-backend = memdev\n"
+                            "prealloc = true\nhost-nodes = 0\n"
+                            "[host.0]\npool-backend = file\n"
+                            "[job]\ncommand = true\n");
+    g_autofree char *arg = g_strdup_printf("--config %s", conf);
+    parse_line(arg, &o);
+    g_assert_true(o.prealloc && !strcmp(o.host_nodes, "0"));
+    g_assert_false(host_on_memdev(&o, 0));
+    g_assert_true(host_on_memdev(&o, 1));
+    remove_conf(conf);
+}
+
 /* the host table of a pool file */
 static void test_pool_hosts(void)
 {
@@ -548,6 +621,15 @@ static const struct {
       "*bad [device] size in *'100M': must be a multiple of 256 MiB*" },
     { "[job]\ncommand = x\njson = maybe\n",
       "*[job] json: expected true or false*" },
+    { "[host.1]\npool-backend = ram\n[job]\ncommand = x\n",
+      "*bad [host.1] pool-backend in *'1:ram': expected file, memdev*" },
+    { "[device]\nprealloc = true\n[job]\ncommand = x\n",
+      "*--prealloc/--host-nodes set options of a memory backend: give "
+      "--pool-backend memdev*" },
+    { "[device]\nhost-nodes = 0,1\npool-backend = memdev\n"
+      "[job]\ncommand = x\n",
+      "*bad [device] host-nodes in *'0,1': expected a NUMA node N or a "
+      "range N-M*" },
     { "[host.1]\nkill = +abc\n[job]\ncommand = x\n",
       "*bad [host.1] kill in *'1@+abc': time after*" },
     { "[pod]\nhosts = 2\n\nnot a key\n", "*pod.conf:4: *not a key*" },
@@ -594,6 +676,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/log", test_log);
     g_test_add_func("/launch/options", test_options);
     g_test_add_func("/launch/device-args", test_device_args);
+    g_test_add_func("/launch/memdev-args", test_memdev_args);
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);
