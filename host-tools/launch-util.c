@@ -188,30 +188,6 @@ void shell_quote(GString *b, const char *s)
     g_string_append(b, "'");
 }
 
-void json_string(GString *b, const char *s, size_t n)
-{
-    g_string_append(b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char tmp[8];
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            g_string_append_len(b, tmp, 2);
-        } else if (c == '\n') {
-            g_string_append(b, "\\n");
-        } else if (c == '\t') {
-            g_string_append(b, "\\t");
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-            g_string_append(b, tmp);
-        } else {
-            g_string_append_len(b, (const char *)&c, 1);
-        }
-    }
-    g_string_append(b, "\"");
-}
-
 bool write_file(const char *path, const char *data, size_t n, mode_t mode)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);

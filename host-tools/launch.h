@@ -9,6 +9,7 @@
  *   launch-options.c   The command line of a pod run
  *   launch-qmp.c       QMP
  *   launch-pod.c       The pod lifecycle
+ *   launch-report.c    The results: summary lines and the --json line
  *   launch-console.c   The `console` subcommand
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -254,7 +255,6 @@ void strv_addf(struct strv *a, const char *fmt, ...)
 void strv_free(struct strv *a);
 char *qemu_opt_escape(const char *s);
 void shell_quote(GString *b, const char *s);
-void json_string(GString *b, const char *s, size_t n);
 bool write_file(const char *path, const char *data, size_t n, mode_t mode);
 char *read_file(const char *path, size_t *lenp);
 const char *accel_name(enum accel a);
@@ -332,6 +332,10 @@ int qmp_main(int argc, char **argv);
 
 /* launch-pod.c */
 int run(struct opts *o);
+
+/* launch-report.c */
+int report(const struct opts *o, enum accel accel, double wall,
+           bool timed_out, bool interrupted);
 
 /* launch-console.c */
 bool write_all(int fd, const char *p, size_t n);
