@@ -20,16 +20,20 @@ struct host *g_hosts;
 int g_nhosts;
 volatile sig_atomic_t g_signal;
 
-void on_signal(int sig)
-{
-    g_signal = sig;
-}
-
-/* Kill and reap every QEMU still running.  Safe to call more than once. */
+/*
+ * Kill and reap every QEMU still running, on every way out (die(), exit,
+ * the end of a run).  The child watches are dropped first and the QEMUs
+ * reaped here, synchronously: the main loop may not run again.  Safe to
+ * call more than once.
+ */
 void cleanup_children(void)
 {
     bool any = false;
     for (int i = 0; i < g_nhosts; i++) {
+        if (g_hosts[i].watch) {
+            g_source_remove(g_hosts[i].watch);
+            g_hosts[i].watch = 0;
+        }
         if (g_hosts[i].pid > 0) {
             kill_qemu(g_hosts[i].pid, SIGTERM);
             any = true;
@@ -60,7 +64,7 @@ void cleanup_children(void)
         if (now_s() > deadline) {
             break;
         }
-        poll(NULL, 0, POLL_MS);
+        g_usleep(POLL_MS * 1000);
     }
     for (int i = 0; i < g_nhosts; i++) {
         struct host *h = &g_hosts[i];
@@ -175,6 +179,42 @@ void mark_job_restarted(const struct host *h, int n)
     free(job);
 }
 
+/* GLib's child watch: host h's QEMU exited and is reaped. */
+static void on_child_exit(GPid pid, gint status, gpointer data)
+{
+    struct host *h = data;
+    if (h->pid == pid) {
+        h->pid = 0;
+        h->wstatus = status;
+        h->exited = true;
+    }
+    h->watch = 0;
+    g_spawn_close_pid(pid);
+}
+
+/*
+ * In the child, before exec: its own process group (the launcher handles
+ * Ctrl-C and signals the group), killed with the launcher, the default
+ * signal dispositions and no blocked signals.
+ */
+static void qemu_child_setup(gpointer data)
+{
+    pid_t parent = GPOINTER_TO_INT(data);
+    sigset_t none;
+
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) {
+        _exit(127);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
                        bool has_job)
 {
@@ -196,43 +236,26 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     if (h->runs > 0) {
         dprintf(errfd, "==== cxlpod-launch: restart %d ====\n", h->runs);
     }
-    pid_t parent = getpid();
+    /* stdin from /dev/null, stdout and stderr to the err file */
+    g_autoptr(GError) err = NULL;
+    GPid pid;
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        msg("host %d: fork: %s", h->id, strerror(errno));
+    if (!g_spawn_async_with_pipes_and_fds(NULL, (const gchar *const *)a.v,
+            NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDIN_FROM_DEV_NULL,
+            qemu_child_setup, GINT_TO_POINTER(getpid()), -1, errfd, errfd,
+            NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+        msg("host %d: cannot start %s: %s", h->id, a.v[0], err->message);
+        dprintf(errfd, PROG ": cannot execute %s: %s\n", a.v[0],
+                err->message);
         close(errfd);
         strv_free(&a);
         return false;
     }
-    if (pid == 0) {
-        /* child: own process group (the launcher handles Ctrl-C), die with
-         * the launcher, stdin from /dev/null, stdout+stderr to the err file */
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) {
-            _exit(127);
-        }
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) {
-            dup2(nul, 0);
-        }
-        dup2(errfd, 1);
-        dup2(errfd, 2);
-        execv(a.v[0], a.v);
-        dprintf(2, PROG ": cannot execute %s: %s\n", a.v[0], strerror(errno));
-        _exit(127);
-    }
     close(errfd);
     strv_free(&a);
     h->pid = pid;
+    h->exited = false;
+    h->watch = g_child_watch_add(pid, on_child_exit, h);
     h->runs++;
     h->t_start = now_s();
     h->run_base = h->log->len;

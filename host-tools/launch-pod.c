@@ -8,6 +8,303 @@
 
 #include "launch.h"
 
+/* What the main loop's callbacks share during a run. */
+struct pod_run {
+    struct opts *o;
+    enum accel accel;
+    bool has_job;
+    double t0;
+    int started;                /* hosts started so far */
+    bool timed_out, interrupted;
+    bool wait_header;           /* host 0 alone until the pool has a header */
+    GMainLoop *loop;
+};
+
+/* SIGINT, SIGTERM, SIGHUP: the next tick shuts the guests down. */
+static gboolean on_unix_signal(gpointer data)
+{
+    g_signal = GPOINTER_TO_INT(data);
+    return G_SOURCE_CONTINUE;
+}
+
+/*
+ * Every POLL_MS: start hosts, read their logs, fire kills, enforce the
+ * deadlines, handle the QEMUs that exited (their child watches reaped
+ * them) and restarts; quits the main loop when every QEMU is gone.
+ */
+static gboolean tick(gpointer data)
+{
+    struct pod_run *r = data;
+    struct opts *o = r->o;
+    enum accel accel = r->accel;
+    bool has_job = r->has_job;
+    double t0 = r->t0;
+    double t = now_s();
+
+    /* start hosts (all at once, or --stagger apart) */
+    if (r->wait_header && r->started == 1) {
+        unsigned st1;
+        uint64_t gen1;
+        r->wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
+                      read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
+    }
+    while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
+           !(r->wait_header && r->started == 1) &&
+           t - t0 >= r->started * (o->stagger_ms / 1000.0)) {
+        struct host *h = &g_hosts[r->started];
+        if (!spawn_qemu(h, o, accel, has_job)) {
+            h->end = END_SPAWN_FAILED;
+        } else if (!o->quiet) {
+            msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
+        }
+        r->started++;
+    }
+
+    /* a signal: shut everything down */
+    if (g_signal && !r->interrupted) {
+        r->interrupted = true;
+        msg("got signal %d: shutting the guests down", (int)g_signal);
+        for (int i = 0; i < o->nhosts; i++) {
+            if (g_hosts[i].pid > 0) {
+                g_hosts[i].end = END_INTERRUPTED;
+                send_term(&g_hosts[i], t);
+            }
+        }
+    }
+
+    /* timeout */
+    if (o->timeout_s > 0 && !r->timed_out && !r->interrupted &&
+        t - t0 > o->timeout_s) {
+        r->timed_out = true;
+        msg("timeout after %.0f s: killing the guests", o->timeout_s);
+        for (int i = 0; i < o->nhosts; i++) {
+            if (g_hosts[i].pid > 0) {
+                if (!g_hosts[i].rep.ended) {
+                    g_hosts[i].end = END_TIMEOUT;
+                }
+                send_term(&g_hosts[i], t);
+            }
+        }
+    }
+
+    bool alive = false;
+    for (int i = 0; i < o->nhosts; i++) {
+        struct host *h = &g_hosts[i];
+        if (h->runs == 0) {
+            continue;
+        }
+        read_log(h);
+        if (h->pid > 0 && h->rep.ready && !h->ready_announced) {
+            h->ready_announced = true;
+            h->t_ready = t;
+            if (!o->quiet) {
+                msg("host %d: CXL region ready (%s) after %.1f s", h->id,
+                    h->rep.dax[0] ? h->rep.dax : "?", t - h->t_start);
+            }
+        }
+        if (h->rep.ended && !h->end_announced) {
+            h->end_announced = true;
+            h->t_end = t;
+            if (!o->quiet) {
+                msg("host %d: job finished rc=%d after %.1f s", h->id,
+                    h->rep.rc, t - h->t_start);
+            }
+        }
+        announce_errors(h, o->quiet);
+        if (o->follow) {
+            follow_output(h, false);
+        }
+
+        /* failure injection (first run only; with --restart and
+         * --restarts N, the first N runs) */
+        if (h->pid > 0 && h->runs <= kill_runs(o, h->id) && !h->term_sent) {
+            for (int k = 0; k < o->n_kills; k++) {
+                const struct kill_spec *ks = &o->kills[k];
+                if (ks->host != h->id || h->kill_fired[k]) {
+                    continue;
+                }
+                bool fire = false;
+                double delay = 0;
+                if (ks->pattern && (!ks->random || h->kill_anchor[k] == 0)) {
+                    /* search only what is new, plus an overlap */
+                    size_t plen = strlen(ks->pattern);
+                    size_t from = h->kill_scan[k] > plen ?
+                                  h->kill_scan[k] - plen : 0;
+                    if (from < h->run_base) {
+                        from = h->run_base;
+                    }
+                    fire = h->log->len > from &&
+                           memmem(h->log->str + from, h->log->len - from,
+                                  ks->pattern, plen) != NULL;
+                    h->kill_scan[k] = h->log->len;
+                    if (fire && ks->random) {
+                        h->kill_anchor[k] = t;
+                        fire = false;
+                    }
+                } else if (!ks->random) {
+                    fire = t - h->t_start >= ks->after_s;
+                }
+                if (ks->random) {
+                    if (!ks->pattern && h->kill_anchor[k] == 0 && h->rep.begun) {
+                        h->kill_anchor[k] = t;
+                    }
+                    delay = kill_delay(ks, o->seed, h->runs, k);
+                    if (h->kill_anchor[k] > 0 && h->rep.ended) {
+                        msg("host %d: job ended before its random kill "
+                            "(%.2f s after %s); not killed", h->id, delay,
+                            ks->pattern ? ks->pattern : "its job began");
+                        h->kill_fired[k] = true;
+                        continue;
+                    }
+                    fire = h->kill_anchor[k] > 0 &&
+                           t - h->kill_anchor[k] >= delay;
+                }
+                if (fire) {
+                    double tk = now_s();
+                    h->kill_fired[k] = true;
+                    kill_qemu(h->pid, SIGKILL);
+                    h->end = END_KILLED;
+                    h->frozen_len = h->log->len;
+                    h->killed_once = true;
+                    h->t_killed = t;
+                    h->term_sent = true;    /* no further SIGTERM */
+                    h->t_term = t;
+                    h->kills++;
+                    if (ks->random) {
+                        msg("host %d: killed (SIGKILL) %.2f s after %s "
+                            "(random %g-%g s; run %d), %.2f s after start",
+                            h->id, tk - h->kill_anchor[k],
+                            ks->pattern ? ks->pattern : "its job began",
+                            ks->min_s, ks->max_s, h->runs, tk - h->t_start);
+                    } else if (ks->pattern) {
+                        msg("host %d: killed (SIGKILL) on '%s' after %.2f s",
+                            h->id, ks->pattern, t - h->t_start);
+                    } else {
+                        msg("host %d: killed (SIGKILL) after %.2f s", h->id,
+                            t - h->t_start);
+                    }
+                    g_kill_recs = xrealloc(g_kill_recs, (g_n_kill_recs + 1) *
+                                           sizeof(*g_kill_recs));
+                    struct kill_rec *kr = &g_kill_recs[g_n_kill_recs++];
+                    *kr = (struct kill_rec){
+                        .host = h->id, .run = h->runs, .t = tk - t0,
+                        .after_s = tk - h->t_start,
+                        .delay_s = ks->random ? delay : -1,
+                        .seen_by = -1, .detect_s = -1,
+                    };
+                    if (o->device == DEV_CXL_SHM) {
+                        detect_kill(h, kr, tk, o->quiet);
+                    }
+                    break;
+                }
+            }
+        }
+
+        /* a job that prints nothing for --stall-timeout is stuck (a
+         * hung guest, or a job waiting for something that never
+         * comes): report it with its console and stop it */
+        if (o->stall_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
+            h->rep.begun && !h->rep.ended &&
+            t - h->t_output > o->stall_timeout_s) {
+            msg("host %d: job printed nothing for %.0f s (stalled, "
+                "--stall-timeout %.0f): stopping it", h->id, t - h->t_output,
+                o->stall_timeout_s);
+            show_qemu_tails(h, 25);
+            h->end = END_STALLED;
+            send_term(h, t);
+        }
+
+        /* boot deadline: a guest that never reaches its ready marker
+         * (stalled in early boot, or a region that never comes up)
+         * is reported with its console and stopped, so that nobody
+         * waits the whole --timeout for it */
+        if (o->boot_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
+            !h->rep.ready && !h->rep.ended &&
+            t - h->t_start > o->boot_timeout_s) {
+            msg("host %d: no ready marker %.0f s after QEMU started "
+                "(boot stalled, --boot-timeout %.0f): stopping it",
+                h->id, t - h->t_start, o->boot_timeout_s);
+            show_qemu_tails(h, 25);
+            h->end = END_BOOT_STALLED;
+            send_term(h, t);
+        }
+
+        /* guest reported END but did not power off */
+        if (h->pid > 0 && h->rep.ended && !h->term_sent &&
+            t - h->t_end > POWEROFF_GRACE_S) {
+            msg("host %d: reported its result but did not power off; "
+                "stopping QEMU", h->id);
+            h->end = END_LATE;
+            send_term(h, t);
+        }
+        /* SIGTERM not obeyed */
+        if (h->pid > 0 && h->term_sent && t - h->t_term > TERM_GRACE_S) {
+            kill_qemu(h->pid, SIGKILL);
+            h->t_term = t + 3600;   /* once */
+        }
+
+        if (h->exited) {
+            /* on_child_exit() reaped it (pid 0, wstatus set) */
+            int st = h->wstatus;
+            h->exited = false;
+            read_log(h);
+            if (o->follow) {
+                follow_output(h, true);
+            }
+            if (h->end == END_NONE) {
+                h->end = END_EXITED;
+            }
+            if ((h->end == END_EXITED || h->end == END_LATE) &&
+                o->device == DEV_CXL_SHM && WIFEXITED(st) &&
+                WEXITSTATUS(st) == 0) {
+                check_clean_exit(h, o->quiet);
+            }
+            if (h->end == END_KILLED && o->restart[h->id] &&
+                h->runs <= o->restarts && !r->interrupted && !r->timed_out) {
+                if (spawn_qemu(h, o, accel, has_job)) {
+                    msg("host %d: restarted, QEMU pid %d", h->id,
+                        (int)h->pid);
+                } else {
+                    h->end = END_SPAWN_FAILED;
+                }
+            } else if (h->end == END_EXITED && !h->rep.ended) {
+                char s[96];
+                describe_status(st, s, sizeof(s));
+                msg("host %d: QEMU exited (status %s) after %.1f s "
+                    "without a result", h->id, s, t - h->t_start);
+                show_qemu_tails(h, 8);
+            }
+        }
+        if (h->pid > 0) {
+            alive = true;
+        }
+    }
+    if (!alive && (r->started == o->nhosts || r->interrupted || r->timed_out)) {
+        g_main_loop_quit(r->loop);
+        return G_SOURCE_REMOVE;
+    }
+    if (o->interactive) {
+        static bool shown;
+        if (!shown && r->started == o->nhosts) {
+            shown = true;
+            msg("guests are up; attach to a console with:");
+            for (int i = 0; i < o->nhosts; i++) {
+                if (g_hosts[i].pid > 0) {
+                    char exe[PATH_MAX];
+                    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+                    exe[n > 0 ? n : 0] = '\0';
+                    fprintf(stderr, "  host %d: %s console %s %d\n", i,
+                            n > 0 ? exe : PROG, o->workdir, i);
+                }
+            }
+            fprintf(stderr, "  (Ctrl-] detaches; QMP: %s qmp %s I "
+                    "query-status; Ctrl-C here shuts the guests down)\n",
+                    PROG, o->workdir);
+        }
+    }
+    return G_SOURCE_CONTINUE;
+}
+
 int run(struct opts *o)
 {
     char accel_note[512];
@@ -71,18 +368,13 @@ int run(struct opts *o)
         g_string_free(md, TRUE);
     }
 
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    g_unix_signal_add(SIGINT, on_unix_signal, GINT_TO_POINTER(SIGINT));
+    g_unix_signal_add(SIGTERM, on_unix_signal, GINT_TO_POINTER(SIGTERM));
+    g_unix_signal_add(SIGHUP, on_unix_signal, GINT_TO_POINTER(SIGHUP));
     signal(SIGPIPE, SIG_IGN);
     atexit(atexit_cleanup);
 
     double t0 = now_s();
-    int started = 0;
-    bool timed_out = false;
-    bool interrupted = false;
     /*
      * A memory backend creates and sizes a missing pool file before its
      * device takes the pool's lock and writes the header; a pool= host
@@ -100,275 +392,17 @@ int run(struct opts *o)
                        (stat(o->pool, &pst) < 0 || pst.st_size == 0);
     }
 
-    for (;;) {
-        double t = now_s();
-
-        /* start hosts (all at once, or --stagger apart) */
-        if (wait_header && started == 1) {
-            unsigned st1;
-            uint64_t gen1;
-            wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
-                          read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
-        }
-        while (started < o->nhosts && !interrupted && !timed_out &&
-               !(wait_header && started == 1) &&
-               t - t0 >= started * (o->stagger_ms / 1000.0)) {
-            struct host *h = &g_hosts[started];
-            if (!spawn_qemu(h, o, accel, has_job)) {
-                h->end = END_SPAWN_FAILED;
-            } else if (!o->quiet) {
-                msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
-            }
-            started++;
-        }
-
-        /* a signal: shut everything down */
-        if (g_signal && !interrupted) {
-            interrupted = true;
-            msg("got signal %d: shutting the guests down", (int)g_signal);
-            for (int i = 0; i < o->nhosts; i++) {
-                if (g_hosts[i].pid > 0) {
-                    g_hosts[i].end = END_INTERRUPTED;
-                    send_term(&g_hosts[i], t);
-                }
-            }
-        }
-
-        /* timeout */
-        if (o->timeout_s > 0 && !timed_out && !interrupted &&
-            t - t0 > o->timeout_s) {
-            timed_out = true;
-            msg("timeout after %.0f s: killing the guests", o->timeout_s);
-            for (int i = 0; i < o->nhosts; i++) {
-                if (g_hosts[i].pid > 0) {
-                    if (!g_hosts[i].rep.ended) {
-                        g_hosts[i].end = END_TIMEOUT;
-                    }
-                    send_term(&g_hosts[i], t);
-                }
-            }
-        }
-
-        bool alive = false;
-        for (int i = 0; i < o->nhosts; i++) {
-            struct host *h = &g_hosts[i];
-            if (h->runs == 0) {
-                continue;
-            }
-            read_log(h);
-            if (h->pid > 0 && h->rep.ready && !h->ready_announced) {
-                h->ready_announced = true;
-                h->t_ready = t;
-                if (!o->quiet) {
-                    msg("host %d: CXL region ready (%s) after %.1f s", h->id,
-                        h->rep.dax[0] ? h->rep.dax : "?", t - h->t_start);
-                }
-            }
-            if (h->rep.ended && !h->end_announced) {
-                h->end_announced = true;
-                h->t_end = t;
-                if (!o->quiet) {
-                    msg("host %d: job finished rc=%d after %.1f s", h->id,
-                        h->rep.rc, t - h->t_start);
-                }
-            }
-            announce_errors(h, o->quiet);
-            if (o->follow) {
-                follow_output(h, false);
-            }
-
-            /* failure injection (first run only; with --restart and
-             * --restarts N, the first N runs) */
-            if (h->pid > 0 && h->runs <= kill_runs(o, h->id) && !h->term_sent) {
-                for (int k = 0; k < o->n_kills; k++) {
-                    const struct kill_spec *ks = &o->kills[k];
-                    if (ks->host != h->id || h->kill_fired[k]) {
-                        continue;
-                    }
-                    bool fire = false;
-                    double delay = 0;
-                    if (ks->pattern && (!ks->random || h->kill_anchor[k] == 0)) {
-                        /* search only what is new, plus an overlap */
-                        size_t plen = strlen(ks->pattern);
-                        size_t from = h->kill_scan[k] > plen ?
-                                      h->kill_scan[k] - plen : 0;
-                        if (from < h->run_base) {
-                            from = h->run_base;
-                        }
-                        fire = h->log->len > from &&
-                               memmem(h->log->str + from, h->log->len - from,
-                                      ks->pattern, plen) != NULL;
-                        h->kill_scan[k] = h->log->len;
-                        if (fire && ks->random) {
-                            h->kill_anchor[k] = t;
-                            fire = false;
-                        }
-                    } else if (!ks->random) {
-                        fire = t - h->t_start >= ks->after_s;
-                    }
-                    if (ks->random) {
-                        if (!ks->pattern && h->kill_anchor[k] == 0 && h->rep.begun) {
-                            h->kill_anchor[k] = t;
-                        }
-                        delay = kill_delay(ks, o->seed, h->runs, k);
-                        if (h->kill_anchor[k] > 0 && h->rep.ended) {
-                            msg("host %d: job ended before its random kill "
-                                "(%.2f s after %s); not killed", h->id, delay,
-                                ks->pattern ? ks->pattern : "its job began");
-                            h->kill_fired[k] = true;
-                            continue;
-                        }
-                        fire = h->kill_anchor[k] > 0 &&
-                               t - h->kill_anchor[k] >= delay;
-                    }
-                    if (fire) {
-                        double tk = now_s();
-                        h->kill_fired[k] = true;
-                        kill_qemu(h->pid, SIGKILL);
-                        h->end = END_KILLED;
-                        h->frozen_len = h->log->len;
-                        h->killed_once = true;
-                        h->t_killed = t;
-                        h->term_sent = true;    /* no further SIGTERM */
-                        h->t_term = t;
-                        h->kills++;
-                        if (ks->random) {
-                            msg("host %d: killed (SIGKILL) %.2f s after %s "
-                                "(random %g-%g s; run %d), %.2f s after start",
-                                h->id, tk - h->kill_anchor[k],
-                                ks->pattern ? ks->pattern : "its job began",
-                                ks->min_s, ks->max_s, h->runs, tk - h->t_start);
-                        } else if (ks->pattern) {
-                            msg("host %d: killed (SIGKILL) on '%s' after %.2f s",
-                                h->id, ks->pattern, t - h->t_start);
-                        } else {
-                            msg("host %d: killed (SIGKILL) after %.2f s", h->id,
-                                t - h->t_start);
-                        }
-                        g_kill_recs = xrealloc(g_kill_recs, (g_n_kill_recs + 1) *
-                                               sizeof(*g_kill_recs));
-                        struct kill_rec *kr = &g_kill_recs[g_n_kill_recs++];
-                        *kr = (struct kill_rec){
-                            .host = h->id, .run = h->runs, .t = tk - t0,
-                            .after_s = tk - h->t_start,
-                            .delay_s = ks->random ? delay : -1,
-                            .seen_by = -1, .detect_s = -1,
-                        };
-                        if (o->device == DEV_CXL_SHM) {
-                            detect_kill(h, kr, tk, o->quiet);
-                        }
-                        break;
-                    }
-                }
-            }
-
-            /* a job that prints nothing for --stall-timeout is stuck (a
-             * hung guest, or a job waiting for something that never
-             * comes): report it with its console and stop it */
-            if (o->stall_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
-                h->rep.begun && !h->rep.ended &&
-                t - h->t_output > o->stall_timeout_s) {
-                msg("host %d: job printed nothing for %.0f s (stalled, "
-                    "--stall-timeout %.0f): stopping it", h->id, t - h->t_output,
-                    o->stall_timeout_s);
-                show_qemu_tails(h, 25);
-                h->end = END_STALLED;
-                send_term(h, t);
-            }
-
-            /* boot deadline: a guest that never reaches its ready marker
-             * (stalled in early boot, or a region that never comes up)
-             * is reported with its console and stopped, so that nobody
-             * waits the whole --timeout for it */
-            if (o->boot_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
-                !h->rep.ready && !h->rep.ended &&
-                t - h->t_start > o->boot_timeout_s) {
-                msg("host %d: no ready marker %.0f s after QEMU started "
-                    "(boot stalled, --boot-timeout %.0f): stopping it",
-                    h->id, t - h->t_start, o->boot_timeout_s);
-                show_qemu_tails(h, 25);
-                h->end = END_BOOT_STALLED;
-                send_term(h, t);
-            }
-
-            /* guest reported END but did not power off */
-            if (h->pid > 0 && h->rep.ended && !h->term_sent &&
-                t - h->t_end > POWEROFF_GRACE_S) {
-                msg("host %d: reported its result but did not power off; "
-                    "stopping QEMU", h->id);
-                h->end = END_LATE;
-                send_term(h, t);
-            }
-            /* SIGTERM not obeyed */
-            if (h->pid > 0 && h->term_sent && t - h->t_term > TERM_GRACE_S) {
-                kill_qemu(h->pid, SIGKILL);
-                h->t_term = t + 3600;   /* once */
-            }
-
-            if (h->pid > 0) {
-                int st;
-                pid_t r = waitpid(h->pid, &st, WNOHANG);
-                if (r == h->pid) {
-                    h->pid = 0;
-                    h->wstatus = st;
-                    read_log(h);
-                    if (o->follow) {
-                        follow_output(h, true);
-                    }
-                    if (h->end == END_NONE) {
-                        h->end = END_EXITED;
-                    }
-                    if ((h->end == END_EXITED || h->end == END_LATE) &&
-                        o->device == DEV_CXL_SHM && WIFEXITED(st) &&
-                        WEXITSTATUS(st) == 0) {
-                        check_clean_exit(h, o->quiet);
-                    }
-                    if (h->end == END_KILLED && o->restart[h->id] &&
-                        h->runs <= o->restarts && !interrupted && !timed_out) {
-                        if (spawn_qemu(h, o, accel, has_job)) {
-                            msg("host %d: restarted, QEMU pid %d", h->id,
-                                (int)h->pid);
-                        } else {
-                            h->end = END_SPAWN_FAILED;
-                        }
-                    } else if (h->end == END_EXITED && !h->rep.ended) {
-                        char s[96];
-                        describe_status(st, s, sizeof(s));
-                        msg("host %d: QEMU exited (status %s) after %.1f s "
-                            "without a result", h->id, s, t - h->t_start);
-                        show_qemu_tails(h, 8);
-                    }
-                }
-            }
-            if (h->pid > 0) {
-                alive = true;
-            }
-        }
-        if (!alive && (started == o->nhosts || interrupted || timed_out)) {
-            break;
-        }
-        if (o->interactive) {
-            static bool shown;
-            if (!shown && started == o->nhosts) {
-                shown = true;
-                msg("guests are up; attach to a console with:");
-                for (int i = 0; i < o->nhosts; i++) {
-                    if (g_hosts[i].pid > 0) {
-                        char exe[PATH_MAX];
-                        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-                        exe[n > 0 ? n : 0] = '\0';
-                        fprintf(stderr, "  host %d: %s console %s %d\n", i,
-                                n > 0 ? exe : PROG, o->workdir, i);
-                    }
-                }
-                fprintf(stderr, "  (Ctrl-] detaches; QMP: %s qmp %s I "
-                        "query-status; Ctrl-C here shuts the guests down)\n",
-                        PROG, o->workdir);
-            }
-        }
-        poll(NULL, 0, POLL_MS);
+    struct pod_run r = {
+        .o = o, .accel = accel, .has_job = has_job, .t0 = t0,
+        .wait_header = wait_header, .loop = g_main_loop_new(NULL, FALSE),
+    };
+    if (tick(&r) == G_SOURCE_CONTINUE) {
+        g_timeout_add(POLL_MS, tick, &r);
+        g_main_loop_run(r.loop);
     }
+    g_main_loop_unref(r.loop);
     double wall = now_s() - t0;
+    bool timed_out = r.timed_out, interrupted = r.interrupted;
 
     return report(o, accel, wall, timed_out, interrupted);
 }

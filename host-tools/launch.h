@@ -45,6 +45,7 @@
 #include <sys/wait.h>
 
 #include <glib.h>
+#include <glib-unix.h>
 
 #define PROG "cxlpod-launch"
 
@@ -218,7 +219,9 @@ struct host {
     size_t follow_pos;      /* --follow: job output printed up to here */
     struct guest_report rep;
     enum host_end end;
-    int wstatus;            /* last waitpid status */
+    int wstatus;            /* last wait status (from the child watch) */
+    guint watch;            /* GLib child watch of the running QEMU (0: none) */
+    bool exited;            /* reaped by the watch, not yet handled by tick */
     bool killed_once;       /* injected kill happened (maybe restarted) */
     double t_killed;
     bool kill_fired[16];
@@ -295,7 +298,6 @@ extern int g_n_kill_recs;
 extern struct host *g_hosts;
 extern int g_nhosts;
 extern volatile sig_atomic_t g_signal;
-void on_signal(int sig);
 void atexit_cleanup(void);
 void describe_status(int st, char *out, size_t n);
 void mark_job_restarted(const struct host *h, int n);
