@@ -48,7 +48,7 @@ int console_main(int argc, char **argv)
         fprintf(stderr, "usage: " PROG " console WORKDIR I\n");
         return EXIT_USAGE;
     }
-    char *path = xasprintf("%s/host%ld.console", argv[2], host);
+    char *path = g_strdup_printf("%s/host%ld.console", argv[2], host);
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(sun.sun_path)) {
         die(EXIT_USAGE, "socket path %s is too long", path);
@@ -134,6 +134,6 @@ int console_main(int argc, char **argv)
     restore_tty();
     fprintf(stderr, "\r\n" PROG ": %s\n", why);
     close(s);
-    free(path);
+    g_free(path);
     return EXIT_OK;
 }

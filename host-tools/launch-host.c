@@ -95,9 +95,9 @@ void describe_status(int st, char *out, size_t n)
 /* Print the last `lines` lines of a file, prefixed. */
 static void show_tail(const char *path, int lines, const char *prefix)
 {
-    size_t len;
-    char *data = read_file(path, &len);
-    if (!data) {
+    gsize len;
+    char *data;
+    if (!g_file_get_contents(path, &data, &len, NULL)) {
         return;
     }
     while (len && (data[len - 1] == '\n' || data[len - 1] == '\r')) {
@@ -126,7 +126,7 @@ static void show_tail(const char *path, int lines, const char *prefix)
             p = e + 1;
         }
     }
-    free(data);
+    g_free(data);
 }
 
 /*
@@ -137,9 +137,9 @@ static void show_tail(const char *path, int lines, const char *prefix)
  */
 void mark_job_restarted(const struct host *h, int n)
 {
-    size_t len;
-    char *job = read_file(h->hp.job, &len);
-    if (!job) {
+    gsize len;
+    char *job;
+    if (!g_file_get_contents(h->hp.job, &job, &len, NULL)) {
         return;
     }
     static const char key[] = "export CXLPOD_RESTARTED=";
@@ -172,11 +172,13 @@ void mark_job_restarted(const struct host *h, int n)
         g_string_append(b, line);
         g_string_append_len(b, job + split, len - split);
     }
-    if (!write_file(h->hp.job, b->str, b->len, 0755)) {
-        msg("host %d: cannot update %s: %s", h->id, h->hp.job, strerror(errno));
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents_full(h->hp.job, b->str, b->len,
+                                  G_FILE_SET_CONTENTS_CONSISTENT, 0755, &err)) {
+        msg("host %d: cannot update %s: %s", h->id, h->hp.job, err->message);
     }
     g_string_free(b, TRUE);
-    free(job);
+    g_free(job);
 }
 
 /* GLib's child watch: host h's QEMU exited and is reaped. */
@@ -224,8 +226,9 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     struct strv a = { 0 };
     build_qemu_argv(&a, o, accel, h->id, &h->hp, has_job, true);
     char *cmd = argv_to_shell(&a);
-    write_file(h->hp.cmdline, cmd, strlen(cmd), 0644);
-    free(cmd);
+    g_file_set_contents_full(h->hp.cmdline, cmd, -1,
+                             G_FILE_SET_CONTENTS_CONSISTENT, 0644, NULL);
+    g_free(cmd);
 
     int errfd = open(h->hp.err, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (errfd < 0) {
@@ -383,7 +386,7 @@ void announce_errors(struct host *h, bool quiet)
     if ((size_t)n > h->errs_reported) {
         h->errs_reported = (size_t)n;
     }
-    free(errs);
+    g_free(errs);
 }
 
 void send_term(struct host *h, double t)
@@ -439,12 +442,12 @@ void prepare_pool(const struct opts *o)
 bool prepare_jobs(const struct opts *o, struct host *hosts)
 {
     char *common = NULL;
-    size_t common_len = 0;
+    gsize common_len = 0;
+    g_autoptr(GError) err = NULL;
     if (o->job_file) {
-        common = read_file(o->job_file, &common_len);
-        if (!common) {
+        if (!g_file_get_contents(o->job_file, &common, &common_len, &err)) {
             die(EXIT_USAGE, "cannot read job file %s: %s", o->job_file,
-                strerror(errno));
+                err->message);
         }
     } else if (o->job_cmd.n) {
         GString *b = g_string_new(NULL);
@@ -462,29 +465,31 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
     bool any = false;
     for (int h = 0; h < o->nhosts; h++) {
         const char *data = common;
-        size_t len = common_len;
+        gsize len = common_len;
         char *own = NULL;
         for (int i = 0; i < o->n_host_jobs; i++) {
             if (o->host_jobs[i].host == h) {
-                free(own);
-                own = read_file(o->host_jobs[i].file, &len);
-                if (!own) {
+                g_free(own);
+                if (!g_file_get_contents(o->host_jobs[i].file, &own, &len,
+                                         &err)) {
                     die(EXIT_USAGE, "cannot read job file %s: %s",
-                        o->host_jobs[i].file, strerror(errno));
+                        o->host_jobs[i].file, err->message);
                 }
                 data = own;
             }
         }
         unlink(hosts[h].hp.job);
         if (data) {
-            if (!write_file(hosts[h].hp.job, data, len, 0755)) {
+            if (!g_file_set_contents_full(hosts[h].hp.job, data, len,
+                                          G_FILE_SET_CONTENTS_CONSISTENT,
+                                          0755, &err)) {
                 die(EXIT_USAGE, "cannot write %s: %s", hosts[h].hp.job,
-                    strerror(errno));
+                    err->message);
             }
             any = true;
         }
-        free(own);
+        g_free(own);
     }
-    free(common);
+    g_free(common);
     return any;
 }

@@ -160,7 +160,7 @@ void opts_init(struct opts *o)
     o->coherent_size = DEFAULT_COHERENT_SIZE;
     o->latency_ns = -1;
     o->device = DEFAULT_DEVICE;
-    o->mem = xstrdup("512M");
+    o->mem = g_strdup("512M");
     o->smp = 2;
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
@@ -202,17 +202,17 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         o->nhosts = (int)v;
         break;
     case 'w':
-        o->workdir = xstrdup(optarg);
+        o->workdir = g_strdup(optarg);
         o->workdir_given = true;
         break;
     case OPT_QEMU:
-        o->qemu = xstrdup(optarg);
+        o->qemu = g_strdup(optarg);
         break;
     case OPT_KERNEL:
-        o->kernel = xstrdup(optarg);
+        o->kernel = g_strdup(optarg);
         break;
     case OPT_INITRD:
-        o->initrd = xstrdup(optarg);
+        o->initrd = g_strdup(optarg);
         break;
     case OPT_ACCEL:
         if (!strcmp(optarg, "auto")) {
@@ -226,7 +226,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         }
         break;
     case OPT_POOL:
-        o->pool = xstrdup(optarg);
+        o->pool = g_strdup(optarg);
         break;
     case OPT_SIZE:
         if (!parse_size(optarg, &o->size) || o->size == 0) {
@@ -319,7 +319,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (!parse_size(optarg, &m) || m < 64 * MIB) {
             BAD("--mem", "expected a size of at least 64M");
         }
-        free(o->mem);
+        g_free(o->mem);
         o->mem = fmt_size(m);
         break;
     }
@@ -330,23 +330,23 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         o->smp = (int)v;
         break;
     case OPT_APPEND:
-        o->append = xstrdup(optarg);
+        o->append = g_strdup(optarg);
         break;
     case OPT_JOB:
-        o->job_file = xstrdup(optarg);
+        o->job_file = g_strdup(optarg);
         break;
     case OPT_JOB_HOST: {
         const char *colon = strchr(optarg, ':');
-        char *hs = colon ? strndup(optarg, (size_t)(colon - optarg)) : NULL;
+        char *hs = colon ? g_strndup(optarg, (size_t)(colon - optarg)) : NULL;
         bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &v) && colon[1];
-        free(hs);
+        g_free(hs);
         if (!ok) {
             BAD("--job-host", "expected I:FILE");
         }
-        o->host_jobs = xrealloc(o->host_jobs,
+        o->host_jobs = g_realloc(o->host_jobs,
                                 (o->n_host_jobs + 1) * sizeof(*o->host_jobs));
         o->host_jobs[o->n_host_jobs].host = (int)v;
-        o->host_jobs[o->n_host_jobs].file = xstrdup(colon + 1);
+        o->host_jobs[o->n_host_jobs].file = g_strdup(colon + 1);
         o->n_host_jobs++;
         break;
     }
@@ -374,7 +374,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (o->n_kills >= 16) {
             BAD("--kill", "at most 16 --kill options");
         }
-        o->kills = xrealloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
+        o->kills = g_realloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
         o->kills[o->n_kills++] = k;
         break;
     }
@@ -438,7 +438,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
 /* Forget the common job (--job / -- COMMAND) given so far. */
 void opts_drop_common_job(struct opts *o)
 {
-    free(o->job_file);
+    g_free(o->job_file);
     o->job_file = NULL;
     strv_free(&o->job_cmd);
 }
@@ -447,7 +447,7 @@ void opts_drop_common_job(struct opts *o)
 void opts_drop_host_jobs(struct opts *o, int n)
 {
     for (int i = 0; i < n; i++) {
-        free(o->host_jobs[i].file);
+        g_free(o->host_jobs[i].file);
     }
     memmove(o->host_jobs, o->host_jobs + n,
             (o->n_host_jobs - n) * sizeof(*o->host_jobs));
@@ -737,13 +737,13 @@ void resolve_paths(struct opts *o)
     char *top = find_top();
     const char *e;
     if (!o->qemu && (e = getenv("CXLPOD_QEMU")) && *e) {
-        o->qemu = xstrdup(e);
+        o->qemu = g_strdup(e);
     }
     if (!o->qemu && top) {
-        o->qemu = xasprintf("%s/build/qemu/qemu-system-x86_64", top);
+        o->qemu = g_strdup_printf("%s/build/qemu/qemu-system-x86_64", top);
     }
     if (!o->kernel && (e = getenv("CXLPOD_KERNEL")) && *e) {
-        o->kernel = xstrdup(e);
+        o->kernel = g_strdup(e);
     }
     if (!o->kernel && top) {
         o->kernel = find_default_kernel(top);
@@ -755,10 +755,10 @@ void resolve_paths(struct opts *o)
         }
     }
     if (!o->initrd && (e = getenv("CXLPOD_INITRD")) && *e) {
-        o->initrd = xstrdup(e);
+        o->initrd = g_strdup(e);
     }
     if (!o->initrd && top) {
-        o->initrd = xasprintf("%s/build/guest/initramfs.cpio.gz", top);
+        o->initrd = g_strdup_printf("%s/build/guest/initramfs.cpio.gz", top);
     }
     if (!o->qemu || !o->kernel || !o->initrd) {
         die(EXIT_USAGE, "cannot find the cxlpod repository from the executable's "
@@ -789,7 +789,7 @@ void resolve_paths(struct opts *o)
                 o->host_jobs[i].host, strerror(errno ? errno : EINVAL));
         }
     }
-    free(top);
+    g_free(top);
 }
 
 void make_workdir(struct opts *o)
@@ -804,7 +804,7 @@ void make_workdir(struct opts *o)
         }
         char *abs = realpath(o->workdir, NULL);
         if (abs) {
-            free(o->workdir);
+            g_free(o->workdir);
             o->workdir = abs;
         }
     } else {
@@ -812,21 +812,21 @@ void make_workdir(struct opts *o)
         if (!tmp || !*tmp) {
             tmp = "/tmp";
         }
-        char *t = xasprintf("%s/cxlpod-XXXXXX", tmp);
+        char *t = g_strdup_printf("%s/cxlpod-XXXXXX", tmp);
         if (!mkdtemp(t)) {
             die(EXIT_USAGE, "cannot create a work dir %s: %s", t, strerror(errno));
         }
         o->workdir = t;
     }
     /* unix socket paths are limited to sizeof(sun_path) */
-    char *probe = xasprintf("%s/host%d.console", o->workdir, o->nhosts - 1);
+    char *probe = g_strdup_printf("%s/host%d.console", o->workdir, o->nhosts - 1);
     if (strlen(probe) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         die(EXIT_USAGE, "work dir path %s is too long for unix sockets "
             "(%zu bytes max); use a shorter -w", o->workdir,
             sizeof(((struct sockaddr_un *)0)->sun_path) - 20);
     }
-    free(probe);
+    g_free(probe);
     if (!o->pool) {
-        o->pool = xasprintf("%s/pool.img", o->workdir);
+        o->pool = g_strdup_printf("%s/pool.img", o->workdir);
     }
 }

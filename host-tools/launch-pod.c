@@ -183,7 +183,7 @@ static gboolean tick(gpointer data)
                         msg("host %d: killed (SIGKILL) after %.2f s", h->id,
                             t - h->t_start);
                     }
-                    g_kill_recs = xrealloc(g_kill_recs, (g_n_kill_recs + 1) *
+                    g_kill_recs = g_realloc(g_kill_recs, (g_n_kill_recs + 1) *
                                            sizeof(*g_kill_recs));
                     struct kill_rec *kr = &g_kill_recs[g_n_kill_recs++];
                     *kr = (struct kill_rec){
@@ -311,10 +311,7 @@ int run(struct opts *o)
     enum accel accel = resolve_accel(o->accel, accel_note, sizeof(accel_note));
 
     g_nhosts = o->nhosts;
-    g_hosts = calloc((size_t)o->nhosts, sizeof(*g_hosts));
-    if (!g_hosts) {
-        die(EXIT_USAGE, "out of memory");
-    }
+    g_hosts = g_new0(struct host, o->nhosts);
     for (int i = 0; i < o->nhosts; i++) {
         g_hosts[i].id = i;
         g_hosts[i].logfd = -1;
@@ -331,7 +328,7 @@ int run(struct opts *o)
             build_qemu_argv(&a, o, accel, i, &g_hosts[i].hp, has_job, true);
             char *cmd = argv_to_shell(&a);
             fputs(cmd, stdout);
-            free(cmd);
+            g_free(cmd);
             strv_free(&a);
         }
         return EXIT_OK;

@@ -12,11 +12,11 @@
 
 static bool looks_like_top(const char *dir)
 {
-    char *a = xasprintf("%s/docs/interfaces.md", dir);
-    char *b = xasprintf("%s/host-tools", dir);
+    char *a = g_strdup_printf("%s/docs/interfaces.md", dir);
+    char *b = g_strdup_printf("%s/host-tools", dir);
     bool ok = is_file(a) && is_dir(b);
-    free(a);
-    free(b);
+    g_free(a);
+    g_free(b);
     return ok;
 }
 
@@ -29,7 +29,7 @@ char *find_top(void)
         if (!is_dir(env)) {
             die(EXIT_USAGE, "CXLPOD_TOP=%s is not a directory", env);
         }
-        return xstrdup(env);
+        return g_strdup(env);
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -44,7 +44,7 @@ char *find_top(void)
         }
         *slash = '\0';
         if (looks_like_top(exe)) {
-            return xstrdup(exe);
+            return g_strdup(exe);
         }
     }
     return NULL;
@@ -58,15 +58,15 @@ static int cmp_version_path(const void *a, const void *b)
 /* Newest $TOP/build/guest/kernel-X/boot/vmlinuz-Y, by version order. */
 char *find_default_kernel(const char *top)
 {
-    char *pat = xasprintf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
+    char *pat = g_strdup_printf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
     glob_t g;
     char *res = NULL;
     if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
         qsort(g.gl_pathv, g.gl_pathc, sizeof(char *), cmp_version_path);
-        res = xstrdup(g.gl_pathv[g.gl_pathc - 1]);
+        res = g_strdup(g.gl_pathv[g.gl_pathc - 1]);
     }
     globfree(&g);
-    free(pat);
+    g_free(pat);
     return res;
 }
 
@@ -252,13 +252,13 @@ enum accel resolve_accel(enum accel want, char *note, size_t notelen)
 
 void host_paths_init(struct host_paths *hp, const char *wd, int i)
 {
-    hp->log = xasprintf("%s/host%d.log", wd, i);
-    hp->console = xasprintf("%s/host%d.console", wd, i);
-    hp->qmp = xasprintf("%s/host%d.qmp", wd, i);
-    hp->err = xasprintf("%s/host%d.qemu-err", wd, i);
-    hp->out = xasprintf("%s/host%d.out", wd, i);
-    hp->job = xasprintf("%s/host%d.job", wd, i);
-    hp->cmdline = xasprintf("%s/host%d.cmdline", wd, i);
+    hp->log = g_strdup_printf("%s/host%d.log", wd, i);
+    hp->console = g_strdup_printf("%s/host%d.console", wd, i);
+    hp->qmp = g_strdup_printf("%s/host%d.qmp", wd, i);
+    hp->err = g_strdup_printf("%s/host%d.qemu-err", wd, i);
+    hp->out = g_strdup_printf("%s/host%d.out", wd, i);
+    hp->job = g_strdup_printf("%s/host%d.job", wd, i);
+    hp->cmdline = g_strdup_printf("%s/host%d.cmdline", wd, i);
 }
 
 /*
@@ -339,28 +339,28 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
             /* the pool file itself; its data after the 2 MiB of metadata
              * (docs/device.md, "The pool as a memory backend") */
             add_backend(a, o, "cxl-pool0", pool, size, ",offset=2M,share=on");
-            s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,"
+            s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,"
                           "memdev=cxl-pool0,size=%s,host-id=%d,max-hosts=%d",
                           size, host, o->max_hosts ? o->max_hosts : o->nhosts);
         } else {
-            s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
+            s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
                           "size=%s,host-id=%d,max-hosts=%d",
                           pool, size, host,
                           o->max_hosts ? o->max_hosts : o->nhosts);
         }
         g_string_append(dev, s);
-        free(s);
+        g_free(s);
         {
             char *cs = fmt_size(o->coherent_size);
-            s = xasprintf(",coherent-size=%s", cs);
+            s = g_strdup_printf(",coherent-size=%s", cs);
             g_string_append(dev, s);
-            free(s);
-            free(cs);
+            g_free(s);
+            g_free(cs);
         }
         if (o->latency_ns >= 0) {
-            s = xasprintf(",latency-ns=%ld", o->latency_ns);
+            s = g_strdup_printf(",latency-ns=%ld", o->latency_ns);
             g_string_append(dev, s);
-            free(s);
+            g_free(s);
         }
         break;
     }
@@ -379,9 +379,9 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     strv_add(a, "-M");
     strv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
     g_string_free(dev, TRUE);
-    free(pool);
-    free(size);
-    free(winsz);
+    g_free(pool);
+    g_free(size);
+    g_free(winsz);
 }
 
 void build_qemu_argv(struct strv *a, const struct opts *o,
@@ -447,10 +447,10 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
     for (int i = 0; i < o->qemu_args.n; i++) {
         strv_add(a, o->qemu_args.v[i]);
     }
-    free(log);
-    free(con);
-    free(qmp);
-    free(job);
+    g_free(log);
+    g_free(con);
+    g_free(qmp);
+    g_free(job);
 }
 
 char *argv_to_shell(const struct strv *a)

@@ -44,11 +44,11 @@ static int qmp_open(int i, GString *pending)
     }
     char *g = read_line_fd(s, pending, 2000);
     bool ok = g && strstr(g, "\"QMP\"");
-    free(g);
+    g_free(g);
     if (ok) {
         char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
         ok = r && strstr(r, "\"return\"");
-        free(r);
+        g_free(r);
     }
     if (!ok) {
         close(s);
@@ -78,10 +78,10 @@ static int watch_host_state(int sv, int host, const char *from, double deadline,
         char *r = qmp_exchange(s, pending, "{\"execute\":\"query-cxl-shm\"}");
         double t = now_s();
         if (!r || !qmp_host_state(r, host, state, n, gen)) {
-            free(r);
+            g_free(r);
             break;
         }
-        free(r);
+        g_free(r);
         if (strcmp(state, from)) {
             *t_seen = t;
             ret = 1;
@@ -251,7 +251,7 @@ static char *read_line_fd(int fd, GString *pending, int timeout_ms)
         char *nl = pending->len ? memchr(pending->str, '\n', pending->len) : NULL;
         if (nl) {
             size_t n = (size_t)(nl - pending->str);
-            char *line = xmalloc(n + 1);
+            char *line = g_malloc(n + 1);
             memcpy(line, pending->str, n);
             line[n] = '\0';
             if (n && line[n - 1] == '\r') {
@@ -285,7 +285,7 @@ static char *qmp_exchange(int s, GString *pending, const char *cmd)
         if (!line || !strstr(line, "\"event\"")) {
             return line;
         }
-        free(line);
+        g_free(line);
     }
 }
 
@@ -297,7 +297,7 @@ int qmp_main(int argc, char **argv)
                 "  e.g. " PROG " qmp /tmp/cxlpod-abc 0 query-status\n");
         return EXIT_USAGE;
     }
-    char *path = xasprintf("%s/host%ld.qmp", argv[2], host);
+    char *path = g_strdup_printf("%s/host%ld.qmp", argv[2], host);
     int s = unix_connect(path);
     if (s < 0) {
         die(EXIT_USAGE, "cannot connect to %s: %s (is host %ld running?)", path,
@@ -309,18 +309,18 @@ int qmp_main(int argc, char **argv)
     if (!greeting || !strstr(greeting, "\"QMP\"")) {
         die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
     }
-    free(greeting);
+    g_free(greeting);
     char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
     if (!r || !strstr(r, "\"return\"")) {
         die(EXIT_JOBFAIL, "%s: qmp_capabilities failed: %s", path, r ? r : "EOF");
     }
-    free(r);
+    g_free(r);
     char *cmd;
     if (argc == 6) {
-        cmd = xasprintf("{\"execute\":\"%s\",\"arguments\":%s}", argv[4],
+        cmd = g_strdup_printf("{\"execute\":\"%s\",\"arguments\":%s}", argv[4],
                         argv[5]);
     } else {
-        cmd = xasprintf("{\"execute\":\"%s\"}", argv[4]);
+        cmd = g_strdup_printf("{\"execute\":\"%s\"}", argv[4]);
     }
     r = qmp_exchange(s, pending, cmd);
     if (!r) {
@@ -328,10 +328,10 @@ int qmp_main(int argc, char **argv)
     }
     printf("%s\n", r);
     int status = strstr(r, "\"return\"") ? EXIT_OK : EXIT_JOBFAIL;
-    free(r);
-    free(cmd);
+    g_free(r);
+    g_free(cmd);
     g_string_free(pending, TRUE);
-    free(path);
+    g_free(path);
     close(s);
     return status;
 }

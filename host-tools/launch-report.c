@@ -66,8 +66,11 @@ static void print_outputs(const struct opts *o)
         }
         size_t n;
         char *out = extract_output(h->log->str + h->run_base, &r, &n);
-        if (!write_file(h->hp.out, out, n, 0644)) {
-            msg("cannot write %s: %s", h->hp.out, strerror(errno));
+        g_autoptr(GError) err = NULL;
+        if (!g_file_set_contents_full(h->hp.out, out, n,
+                                      G_FILE_SET_CONTENTS_CONSISTENT, 0644,
+                                      &err)) {
+            msg("cannot write %s: %s", h->hp.out, err->message);
         }
         if (!o->follow) {
             print_prefixed(stdout, i, out, n);
@@ -75,7 +78,7 @@ static void print_outputs(const struct opts *o)
         if (partial) {
             printf("[host%d] (job output cut off here)\n", i);
         }
-        free(out);
+        g_free(out);
     }
 }
 
@@ -178,7 +181,7 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    free(errs);
+    g_free(errs);
     return ok;
 }
 

@@ -244,10 +244,6 @@ void cleanup_children(void);
 void kill_qemu(pid_t pid, int sig);
 void die(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
-void *xmalloc(size_t n);
-void *xrealloc(void *p, size_t n);
-char *xstrdup(const char *s);
-char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double now_s(void);
 bool path_exists(const char *p);
 bool is_dir(const char *p);
@@ -258,8 +254,6 @@ void strv_addf(struct strv *a, const char *fmt, ...)
 void strv_free(struct strv *a);
 char *qemu_opt_escape(const char *s);
 void shell_quote(GString *b, const char *s);
-bool write_file(const char *path, const char *data, size_t n, mode_t mode);
-char *read_file(const char *path, size_t *lenp);
 const char *accel_name(enum accel a);
 const char *device_name(enum pool_device d);
 

@@ -47,14 +47,14 @@ static void test_size(void)
 
     char *s = fmt_size(256 * MIB);
     g_assert_true(!strcmp(s, "256M"));
-    free(s);
+    g_free(s);
     s = fmt_size(4 * GIB);
     g_assert_true(!strcmp(s, "4G"));
-    free(s);
+    g_free(s);
 
     s = qemu_opt_escape("/a,b/c");
     g_assert_true(!strcmp(s, "/a,,b/c"));
-    free(s);
+    g_free(s);
 }
 
 /* the --kill specs and the random kill delays */
@@ -64,11 +64,11 @@ static void test_kill(void)
     const char *why;
     g_assert_true(parse_kill("1@hello world", &k, &why) && k.host == 1 &&
           !strcmp(k.pattern, "hello world"));
-    free(k.pattern);
+    g_free(k.pattern);
     g_assert_true(parse_kill("0@+2.5", &k, &why) && k.host == 0 && !k.pattern &&
           k.after_s == 2.5);
     g_assert_true(parse_kill("1@a@b", &k, &why) && !strcmp(k.pattern, "a@b"));
-    free(k.pattern);
+    g_free(k.pattern);
     g_assert_true(!parse_kill("x@foo", &k, &why));
     g_assert_true(!parse_kill("1", &k, &why));
     g_assert_true(!parse_kill("1@", &k, &why));
@@ -80,10 +80,10 @@ static void test_kill(void)
     g_assert_true(parse_kill("3@random:1-1:CRASH-POINT life=", &k, &why) && k.host == 3 &&
           k.random && k.min_s == 1 && k.max_s == 1 &&
           !strcmp(k.pattern, "CRASH-POINT life="));
-    free(k.pattern);
+    g_free(k.pattern);
     g_assert_true(parse_kill("1@random:0-2:a:b-c", &k, &why) && k.max_s == 2 &&
           !strcmp(k.pattern, "a:b-c"));
-    free(k.pattern);
+    g_free(k.pattern);
     g_assert_true(!parse_kill("0@random:", &k, &why));
     g_assert_true(!parse_kill("0@random:1", &k, &why));
     g_assert_true(!parse_kill("0@random:2-1", &k, &why));
@@ -155,7 +155,7 @@ static void test_log(void)
     size_t n;
     char *out = extract_output(log1, &r, &n);
     g_assert_true(!strcmp(out, "hello from 1\n/dev/dax0.0\n"));
-    free(out);
+    g_free(out);
 
     /* every prefix parses without crashing, and END only once complete */
     for (size_t i = 0; i <= strlen(log1); i++) {
@@ -169,14 +169,14 @@ static void test_log(void)
     g_assert_true(r.ended && r.rc == -3 && !r.ready);
     out = extract_output(log2, &r, &n);
     g_assert_true(!strcmp(out, "no newline at end\n"));
-    free(out);
+    g_free(out);
 
     const char *log3 = "@@CXLPOD-BEGIN@@\n@@CXLPOD-END rc=1@@";
     parse_log(log3, strlen(log3), &r);
     g_assert_true(r.ended && r.rc == 1);
     out = extract_output(log3, &r, &n);
     g_assert_true(n == 0);
-    free(out);
+    g_free(out);
 
     /* an END before BEGIN (or a bogus one) does not count */
     const char *log4 = "@@CXLPOD-END rc=0@@\n@@CXLPOD-BEGIN@@\nx @@CXLPOD-END rc=zz@@\n"
@@ -185,7 +185,7 @@ static void test_log(void)
     g_assert_true(r.ended && r.rc == 42);
     out = extract_output(log4, &r, &n);
     g_assert_true(!strcmp(out, "x @@CXLPOD-END rc=zz@@\n"));
-    free(out);
+    g_free(out);
 
     const char *log5 = "boot\n@@CXLPOD-ERROR region: commit failed@@\r\nmore\n"
                        "@@CXLPOD-ERROR second";
@@ -194,7 +194,7 @@ static void test_log(void)
     g_assert_true(ne == 2);
     g_assert_true(!strcmp(errs, "@@CXLPOD-ERROR region: commit failed@@\n"
                         "@@CXLPOD-ERROR second\n"));
-    free(errs);
+    g_free(errs);
     parse_log(log5, strlen(log5), &r);
     g_assert_true(!r.begun && !r.ended && !r.ready);
 }
@@ -250,7 +250,7 @@ static void test_device_args(void)
                "--latency-ns 200 --device-opt mode=timed "
                "--qemu-arg -icount --qemu-arg shift=0 -- echo hi", &o);
     /* device arguments: one place, both devices */
-    o.pool = xstrdup("/tmp/p,ool");
+    o.pool = g_strdup("/tmp/p,ool");
     struct strv a = { 0 };
     add_pool_device_args(&a, &o, 2);
     char *cmd = argv_to_shell(&a);
@@ -259,7 +259,7 @@ static void test_device_args(void)
                       "latency-ns=200,mode=timed"));
     g_assert_true(strstr(cmd, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
     g_assert_true(!strstr(cmd, "memory-backend-file"));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
     {
         /* a property for one host only */
@@ -271,12 +271,12 @@ static void test_device_args(void)
         add_pool_device_args(&a, &o, 2);
         cmd = argv_to_shell(&a);
         g_assert_true(strstr(cmd, "mode=timed,evict-rate=7"));
-        free(cmd);
+        g_free(cmd);
         strv_free(&a);
         add_pool_device_args(&a, &o, 1);
         cmd = argv_to_shell(&a);
         g_assert_true(strstr(cmd, "mode=timed") && !strstr(cmd, "evict-rate"));
-        free(cmd);
+        g_free(cmd);
         strv_free(&a);
     }
     o.device = DEV_CXL_TYPE3;
@@ -288,7 +288,7 @@ static void test_device_args(void)
     g_assert_true(strstr(cmd, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
                       "id=cxl-vmem0"));
     g_assert_true(strstr(cmd, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
 }
 
@@ -305,7 +305,7 @@ static void test_memdev_args(void)
 
     parse_line("-n 2 --size 512M --pool-backend 1:memdev --prealloc "
                "--host-nodes 0-1 -- true", &o);
-    o.pool = xstrdup("/dev/shm/p,1");
+    o.pool = g_strdup("/dev/shm/p,1");
     g_assert_false(host_on_memdev(&o, 0));
     g_assert_true(host_on_memdev(&o, 1));
     add_pool_device_args(&a, &o, 1);
@@ -317,7 +317,7 @@ static void test_memdev_args(void)
                             "memdev=cxl-pool0,size=512M,host-id=1,"
                             "max-hosts=2,coherent-size=64M"));
     g_assert_null(strstr(cmd, "pool=/"));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
     /* host 0 keeps the device's own backend */
     add_pool_device_args(&a, &o, 0);
@@ -326,30 +326,30 @@ static void test_memdev_args(void)
                             "pool=/dev/shm/p,,1,size=512M,host-id=0,"));
     g_assert_null(strstr(cmd, "memory-backend-file"));
     g_assert_null(strstr(cmd, "memdev="));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
 
     /* every host, then one host back on pool= */
     parse_line("--pool-backend memdev --pool-backend 0:file -- true", &o);
     g_assert_false(host_on_memdev(&o, 0));
     g_assert_true(host_on_memdev(&o, 1));
-    o.pool = xstrdup("/p");
+    o.pool = g_strdup("/p");
     add_pool_device_args(&a, &o, 1);
     cmd = argv_to_shell(&a);
     g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-pool0,"
                             "mem-path=/p,size=256M,offset=2M,share=on "));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
 
     /* cxl-type3's backend takes --prealloc and --host-nodes too */
     parse_line("--device cxl-type3 --prealloc --host-nodes 1 -- true", &o);
-    o.pool = xstrdup("/p");
+    o.pool = g_strdup("/p");
     add_pool_device_args(&a, &o, 0);
     cmd = argv_to_shell(&a);
     g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-mem0,share=on,"
                             "mem-path=/p,size=256M,prealloc=on,host-nodes=1,"
                             "policy=bind "));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
 
     /* the pod file: [device] for every host, [host.I] for one */
@@ -401,7 +401,8 @@ static void test_pool_hosts(void)
             g_assert_true(!strcmp(pool_state_name(pst[2]), "left"));
             g_assert_true(read_pool_hosts(tmpl, 2, pst, pg) == 2);
             meta[8] = 1;                        /* version 1: not read */
-            write_file(tmpl, (char *)meta, sizeof(meta), 0600);
+            g_assert_true(g_file_set_contents(tmpl, (char *)meta,
+                                              sizeof(meta), NULL));
             g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
             unlink(tmpl);
             g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
@@ -427,14 +428,15 @@ static void test_restarted(void)
                 { "echo hi\n", "export CXLPOD_RESTARTED=%d\necho hi\n" },
             };
             for (int c = 0; c < 2; c++) {
-                write_file(tmpl, cases[c][0], strlen(cases[c][0]), 0644);
+                g_assert_true(g_file_set_contents(tmpl, cases[c][0], -1,
+                                                  NULL));
                 for (int n = 1; n <= 12; n += 11) {
                     mark_job_restarted(&hh, n);
                     char want[128];
                     snprintf(want, sizeof(want), cases[c][1], n);
-                    char *got = read_file(tmpl, NULL);
-                    g_assert_true(got && !strcmp(got, want));
-                    free(got);
+                    g_autofree char *got = NULL;
+                    g_assert_true(g_file_get_contents(tmpl, &got, NULL, NULL));
+                    g_assert_cmpstr(got, ==, want);
                 }
             }
             unlink(tmpl);
@@ -549,13 +551,13 @@ static void test_config_load(void)
     g_assert_nonnull(strstr(cmd, "max-hosts=4,coherent-size=128M,"
                                  "latency-ns=250,mode=timed,evict-rate=10,"
                                  "latency-ns=300"));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
     add_pool_device_args(&a, &o, 0);
     cmd = argv_to_shell(&a);
     g_assert_nonnull(strstr(cmd, "mode=timed "));
     g_assert_null(strstr(cmd, "evict-rate"));
-    free(cmd);
+    g_free(cmd);
     strv_free(&a);
     remove_conf(conf);
 }
