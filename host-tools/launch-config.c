@@ -165,7 +165,7 @@ static void load_group(struct opts *o, GKeyFile *kf, const char *path,
             if (!*val) {
                 config_die(path, "[%s] command: empty", group);
             }
-            strv_add(&o->job_cmd, val);
+            g_ptr_array_add(o->job_cmd, g_strdup(val));
         } else if (host >= 0 && !strcmp(key, "job")) {
             g_autofree char *v = g_strdup_printf("%d:%s", host, val);
             apply(o, path, group, key, "job-host", v);

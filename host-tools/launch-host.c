@@ -223,9 +223,9 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     if (h->runs > 0 && has_job) {
         mark_job_restarted(h, h->runs);
     }
-    struct strv a = { 0 };
-    build_qemu_argv(&a, o, accel, h->id, &h->hp, has_job, true);
-    char *cmd = argv_to_shell(&a);
+    g_autoptr(GPtrArray) a = argv_new();
+    build_qemu_argv(a, o, accel, h->id, &h->hp, has_job, true);
+    char *cmd = argv_to_shell(a);
     g_file_set_contents_full(h->hp.cmdline, cmd, -1,
                              G_FILE_SET_CONTENTS_CONSISTENT, 0644, NULL);
     g_free(cmd);
@@ -233,7 +233,6 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     int errfd = open(h->hp.err, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (errfd < 0) {
         msg("host %d: cannot create %s: %s", h->id, h->hp.err, strerror(errno));
-        strv_free(&a);
         return false;
     }
     if (h->runs > 0) {
@@ -243,19 +242,17 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     g_autoptr(GError) err = NULL;
     GPid pid;
     fflush(NULL);
-    if (!g_spawn_async_with_pipes_and_fds(NULL, (const gchar *const *)a.v,
+    if (!g_spawn_async_with_pipes_and_fds(NULL, (const gchar *const *)a->pdata,
             NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDIN_FROM_DEV_NULL,
             qemu_child_setup, GINT_TO_POINTER(getpid()), -1, errfd, errfd,
             NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
-        msg("host %d: cannot start %s: %s", h->id, a.v[0], err->message);
-        dprintf(errfd, PROG ": cannot execute %s: %s\n", a.v[0],
+        msg("host %d: cannot start %s: %s", h->id, (char *)g_ptr_array_index(a, 0), err->message);
+        dprintf(errfd, PROG ": cannot execute %s: %s\n", (char *)g_ptr_array_index(a, 0),
                 err->message);
         close(errfd);
-        strv_free(&a);
         return false;
     }
     close(errfd);
-    strv_free(&a);
     h->pid = pid;
     h->exited = false;
     h->watch = g_child_watch_add(pid, on_child_exit, h);
@@ -449,14 +446,14 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
             die(EXIT_USAGE, "cannot read job file %s: %s", o->job_file,
                 err->message);
         }
-    } else if (o->job_cmd.n) {
+    } else if (o->job_cmd->len) {
         GString *b = g_string_new(NULL);
         g_string_append(b, "#!/bin/sh\n");
-        for (int i = 0; i < o->job_cmd.n; i++) {
+        for (guint i = 0; i < o->job_cmd->len; i++) {
             if (i) {
                 g_string_append(b, " ");
             }
-            g_string_append(b, o->job_cmd.v[i]);
+            g_string_append(b, (const char *)g_ptr_array_index(o->job_cmd, i));
         }
         g_string_append(b, "\n");
         common_len = b->len;

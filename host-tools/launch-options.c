@@ -161,6 +161,9 @@ void opts_init(struct opts *o)
     o->latency_ns = -1;
     o->device = DEFAULT_DEVICE;
     o->mem = g_strdup("512M");
+    o->device_opts = g_ptr_array_new_with_free_func(g_free);
+    o->qemu_args = g_ptr_array_new_with_free_func(g_free);
+    o->job_cmd = g_ptr_array_new_with_free_func(g_free);
     o->smp = 2;
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
@@ -272,7 +275,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (dh >= MAX_HOSTS) {
             BAD("--device-opt", "host id before ':' must be 0..31");
         }
-        strv_add(&o->device_opts, optarg);
+        g_ptr_array_add(o->device_opts, g_strdup(optarg));
         break;
     }
     case OPT_POOL_BACKEND: {
@@ -312,7 +315,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         break;
     }
     case OPT_QEMU_ARG:
-        strv_add(&o->qemu_args, optarg);
+        g_ptr_array_add(o->qemu_args, g_strdup(optarg));
         break;
     case OPT_MEM: {
         uint64_t m;
@@ -440,7 +443,7 @@ void opts_drop_common_job(struct opts *o)
 {
     g_free(o->job_file);
     o->job_file = NULL;
-    strv_free(&o->job_cmd);
+    g_ptr_array_set_size(o->job_cmd, 0);
 }
 
 /* Forget the first n --job-host entries. */
@@ -600,7 +603,7 @@ void parse_args(int argc, char **argv, struct opts *o)
         config_load(o, ps.config);
     }
     ps.pass = 2;
-    ps.cfg_job = o->job_file || o->job_cmd.n;
+    ps.cfg_job = o->job_file || o->job_cmd->len;
     ps.cfg_host_jobs = o->n_host_jobs;
     ps.cfg_interactive = o->interactive;
     g_auto(GStrv) rest = parse_pass(argc, argv, &ps);
@@ -611,12 +614,12 @@ void parse_args(int argc, char **argv, struct opts *o)
         o->interactive = false;
     }
     for (int i = 0; rest[i]; i++) {
-        strv_add(&o->job_cmd, rest[i]);
+        g_ptr_array_add(o->job_cmd, g_strdup(rest[i]));
     }
 
     /* cross-checks */
-    bool has_job = o->job_cmd.n > 0 || o->job_file || o->n_host_jobs > 0;
-    if (o->job_cmd.n && o->job_file) {
+    bool has_job = o->job_cmd->len > 0 || o->job_file || o->n_host_jobs > 0;
+    if (o->job_cmd->len && o->job_file) {
         die(EXIT_USAGE, "give either --job FILE or -- COMMAND, not both");
     }
     if (o->interactive && has_job) {
@@ -632,7 +635,7 @@ void parse_args(int argc, char **argv, struct opts *o)
                 o->host_jobs[i].host, o->nhosts, o->nhosts - 1);
         }
     }
-    if (o->n_host_jobs > 0 && !o->job_file && !o->job_cmd.n) {
+    if (o->n_host_jobs > 0 && !o->job_file && !o->job_cmd->len) {
         /* every host needs a job */
         for (int h = 0; h < o->nhosts; h++) {
             bool found = false;
@@ -684,12 +687,12 @@ void parse_args(int argc, char **argv, struct opts *o)
                         (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
         o->seed %= 1000000000000ULL;    /* short enough to retype */
     }
-    for (int i = 0; i < o->device_opts.n; i++) {
+    for (guint i = 0; i < o->device_opts->len; i++) {
         const char *kv;
-        int dh = device_opt_host(o->device_opts.v[i], &kv);
+        int dh = device_opt_host((const char *)g_ptr_array_index(o->device_opts, i), &kv);
         if (dh >= o->nhosts) {
             die(EXIT_USAGE, "--device-opt %s: there are only %d hosts (0..%d)",
-                o->device_opts.v[i], o->nhosts, o->nhosts - 1);
+                (const char *)g_ptr_array_index(o->device_opts, i), o->nhosts, o->nhosts - 1);
         }
     }
     if (o->coherent_size_given && o->coherent_size > o->size) {

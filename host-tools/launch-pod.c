@@ -324,12 +324,10 @@ int run(struct opts *o)
     if (o->dry_run) {
         msg("accelerator: %s", accel_note);
         for (int i = 0; i < o->nhosts; i++) {
-            struct strv a = { 0 };
-            build_qemu_argv(&a, o, accel, i, &g_hosts[i].hp, has_job, true);
-            char *cmd = argv_to_shell(&a);
+            g_autoptr(GPtrArray) a = argv_new();
+            build_qemu_argv(a, o, accel, i, &g_hosts[i].hp, has_job, true);
+            g_autofree char *cmd = argv_to_shell(a);
             fputs(cmd, stdout);
-            g_free(cmd);
-            strv_free(&a);
         }
         return EXIT_OK;
     }

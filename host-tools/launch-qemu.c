@@ -249,6 +249,25 @@ enum accel resolve_accel(enum accel want, char *note, size_t notelen)
 /* ------------------------------------------------------------------ */
 /* QEMU command line                                                   */
 
+/* An argv: a NULL-terminated GPtrArray that owns its strings. */
+GPtrArray *argv_new(void)
+{
+    return g_ptr_array_new_null_terminated(64, g_free, TRUE);
+}
+
+static void arg(GPtrArray *a, const char *s)
+{
+    g_ptr_array_add(a, g_strdup(s));
+}
+
+static void G_GNUC_PRINTF(2, 3) argf(GPtrArray *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_ptr_array_add(a, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
+
 
 void host_paths_init(struct host_paths *hp, const char *wd, int i)
 {
@@ -291,7 +310,7 @@ bool host_on_memdev(const struct opts *o, int host)
  * -object memory-backend-file,... on the pool file (its options after
  * "size=SIZE": what the device needs, then --prealloc and --host-nodes).
  */
-static void add_backend(struct strv *a, const struct opts *o, const char *id,
+static void add_backend(GPtrArray *a, const struct opts *o, const char *id,
                         const char *pool, const char *size, const char *opts)
 {
     GString *b = g_string_new(NULL);
@@ -304,8 +323,8 @@ static void add_backend(struct strv *a, const struct opts *o, const char *id,
     if (o->host_nodes) {
         g_string_append_printf(b, ",host-nodes=%s,policy=bind", o->host_nodes);
     }
-    strv_add(a, "-object");
-    strv_add(a, b->str);
+    arg(a, "-object");
+    arg(a, b->str);
     g_string_free(b, TRUE);
 }
 
@@ -313,7 +332,7 @@ static void add_backend(struct strv *a, const struct opts *o, const char *id,
  * The one function that knows how the pool device is attached.  Everything
  * device-specific on the QEMU command line comes from here.
  */
-void add_pool_device_args(struct strv *a, const struct opts *o, int host)
+void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
 {
     char *pool = qemu_opt_escape(o->pool);
     char *size = fmt_size(o->size);
@@ -322,10 +341,10 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     GString *dev = g_string_new(NULL);
 
     /* CXL topology shared by both devices: one host bridge, one root port. */
-    strv_add(a, "-device");
-    strv_add(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
-    strv_add(a, "-device");
-    strv_add(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
+    arg(a, "-device");
+    arg(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
+    arg(a, "-device");
+    arg(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
 
     switch (o->device) {
     case DEV_CXL_TYPE3:
@@ -365,8 +384,8 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
         break;
     }
     }
-    for (int i = 0; i < o->device_opts.n; i++) {
-        const char *kv = o->device_opts.v[i];
+    for (guint i = 0; i < o->device_opts->len; i++) {
+        const char *kv = (const char *)g_ptr_array_index(o->device_opts, i);
         int only = device_opt_host(kv, &kv);
         if (only >= 0 && only != host) {
             continue;
@@ -374,17 +393,17 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
         g_string_append(dev, ",");
         g_string_append(dev, kv);
     }
-    strv_add(a, "-device");
-    strv_add(a, dev->str);
-    strv_add(a, "-M");
-    strv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
+    arg(a, "-device");
+    arg(a, dev->str);
+    arg(a, "-M");
+    argf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
     g_string_free(dev, TRUE);
     g_free(pool);
     g_free(size);
     g_free(winsz);
 }
 
-void build_qemu_argv(struct strv *a, const struct opts *o,
+void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,
                             bool append_log)
@@ -394,32 +413,32 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
     char *qmp = qemu_opt_escape(hp->qmp);
     char *job = qemu_opt_escape(hp->job);
 
-    strv_add(a, o->qemu);
-    strv_add(a, "-name");
-    strv_addf(a, "cxlpod-host%d", host);
-    strv_add(a, "-M");
-    strv_add(a, "q35,cxl=on");
-    strv_add(a, "-accel");
-    strv_add(a, accel == ACCEL_KVM ? "kvm" : "tcg");
-    strv_add(a, "-cpu");
-    strv_add(a, "max,-hypervisor");
-    strv_add(a, "-smp");
-    strv_addf(a, "%d", o->smp);
-    strv_add(a, "-m");
-    strv_add(a, o->mem);
-    strv_add(a, "-nographic");
-    strv_add(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
-    strv_add(a, "-monitor");
-    strv_add(a, "none");
-    strv_add(a, "-no-reboot");
-    strv_add(a, "-L");
-    strv_add(a, "/usr/share/seabios");
-    strv_add(a, "-L");
-    strv_add(a, "/usr/share/qemu");
-    strv_add(a, "-kernel");
-    strv_add(a, o->kernel);
-    strv_add(a, "-initrd");
-    strv_add(a, o->initrd);
+    arg(a, o->qemu);
+    arg(a, "-name");
+    argf(a, "cxlpod-host%d", host);
+    arg(a, "-M");
+    arg(a, "q35,cxl=on");
+    arg(a, "-accel");
+    arg(a, accel == ACCEL_KVM ? "kvm" : "tcg");
+    arg(a, "-cpu");
+    arg(a, "max,-hypervisor");
+    arg(a, "-smp");
+    argf(a, "%d", o->smp);
+    arg(a, "-m");
+    arg(a, o->mem);
+    arg(a, "-nographic");
+    arg(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
+    arg(a, "-monitor");
+    arg(a, "none");
+    arg(a, "-no-reboot");
+    arg(a, "-L");
+    arg(a, "/usr/share/seabios");
+    arg(a, "-L");
+    arg(a, "/usr/share/qemu");
+    arg(a, "-kernel");
+    arg(a, o->kernel);
+    arg(a, "-initrd");
+    arg(a, o->initrd);
     /*
      * tsc=reliable: the guest's TSC is the host's constant TSC (TCG reads
      * the host's; KVM passes it through, and a pod host is never
@@ -428,24 +447,24 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
      * of early boot and the guest falls back to jiffies timekeeping, where
      * boots were seen to stall (issue 9; docs/launcher.md).
      */
-    strv_add(a, "-append");
-    strv_addf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
+    arg(a, "-append");
+    argf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
               "cxlpod.nhosts=%d%s%s",
               host, o->nhosts, o->append ? " " : "", o->append ? o->append : "");
     add_pool_device_args(a, o, host);
-    strv_add(a, "-chardev");
-    strv_addf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
+    arg(a, "-chardev");
+    argf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
               con, log, append_log ? ",logappend=on" : "");
-    strv_add(a, "-serial");
-    strv_add(a, "chardev:ser0");
-    strv_add(a, "-qmp");
-    strv_addf(a, "unix:%s,server=on,wait=off", qmp);
+    arg(a, "-serial");
+    arg(a, "chardev:ser0");
+    arg(a, "-qmp");
+    argf(a, "unix:%s,server=on,wait=off", qmp);
     if (has_job) {
-        strv_add(a, "-fw_cfg");
-        strv_addf(a, "name=opt/cxlpod/job,file=%s", job);
+        arg(a, "-fw_cfg");
+        argf(a, "name=opt/cxlpod/job,file=%s", job);
     }
-    for (int i = 0; i < o->qemu_args.n; i++) {
-        strv_add(a, o->qemu_args.v[i]);
+    for (guint i = 0; i < o->qemu_args->len; i++) {
+        arg(a, (const char *)g_ptr_array_index(o->qemu_args, i));
     }
     g_free(log);
     g_free(con);
@@ -453,14 +472,14 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
     g_free(job);
 }
 
-char *argv_to_shell(const struct strv *a)
+char *argv_to_shell(GPtrArray *a)
 {
     GString *b = g_string_new(NULL);
-    for (int i = 0; i < a->n; i++) {
+    for (guint i = 0; i < a->len; i++) {
         if (i) {
             g_string_append(b, " ");
         }
-        shell_quote(b, a->v[i]);
+        shell_quote(b, g_ptr_array_index(a, i));
     }
     g_string_append(b, "\n");
     return g_string_free(b, FALSE);

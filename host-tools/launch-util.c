@@ -1,6 +1,6 @@
 /*
  * Small utilities of cxlpod-launch: messages and fatal errors, time and
- * file tests, argv vectors, shell and QEMU option quoting (memory, strings
+ * file tests, shell and QEMU option quoting (memory, strings
  * and file contents are GLib's).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -67,40 +67,6 @@ bool is_file(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-
-void strv_add(struct strv *a, const char *s)
-{
-    if (a->n + 2 > a->cap) {
-        a->cap = a->cap ? a->cap * 2 : 32;
-        a->v = g_realloc(a->v, a->cap * sizeof(*a->v));
-    }
-    a->v[a->n++] = g_strdup(s);
-    a->v[a->n] = NULL;
-}
-
-void strv_addf(struct strv *a, const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    va_end(ap);
-    strv_add(a, s);
-    g_free(s);
-}
-
-void strv_free(struct strv *a)
-{
-    for (int i = 0; i < a->n; i++) {
-        g_free(a->v[i]);
-    }
-    g_free(a->v);
-    a->v = NULL;
-    a->n = a->cap = 0;
 }
 
 

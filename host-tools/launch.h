@@ -91,12 +91,6 @@ enum pool_backend { BACKEND_UNSET, BACKEND_FILE, BACKEND_MEMDEV };
 
 #define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
 
-/* Growable argv. */
-struct strv {
-    char **v;
-    int n, cap;
-};
-
 /*
  * A --kill spec: I@STRING, I@+SECONDS, or I@random:MIN-MAX[:STRING] (a
  * random delay of MIN..MAX seconds after STRING appears in the run's
@@ -139,18 +133,18 @@ struct opts {
     long latency_ns;            /* -1: not given */
     int max_hosts;              /* 0: = nhosts */
     enum pool_device device;
-    struct strv device_opts;
+    GPtrArray *device_opts;     /* --device-opt values (g_free) */
     enum pool_backend backend;  /* --pool-backend (every host) */
     enum pool_backend host_backend[MAX_HOSTS];  /* --pool-backend I:... */
     bool prealloc;              /* --prealloc: on the memory backend */
     char *host_nodes;           /* --host-nodes N[-M] (NULL: none) */
-    struct strv qemu_args;
+    GPtrArray *qemu_args;       /* --qemu-arg words */
     char *mem;
     int smp;
     char *append;               /* extra kernel command line */
     /* job */
     char *job_file;
-    struct strv job_cmd;
+    GPtrArray *job_cmd;         /* the words after -- */
     struct host_job *host_jobs;
     int n_host_jobs;
     bool interactive;
@@ -248,10 +242,6 @@ double now_s(void);
 bool path_exists(const char *p);
 bool is_dir(const char *p);
 bool is_file(const char *p);
-void strv_add(struct strv *a, const char *s);
-void strv_addf(struct strv *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void strv_free(struct strv *a);
 char *qemu_opt_escape(const char *s);
 void shell_quote(GString *b, const char *s);
 const char *accel_name(enum accel a);
@@ -279,12 +269,13 @@ enum accel resolve_accel(enum accel want, char *note, size_t notelen);
 void host_paths_init(struct host_paths *hp, const char *wd, int i);
 int device_opt_host(const char *opt, const char **kv);
 bool host_on_memdev(const struct opts *o, int host);
-void add_pool_device_args(struct strv *a, const struct opts *o, int host);
-void build_qemu_argv(struct strv *a, const struct opts *o,
+void add_pool_device_args(GPtrArray *a, const struct opts *o, int host);
+GPtrArray *argv_new(void);
+void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,
                             bool append_log);
-char *argv_to_shell(const struct strv *a);
+char *argv_to_shell(GPtrArray *a);
 
 /* launch-host.c */
 extern struct kill_rec *g_kill_recs;

@@ -213,9 +213,9 @@ static void test_options(void)
     g_assert_true(o.kills[1].host == 2 && !strcmp(o.kills[1].pattern, "foo"));
     g_assert_true(o.restart[1] && !o.restart[0]);
     g_assert_true(o.device == DEV_CXL_SHM && o.coherent_size == 64 * MIB);
-    g_assert_true(o.latency_ns == 200 && o.device_opts.n == 1);
-    g_assert_true(o.qemu_args.n == 2 && !strcmp(o.qemu_args.v[1], "shift=0"));
-    g_assert_true(o.job_cmd.n == 2 && !strcmp(o.job_cmd.v[0], "echo"));
+    g_assert_true(o.latency_ns == 200 && o.device_opts->len == 1);
+    g_assert_true(o.qemu_args->len == 2 && !strcmp((const char *)g_ptr_array_index(o.qemu_args, 1), "shift=0"));
+    g_assert_true(o.job_cmd->len == 2 && !strcmp((const char *)g_ptr_array_index(o.job_cmd, 0), "echo"));
     g_assert_true(o.timeout_s == 300);
     g_assert_true(o.boot_timeout_s == DEFAULT_BOOT_TIMEOUT_S);
     g_assert_true(o.restarts == 1 && !o.kills[0].random);
@@ -251,45 +251,45 @@ static void test_device_args(void)
                "--qemu-arg -icount --qemu-arg shift=0 -- echo hi", &o);
     /* device arguments: one place, both devices */
     o.pool = g_strdup("/tmp/p,ool");
-    struct strv a = { 0 };
-    add_pool_device_args(&a, &o, 2);
-    char *cmd = argv_to_shell(&a);
+    g_autoptr(GPtrArray) a = argv_new();
+    add_pool_device_args(a, &o, 2);
+    char *cmd = argv_to_shell(a);
     g_assert_true(strstr(cmd, "cxl-shm,bus=root_port13,id=cxl-shm0,pool=/tmp/p,,ool,"
                       "size=512M,host-id=2,max-hosts=3,coherent-size=64M,"
                       "latency-ns=200,mode=timed"));
     g_assert_true(strstr(cmd, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
     g_assert_true(!strstr(cmd, "memory-backend-file"));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
     {
         /* a property for one host only */
         const char *kv;
         g_assert_true(device_opt_host("1:evict-rate=10", &kv) == 1 && !strcmp(kv, "evict-rate=10"));
         g_assert_true(device_opt_host("evict-rate=10", &kv) == -1 && !strcmp(kv, "evict-rate=10"));
         g_assert_true(device_opt_host("conflict-log=/a:b", &kv) == -1);
-        strv_add(&o.device_opts, "2:evict-rate=7");
-        add_pool_device_args(&a, &o, 2);
-        cmd = argv_to_shell(&a);
+        g_ptr_array_add(o.device_opts, g_strdup("2:evict-rate=7"));
+        add_pool_device_args(a, &o, 2);
+        cmd = argv_to_shell(a);
         g_assert_true(strstr(cmd, "mode=timed,evict-rate=7"));
         g_free(cmd);
-        strv_free(&a);
-        add_pool_device_args(&a, &o, 1);
-        cmd = argv_to_shell(&a);
+        g_ptr_array_set_size(a, 0);
+        add_pool_device_args(a, &o, 1);
+        cmd = argv_to_shell(a);
         g_assert_true(strstr(cmd, "mode=timed") && !strstr(cmd, "evict-rate"));
         g_free(cmd);
-        strv_free(&a);
+        g_ptr_array_set_size(a, 0);
     }
     o.device = DEV_CXL_TYPE3;
-    o.device_opts.n = 0;
-    add_pool_device_args(&a, &o, 0);
-    cmd = argv_to_shell(&a);
+    g_ptr_array_set_size(o.device_opts, 0);
+    add_pool_device_args(a, &o, 0);
+    cmd = argv_to_shell(a);
     g_assert_true(strstr(cmd, "memory-backend-file,id=cxl-mem0,share=on,"
                       "mem-path=/tmp/p,,ool,size=512M"));
     g_assert_true(strstr(cmd, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
                       "id=cxl-vmem0"));
     g_assert_true(strstr(cmd, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
 }
 
 static char *write_conf(const char *text);
@@ -300,7 +300,7 @@ static void remove_conf(char *path);
 static void test_memdev_args(void)
 {
     struct opts o;
-    struct strv a = { 0 };
+    g_autoptr(GPtrArray) a = argv_new();
     char *cmd;
 
     parse_line("-n 2 --size 512M --pool-backend 1:memdev --prealloc "
@@ -308,8 +308,8 @@ static void test_memdev_args(void)
     o.pool = g_strdup("/dev/shm/p,1");
     g_assert_false(host_on_memdev(&o, 0));
     g_assert_true(host_on_memdev(&o, 1));
-    add_pool_device_args(&a, &o, 1);
-    cmd = argv_to_shell(&a);
+    add_pool_device_args(a, &o, 1);
+    cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "-object memory-backend-file,id=cxl-pool0,"
                             "mem-path=/dev/shm/p,,1,size=512M,offset=2M,"
                             "share=on,prealloc=on,host-nodes=0-1,policy=bind "
@@ -318,39 +318,39 @@ static void test_memdev_args(void)
                             "max-hosts=2,coherent-size=64M"));
     g_assert_null(strstr(cmd, "pool=/"));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
     /* host 0 keeps the device's own backend */
-    add_pool_device_args(&a, &o, 0);
-    cmd = argv_to_shell(&a);
+    add_pool_device_args(a, &o, 0);
+    cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "cxl-shm,bus=root_port13,id=cxl-shm0,"
                             "pool=/dev/shm/p,,1,size=512M,host-id=0,"));
     g_assert_null(strstr(cmd, "memory-backend-file"));
     g_assert_null(strstr(cmd, "memdev="));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
 
     /* every host, then one host back on pool= */
     parse_line("--pool-backend memdev --pool-backend 0:file -- true", &o);
     g_assert_false(host_on_memdev(&o, 0));
     g_assert_true(host_on_memdev(&o, 1));
     o.pool = g_strdup("/p");
-    add_pool_device_args(&a, &o, 1);
-    cmd = argv_to_shell(&a);
+    add_pool_device_args(a, &o, 1);
+    cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-pool0,"
                             "mem-path=/p,size=256M,offset=2M,share=on "));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
 
     /* cxl-type3's backend takes --prealloc and --host-nodes too */
     parse_line("--device cxl-type3 --prealloc --host-nodes 1 -- true", &o);
     o.pool = g_strdup("/p");
-    add_pool_device_args(&a, &o, 0);
-    cmd = argv_to_shell(&a);
+    add_pool_device_args(a, &o, 0);
+    cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "memory-backend-file,id=cxl-mem0,share=on,"
                             "mem-path=/p,size=256M,prealloc=on,host-nodes=1,"
                             "policy=bind "));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
 
     /* the pod file: [device] for every host, [host.I] for one */
     char *conf = write_conf("[device]\npool-backend = memdev\n"
@@ -511,9 +511,9 @@ static void test_config_load(void)
     parse_line(line, &o);
     g_assert_cmpint(o.nhosts, ==, 3);
     g_assert_cmpstr(o.mem, ==, "1G");
-    g_assert_cmpint(o.qemu_args.n, ==, 2);
-    g_assert_cmpstr(o.qemu_args.v[0], ==, "-icount");
-    g_assert_cmpstr(o.qemu_args.v[1], ==, "shift=0");
+    g_assert_cmpint(o.qemu_args->len, ==, 2);
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.qemu_args, 0), ==, "-icount");
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.qemu_args, 1), ==, "shift=0");
     g_assert_cmpstr(o.append, ==, "cxlpod.debug=1");
     g_assert_true(o.device == DEV_CXL_SHM);
     g_assert_cmpuint(o.size, ==, 512 * MIB);
@@ -523,12 +523,12 @@ static void test_config_load(void)
     /* relative paths are the file's folder's */
     g_autofree char *pool = g_build_filename(dir, "pool.img", NULL);
     g_assert_cmpstr(o.pool, ==, pool);
-    g_assert_cmpint(o.device_opts.n, ==, 3);
-    g_assert_cmpstr(o.device_opts.v[0], ==, "mode=timed");
-    g_assert_cmpstr(o.device_opts.v[1], ==, "1:evict-rate=10");
-    g_assert_cmpstr(o.device_opts.v[2], ==, "1:latency-ns=300");
-    g_assert_cmpint(o.job_cmd.n, ==, 1);
-    g_assert_cmpstr(o.job_cmd.v[0], ==, "echo hi $CXLPOD_HOST_ID");
+    g_assert_cmpint(o.device_opts->len, ==, 3);
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.device_opts, 0), ==, "mode=timed");
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.device_opts, 1), ==, "1:evict-rate=10");
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.device_opts, 2), ==, "1:latency-ns=300");
+    g_assert_cmpint(o.job_cmd->len, ==, 1);
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.job_cmd, 0), ==, "echo hi $CXLPOD_HOST_ID");
     g_assert_null(o.job_file);
     g_assert_true(o.timeout_s == 60 && o.timeout_given);
     g_assert_true(o.boot_timeout_s == 90);
@@ -545,20 +545,20 @@ static void test_config_load(void)
     g_assert_cmpstr(o.host_jobs[0].file, ==, two);
 
     /* host 1's device gets its own properties after the common ones */
-    struct strv a = { 0 };
-    add_pool_device_args(&a, &o, 1);
-    char *cmd = argv_to_shell(&a);
+    g_autoptr(GPtrArray) a = argv_new();
+    add_pool_device_args(a, &o, 1);
+    char *cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "max-hosts=4,coherent-size=128M,"
                                  "latency-ns=250,mode=timed,evict-rate=10,"
                                  "latency-ns=300"));
     g_free(cmd);
-    strv_free(&a);
-    add_pool_device_args(&a, &o, 0);
-    cmd = argv_to_shell(&a);
+    g_ptr_array_set_size(a, 0);
+    add_pool_device_args(a, &o, 0);
+    cmd = argv_to_shell(a);
     g_assert_nonnull(strstr(cmd, "mode=timed "));
     g_assert_null(strstr(cmd, "evict-rate"));
     g_free(cmd);
-    strv_free(&a);
+    g_ptr_array_set_size(a, 0);
     remove_conf(conf);
 }
 
@@ -576,22 +576,22 @@ static void test_config_override(void)
     g_assert_cmpuint(o.size, ==, GIB);
     g_assert_true(o.timeout_s == 9);
     g_assert_true(o.boot_timeout_s == 90);     /* from the file */
-    g_assert_cmpint(o.device_opts.n, ==, 4);   /* lists add up */
-    g_assert_cmpstr(o.device_opts.v[3], ==, "3:evict-rate=1");
+    g_assert_cmpint(o.device_opts->len, ==, 4);   /* lists add up */
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.device_opts, 3), ==, "3:evict-rate=1");
     g_assert_cmpint(o.n_kills, ==, 2);
-    g_assert_cmpint(o.job_cmd.n, ==, 1);       /* the job is replaced */
-    g_assert_cmpstr(o.job_cmd.v[0], ==, "true");
+    g_assert_cmpint(o.job_cmd->len, ==, 1);       /* the job is replaced */
+    g_assert_cmpstr((const char *)g_ptr_array_index(o.job_cmd, 0), ==, "true");
     g_assert_cmpint(o.n_host_jobs, ==, 1);     /* host 2's stays */
 
     /* --job replaces the file's command; --interactive every file job */
     g_autofree char *l2 = g_strdup_printf("--config %s --job %s", conf, conf);
     parse_line(l2, &o);
-    g_assert_cmpint(o.job_cmd.n, ==, 0);
+    g_assert_cmpint(o.job_cmd->len, ==, 0);
     g_assert_cmpstr(o.job_file, ==, conf);
     g_autofree char *l3 = g_strdup_printf("--config %s --interactive", conf);
     parse_line(l3, &o);
     g_assert_true(o.interactive);
-    g_assert_true(o.job_cmd.n == 0 && !o.job_file && o.n_host_jobs == 0);
+    g_assert_true(o.job_cmd->len == 0 && !o.job_file && o.n_host_jobs == 0);
     g_assert_true(o.timeout_s == 60);          /* the file gave one */
     remove_conf(conf);
 
@@ -599,7 +599,7 @@ static void test_config_override(void)
     conf = write_conf("[job]\ninteractive = true\n");
     g_autofree char *l4 = g_strdup_printf("--config %s -- echo", conf);
     parse_line(l4, &o);
-    g_assert_true(!o.interactive && o.job_cmd.n == 1);
+    g_assert_true(!o.interactive && o.job_cmd->len == 1);
     g_autofree char *l5 = g_strdup_printf("--config %s", conf);
     parse_line(l5, &o);
     g_assert_true(o.interactive && o.timeout_s == 0);
