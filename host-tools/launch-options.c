@@ -97,45 +97,52 @@ enum {
     OPT_PREALLOC, OPT_HOST_NODES,
 };
 
-static const struct option long_opts[] = {
-    { "hosts", required_argument, NULL, 'n' },
-    { "workdir", required_argument, NULL, 'w' },
-    { "qemu", required_argument, NULL, OPT_QEMU },
-    { "kernel", required_argument, NULL, OPT_KERNEL },
-    { "initrd", required_argument, NULL, OPT_INITRD },
-    { "accel", required_argument, NULL, OPT_ACCEL },
-    { "pool", required_argument, NULL, OPT_POOL },
-    { "size", required_argument, NULL, OPT_SIZE },
-    { "coherent-size", required_argument, NULL, OPT_COHERENT },
-    { "latency-ns", required_argument, NULL, OPT_LATENCY },
-    { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
-    { "device", required_argument, NULL, OPT_DEVICE },
-    { "device-opt", required_argument, NULL, OPT_DEVICE_OPT },
-    { "pool-backend", required_argument, NULL, OPT_POOL_BACKEND },
-    { "prealloc", no_argument, NULL, OPT_PREALLOC },
-    { "host-nodes", required_argument, NULL, OPT_HOST_NODES },
-    { "qemu-arg", required_argument, NULL, OPT_QEMU_ARG },
-    { "mem", required_argument, NULL, OPT_MEM },
-    { "smp", required_argument, NULL, OPT_SMP },
-    { "append", required_argument, NULL, OPT_APPEND },
-    { "job", required_argument, NULL, OPT_JOB },
-    { "job-host", required_argument, NULL, OPT_JOB_HOST },
-    { "interactive", no_argument, NULL, OPT_INTERACTIVE },
-    { "timeout", required_argument, NULL, OPT_TIMEOUT },
-    { "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
-    { "kill", required_argument, NULL, OPT_KILL },
-    { "restart", required_argument, NULL, OPT_RESTART },
-    { "restarts", required_argument, NULL, OPT_RESTARTS },
-    { "seed", required_argument, NULL, OPT_SEED },
-    { "stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT },
-    { "stagger", required_argument, NULL, OPT_STAGGER },
-    { "follow", no_argument, NULL, 'f' },
-    { "json", no_argument, NULL, OPT_JSON },
-    { "dry-run", no_argument, NULL, OPT_DRY_RUN },
-    { "quiet", no_argument, NULL, 'q' },
-    { "config", required_argument, NULL, OPT_CONFIG },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+/* The long options: name, short name or OPT_ id, takes a value. */
+struct opt_def {
+    const char *name;
+    int id;
+    bool arg;
+};
+
+static const struct opt_def long_opts[] = {
+    { "hosts", 'n', true },
+    { "workdir", 'w', true },
+    { "qemu", OPT_QEMU, true },
+    { "kernel", OPT_KERNEL, true },
+    { "initrd", OPT_INITRD, true },
+    { "accel", OPT_ACCEL, true },
+    { "pool", OPT_POOL, true },
+    { "size", OPT_SIZE, true },
+    { "coherent-size", OPT_COHERENT, true },
+    { "latency-ns", OPT_LATENCY, true },
+    { "max-hosts", OPT_MAX_HOSTS, true },
+    { "device", OPT_DEVICE, true },
+    { "device-opt", OPT_DEVICE_OPT, true },
+    { "pool-backend", OPT_POOL_BACKEND, true },
+    { "prealloc", OPT_PREALLOC, false },
+    { "host-nodes", OPT_HOST_NODES, true },
+    { "qemu-arg", OPT_QEMU_ARG, true },
+    { "mem", OPT_MEM, true },
+    { "smp", OPT_SMP, true },
+    { "append", OPT_APPEND, true },
+    { "job", OPT_JOB, true },
+    { "job-host", OPT_JOB_HOST, true },
+    { "interactive", OPT_INTERACTIVE, false },
+    { "timeout", OPT_TIMEOUT, true },
+    { "boot-timeout", OPT_BOOT_TIMEOUT, true },
+    { "kill", OPT_KILL, true },
+    { "restart", OPT_RESTART, true },
+    { "restarts", OPT_RESTARTS, true },
+    { "seed", OPT_SEED, true },
+    { "stall-timeout", OPT_STALL_TIMEOUT, true },
+    { "stagger", OPT_STAGGER, true },
+    { "follow", 'f', false },
+    { "json", OPT_JSON, false },
+    { "dry-run", OPT_DRY_RUN, false },
+    { "quiet", 'q', false },
+    { "config", OPT_CONFIG, true },
+    { "help", 'h', false },
+    { NULL, 0, false },
 };
 
 static void bad(const char *opt, const char *val, const char *why)
@@ -179,10 +186,10 @@ void opts_init(struct opts *o)
 bool opts_apply_named(struct opts *o, const char *name, const char *arg,
                       const char *label)
 {
-    for (const struct option *lo = long_opts; lo->name; lo++) {
-        if (!strcmp(lo->name, name) && lo->val != OPT_CONFIG &&
-            lo->val != 'h' && (lo->has_arg == required_argument) == !!arg) {
-            apply_opt(o, lo->val, arg, label);
+    for (const struct opt_def *lo = long_opts; lo->name; lo++) {
+        if (!strcmp(lo->name, name) && lo->id != OPT_CONFIG &&
+            lo->id != 'h' && lo->arg == !!arg) {
+            apply_opt(o, lo->id, arg, label);
             return true;
         }
     }
@@ -467,11 +474,11 @@ struct parse_state {
     bool cfg_interactive;
 };
 
-static const struct option *find_long(const char *name)
+static const struct opt_def *find_long(const char *name)
 {
-    for (const struct option *lo = long_opts; lo->name; lo++) {
+    for (const struct opt_def *lo = long_opts; lo->name; lo++) {
         if (name[0] == '-' && name[1] == '-' ? !strcmp(lo->name, name + 2)
-                                             : lo->val == name[1]) {
+                                             : lo->id == name[1]) {
             return lo;
         }
     }
@@ -484,8 +491,8 @@ static gboolean on_option(const gchar *name, const gchar *value,
 {
     struct parse_state *ps = data;
     struct opts *o = ps->o;
-    const struct option *lo = find_long(name);
-    int c = lo ? lo->val : 0;
+    const struct opt_def *lo = find_long(name);
+    int c = lo ? lo->id : 0;
 
     (void)error;
     if (ps->pass == 1) {
@@ -523,7 +530,7 @@ static gboolean on_option(const gchar *name, const gchar *value,
 
 /*
  * One GOptionContext pass over a copy of argv; returns the words after
- * the options (the job command, "--" removed).  getopt's attached short
+ * the options (the job command, "--" removed).  Attached short
  * values (-n2, -w/tmp/x) are split first so that they keep working.
  */
 static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
@@ -533,11 +540,11 @@ static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
     bool options = true;
 
     for (size_t i = 0; long_opts[i].name; i++) {
-        const struct option *lo = &long_opts[i];
+        const struct opt_def *lo = &long_opts[i];
         entries[i] = (GOptionEntry) {
             .long_name = lo->name,
-            .short_name = lo->val < 256 ? (gchar)lo->val : 0,
-            .flags = lo->has_arg == no_argument ? G_OPTION_FLAG_NO_ARG : 0,
+            .short_name = lo->id < 256 ? (gchar)lo->id : 0,
+            .flags = !lo->arg ? G_OPTION_FLAG_NO_ARG : 0,
             .arg = G_OPTION_ARG_CALLBACK,
             .arg_data = (gpointer)on_option,
             .description = "",
@@ -555,7 +562,7 @@ static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
             options = false;
         } else if (i > 0 && options && (!strcmp(w, "-n") ||
                    !strcmp(w, "-w") || (find_long(w) && w[1] == '-' &&
-                   find_long(w)->has_arg == required_argument)) &&
+                   find_long(w)->arg)) &&
                    i + 1 < argc) {
             /* an option's value is never split */
             g_ptr_array_add(words, g_strdup(w));
