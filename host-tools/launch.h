@@ -11,6 +11,7 @@
  *   launch-pod.c       The pod lifecycle
  *   launch-report.c    The results: summary lines and the --json line
  *   launch-console.c   The `console` subcommand
+ *   launch-config.c    `--config FILE`: a pod described in a key file
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
