@@ -7,6 +7,7 @@
  *   launch-qemu.c      What a guest's QEMU is started with
  *   launch-host.c      One host at run time
  *   launch-options.c   The command line of a pod run
+ *   launch-paths.c     Default paths and the work directory
  *   launch-qmp.c       QMP
  *   launch-pod.c       The pod lifecycle
  *   launch-report.c    The results: summary lines and the --json line
@@ -305,6 +306,8 @@ bool opts_apply_named(struct opts *o, const char *name, const char *arg,
 void opts_drop_common_job(struct opts *o);
 void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
+
+/* launch-paths.c */
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
 
