@@ -32,8 +32,13 @@ timeout = 400
 json = true
 CONF
 
-pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" \
-    || { cat "$WORK/stdout"; fail "launcher reported a failure"; }
+pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" 2> "$WORK/stderr" \
+    || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher reported a failure"; }
+cat "$WORK/stderr" >&2
+grep -qE "^cxlpod-launch: host 0: started QEMU pid [0-9]+\$" "$WORK/stderr" \
+    || fail "no 'host 0: started QEMU pid N' progress message"
+grep -qF "(cxl-shm, memory backend on hosts 0, 256 MiB)" "$WORK/stderr" \
+    || fail "the start message does not say host 0 is on a memory backend"
 
 c0=$(cat "$WORK/pod/host0.cmdline"); c1=$(cat "$WORK/pod/host1.cmdline")
 grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$WORK/pod/pool.img,size=256M,offset=2M,share=on,prealloc=on" <<<"$c0" \

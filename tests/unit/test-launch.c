@@ -666,12 +666,29 @@ static void test_config_errors_child(gconstpointer data)
     exit(0);
 }
 
+/* qmp's usage and argument checks, before any socket is touched */
+static void test_qmp_args(void)
+{
+    if (g_test_subprocess()) {
+        char *bad[] = { PROG, "qmp", "/nonexistent", "0", "qom-get",
+                        "{\"path\":", NULL };
+        exit(qmp_main(6, bad));
+    }
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_failed();
+    g_test_trap_assert_stderr("*error: arguments '{\"path\":': not a JSON "
+                              "object*");
+    char *usage[] = { PROG, "qmp", "/tmp", "x", "query-status", NULL };
+    g_assert_cmpint(qmp_main(5, usage), ==, EXIT_USAGE);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/launch/size", test_size);
     g_test_add_func("/launch/kill", test_kill);
     g_test_add_func("/launch/qmp-reply", test_qmp_reply);
+    g_test_add_func("/launch/qmp-args", test_qmp_args);
     g_test_add_func("/launch/log", test_log);
     g_test_add_func("/launch/options", test_options);
     g_test_add_func("/launch/device-args", test_device_args);
