@@ -9,12 +9,12 @@
  *   [pod]      hosts, workdir, qemu, kernel, initrd, accel, mem, smp,
  *              append, stagger, qemu-arg (a list)
  *   [device]   device, pool, size, coherent-size, latency-ns, max-hosts,
- *              device-opt (a list)
+ *              device-opt (a list), pool-backend, prealloc, host-nodes
  *   [job]      job, command, interactive, timeout, boot-timeout,
  *              stall-timeout, kill (a list), restart (a list), restarts,
  *              seed, follow, json, dry-run, quiet
  *   [host.I]   job, device-opt (a list), kill (a list of specs without
- *              the "I@"), restart (true/false)
+ *              the "I@"), restart (true/false), pool-backend
  *
  * Lists are separated by ';'.  Relative paths are taken from the file's
  * folder.  See docs/launcher.md, "Pod files".
@@ -42,7 +42,9 @@ static const struct key_def pod_keys[] = {
 static const struct key_def device_keys[] = {
     { "device", K_VALUE }, { "pool", K_PATH }, { "size", K_VALUE },
     { "coherent-size", K_VALUE }, { "latency-ns", K_VALUE },
-    { "max-hosts", K_VALUE }, { "device-opt", K_LIST }, { NULL, 0 },
+    { "max-hosts", K_VALUE }, { "device-opt", K_LIST },
+    { "pool-backend", K_VALUE }, { "prealloc", K_BOOL },
+    { "host-nodes", K_VALUE }, { NULL, 0 },
 };
 
 static const struct key_def job_keys[] = {
@@ -56,7 +58,7 @@ static const struct key_def job_keys[] = {
 
 static const struct key_def host_keys[] = {
     { "job", K_PATH }, { "device-opt", K_LIST }, { "kill", K_LIST },
-    { "restart", K_BOOL }, { NULL, 0 },
+    { "restart", K_BOOL }, { "pool-backend", K_VALUE }, { NULL, 0 },
 };
 
 static void config_die(const char *path, const char *fmt, ...)
@@ -163,10 +165,14 @@ static void load_group(struct opts *o, GKeyFile *kf, const char *path,
             if (!*val) {
                 config_die(path, "[%s] command: empty", group);
             }
-            strv_add(&o->job_cmd, val);
+            g_ptr_array_add(o->job_cmd, g_strdup(val));
         } else if (host >= 0 && !strcmp(key, "job")) {
             g_autofree char *v = g_strdup_printf("%d:%s", host, val);
             apply(o, path, group, key, "job-host", v);
+        } else if (host >= 0) {
+            /* pool-backend: I:VALUE, as on the command line */
+            g_autofree char *v = g_strdup_printf("%d:%s", host, val);
+            apply(o, path, group, key, key, v);
         } else {
             apply(o, path, group, key, key, val);
         }

@@ -1,6 +1,6 @@
 /*
  * The `console` subcommand: relay a terminal (or a pipe) to a host's
- * serial console socket.
+ * serial console socket (a GLib main loop with a watch on each side).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -41,6 +41,93 @@ bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
+/* A console session: the main loop relays stdin and the socket. */
+struct console {
+    int sock;
+    const char *why;        /* why the session ended */
+    GMainLoop *loop;
+    guint in_watch;         /* stdin (0: it ended) */
+    guint linger;           /* after stdin ended: quiet-output timer */
+};
+
+static void console_end(struct console *c, const char *why)
+{
+    c->why = why;
+    g_main_loop_quit(c->loop);
+}
+
+/* After stdin ended (piped input): leave once the guest's output has been
+ * quiet for CONSOLE_LINGER_MS. */
+static gboolean on_linger(gpointer data)
+{
+    struct console *c = data;
+    c->linger = 0;
+    console_end(c, "input ended");
+    return G_SOURCE_REMOVE;
+}
+
+static void restart_linger(struct console *c)
+{
+    if (c->linger) {
+        g_source_remove(c->linger);
+    }
+    c->linger = g_timeout_add(CONSOLE_LINGER_MS, on_linger, c);
+}
+
+/* Guest output to the terminal. */
+static gboolean on_socket(gint fd, GIOCondition cond, gpointer data)
+{
+    struct console *c = data;
+    char b[4096];
+    ssize_t n = read(fd, b, sizeof(b));
+
+    (void)cond;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    if (n <= 0) {
+        console_end(c, "the guest's console closed (QEMU exited?)");
+        return G_SOURCE_REMOVE;
+    }
+    if (!write_all(STDOUT_FILENO, b, (size_t)n)) {
+        console_end(c, "cannot write to the terminal");
+        return G_SOURCE_REMOVE;
+    }
+    if (!c->in_watch) {
+        restart_linger(c);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+/* Terminal input to the guest; Ctrl-] (on a terminal) detaches. */
+static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
+{
+    struct console *c = data;
+    char b[4096];
+    ssize_t n = read(fd, b, sizeof(b));
+
+    (void)cond;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    if (n <= 0) {
+        c->in_watch = 0;
+        restart_linger(c);
+        return G_SOURCE_REMOVE;
+    }
+    char *esc = g_tio_saved ? memchr(b, 0x1d, (size_t)n) : NULL;
+    size_t send = esc ? (size_t)(esc - b) : (size_t)n;
+    if (send && !write_all(c->sock, b, send)) {
+        console_end(c, "the guest's console closed");
+        return G_SOURCE_REMOVE;
+    }
+    if (esc) {
+        console_end(c, "detached");
+        return G_SOURCE_REMOVE;
+    }
+    return G_SOURCE_CONTINUE;
+}
+
 int console_main(int argc, char **argv)
 {
     long host;
@@ -48,7 +135,7 @@ int console_main(int argc, char **argv)
         fprintf(stderr, "usage: " PROG " console WORKDIR I\n");
         return EXIT_USAGE;
     }
-    char *path = xasprintf("%s/host%ld.console", argv[2], host);
+    char *path = g_strdup_printf("%s/host%ld.console", argv[2], host);
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(sun.sun_path)) {
         die(EXIT_USAGE, "socket path %s is too long", path);
@@ -74,66 +161,18 @@ int console_main(int argc, char **argv)
         atexit(restore_tty);
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
     }
-    struct pollfd pf[2] = {
-        { .fd = STDIN_FILENO, .events = POLLIN },
-        { .fd = s, .events = POLLIN },
+    struct console c = {
+        .sock = s, .why = "detached", .loop = g_main_loop_new(NULL, FALSE),
     };
-    char b[4096];
-    const char *why = "detached";
-    bool stdin_open = true;
-    for (;;) {
-        pf[0].fd = stdin_open ? STDIN_FILENO : -1;
-        /* after stdin ended (piped input), relay guest output until it has
-         * been quiet for CONSOLE_LINGER_MS, then leave */
-        int r = poll(pf, 2, stdin_open ? -1 : CONSOLE_LINGER_MS);
-        if (r < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            why = "poll failed";
-            break;
-        }
-        if (r == 0) {
-            why = "input ended";
-            break;
-        }
-        if (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = read(s, b, sizeof(b));
-            if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-                continue;
-            }
-            if (n <= 0) {
-                why = "the guest's console closed (QEMU exited?)";
-                break;
-            }
-            if (!write_all(STDOUT_FILENO, b, (size_t)n)) {
-                why = "cannot write to the terminal";
-                break;
-            }
-        }
-        if (stdin_open && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t n = read(STDIN_FILENO, b, sizeof(b));
-            if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-                continue;
-            }
-            if (n <= 0) {
-                stdin_open = false;
-                continue;
-            }
-            char *esc = g_tio_saved ? memchr(b, 0x1d, (size_t)n) : NULL;
-            size_t send = esc ? (size_t)(esc - b) : (size_t)n;
-            if (send && !write_all(s, b, send)) {
-                why = "the guest's console closed";
-                break;
-            }
-            if (esc) {
-                break;
-            }
-        }
-    }
+    c.in_watch = g_unix_fd_add(STDIN_FILENO, G_IO_IN | G_IO_HUP | G_IO_ERR,
+                               on_stdin, &c);
+    g_unix_fd_add(s, G_IO_IN | G_IO_HUP | G_IO_ERR, on_socket, &c);
+    g_main_loop_run(c.loop);
+    g_main_loop_unref(c.loop);
+    const char *why = c.why;
     restore_tty();
     fprintf(stderr, "\r\n" PROG ": %s\n", why);
     close(s);
-    free(path);
+    g_free(path);
     return EXIT_OK;
 }

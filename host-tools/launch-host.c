@@ -20,16 +20,20 @@ struct host *g_hosts;
 int g_nhosts;
 volatile sig_atomic_t g_signal;
 
-void on_signal(int sig)
-{
-    g_signal = sig;
-}
-
-/* Kill and reap every QEMU still running.  Safe to call more than once. */
+/*
+ * Kill and reap every QEMU still running, on every way out (die(), exit,
+ * the end of a run).  The child watches are dropped first and the QEMUs
+ * reaped here, synchronously: the main loop may not run again.  Safe to
+ * call more than once.
+ */
 void cleanup_children(void)
 {
     bool any = false;
     for (int i = 0; i < g_nhosts; i++) {
+        if (g_hosts[i].watch) {
+            g_source_remove(g_hosts[i].watch);
+            g_hosts[i].watch = 0;
+        }
         if (g_hosts[i].pid > 0) {
             kill_qemu(g_hosts[i].pid, SIGTERM);
             any = true;
@@ -60,7 +64,7 @@ void cleanup_children(void)
         if (now_s() > deadline) {
             break;
         }
-        poll(NULL, 0, POLL_MS);
+        g_usleep(POLL_MS * 1000);
     }
     for (int i = 0; i < g_nhosts; i++) {
         struct host *h = &g_hosts[i];
@@ -91,9 +95,9 @@ void describe_status(int st, char *out, size_t n)
 /* Print the last `lines` lines of a file, prefixed. */
 static void show_tail(const char *path, int lines, const char *prefix)
 {
-    size_t len;
-    char *data = read_file(path, &len);
-    if (!data) {
+    gsize len;
+    char *data;
+    if (!g_file_get_contents(path, &data, &len, NULL)) {
         return;
     }
     while (len && (data[len - 1] == '\n' || data[len - 1] == '\r')) {
@@ -122,7 +126,7 @@ static void show_tail(const char *path, int lines, const char *prefix)
             p = e + 1;
         }
     }
-    free(data);
+    g_free(data);
 }
 
 /*
@@ -133,9 +137,9 @@ static void show_tail(const char *path, int lines, const char *prefix)
  */
 void mark_job_restarted(const struct host *h, int n)
 {
-    size_t len;
-    char *job = read_file(h->hp.job, &len);
-    if (!job) {
+    gsize len;
+    char *job;
+    if (!g_file_get_contents(h->hp.job, &job, &len, NULL)) {
         return;
     }
     static const char key[] = "export CXLPOD_RESTARTED=";
@@ -168,11 +172,49 @@ void mark_job_restarted(const struct host *h, int n)
         g_string_append(b, line);
         g_string_append_len(b, job + split, len - split);
     }
-    if (!write_file(h->hp.job, b->str, b->len, 0755)) {
-        msg("host %d: cannot update %s: %s", h->id, h->hp.job, strerror(errno));
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents_full(h->hp.job, b->str, b->len,
+                                  G_FILE_SET_CONTENTS_CONSISTENT, 0755, &err)) {
+        msg("host %d: cannot update %s: %s", h->id, h->hp.job, err->message);
     }
     g_string_free(b, TRUE);
-    free(job);
+    g_free(job);
+}
+
+/* GLib's child watch: host h's QEMU exited and is reaped. */
+static void on_child_exit(GPid pid, gint status, gpointer data)
+{
+    struct host *h = data;
+    if (h->pid == pid) {
+        h->pid = 0;
+        h->wstatus = status;
+        h->exited = true;
+    }
+    h->watch = 0;
+    g_spawn_close_pid(pid);
+}
+
+/*
+ * In the child, before exec: its own process group (the launcher handles
+ * Ctrl-C and signals the group), killed with the launcher, the default
+ * signal dispositions and no blocked signals.
+ */
+static void qemu_child_setup(gpointer data)
+{
+    pid_t parent = GPOINTER_TO_INT(data);
+    sigset_t none;
+
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) {
+        _exit(127);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
@@ -181,58 +223,39 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     if (h->runs > 0 && has_job) {
         mark_job_restarted(h, h->runs);
     }
-    struct strv a = { 0 };
-    build_qemu_argv(&a, o, accel, h->id, &h->hp, has_job, true);
-    char *cmd = argv_to_shell(&a);
-    write_file(h->hp.cmdline, cmd, strlen(cmd), 0644);
-    free(cmd);
+    g_autoptr(GPtrArray) a = argv_new();
+    build_qemu_argv(a, o, accel, h->id, &h->hp, has_job, true);
+    char *cmd = argv_to_shell(a);
+    g_file_set_contents_full(h->hp.cmdline, cmd, -1,
+                             G_FILE_SET_CONTENTS_CONSISTENT, 0644, NULL);
+    g_free(cmd);
 
     int errfd = open(h->hp.err, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (errfd < 0) {
         msg("host %d: cannot create %s: %s", h->id, h->hp.err, strerror(errno));
-        strv_free(&a);
         return false;
     }
     if (h->runs > 0) {
         dprintf(errfd, "==== cxlpod-launch: restart %d ====\n", h->runs);
     }
-    pid_t parent = getpid();
+    /* stdin from /dev/null, stdout and stderr to the err file */
+    g_autoptr(GError) err = NULL;
+    GPid pid;
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        msg("host %d: fork: %s", h->id, strerror(errno));
+    if (!g_spawn_async_with_pipes_and_fds(NULL, (const gchar *const *)a->pdata,
+            NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDIN_FROM_DEV_NULL,
+            qemu_child_setup, GINT_TO_POINTER(getpid()), -1, errfd, errfd,
+            NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+        msg("host %d: cannot start %s: %s", h->id, (char *)g_ptr_array_index(a, 0), err->message);
+        dprintf(errfd, PROG ": cannot execute %s: %s\n", (char *)g_ptr_array_index(a, 0),
+                err->message);
         close(errfd);
-        strv_free(&a);
         return false;
     }
-    if (pid == 0) {
-        /* child: own process group (the launcher handles Ctrl-C), die with
-         * the launcher, stdin from /dev/null, stdout+stderr to the err file */
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) {
-            _exit(127);
-        }
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) {
-            dup2(nul, 0);
-        }
-        dup2(errfd, 1);
-        dup2(errfd, 2);
-        execv(a.v[0], a.v);
-        dprintf(2, PROG ": cannot execute %s: %s\n", a.v[0], strerror(errno));
-        _exit(127);
-    }
     close(errfd);
-    strv_free(&a);
     h->pid = pid;
+    h->exited = false;
+    h->watch = g_child_watch_add(pid, on_child_exit, h);
     h->runs++;
     h->t_start = now_s();
     h->run_base = h->log->len;
@@ -360,7 +383,7 @@ void announce_errors(struct host *h, bool quiet)
     if ((size_t)n > h->errs_reported) {
         h->errs_reported = (size_t)n;
     }
-    free(errs);
+    g_free(errs);
 }
 
 void send_term(struct host *h, double t)
@@ -416,21 +439,21 @@ void prepare_pool(const struct opts *o)
 bool prepare_jobs(const struct opts *o, struct host *hosts)
 {
     char *common = NULL;
-    size_t common_len = 0;
+    gsize common_len = 0;
+    g_autoptr(GError) err = NULL;
     if (o->job_file) {
-        common = read_file(o->job_file, &common_len);
-        if (!common) {
+        if (!g_file_get_contents(o->job_file, &common, &common_len, &err)) {
             die(EXIT_USAGE, "cannot read job file %s: %s", o->job_file,
-                strerror(errno));
+                err->message);
         }
-    } else if (o->job_cmd.n) {
+    } else if (o->job_cmd->len) {
         GString *b = g_string_new(NULL);
         g_string_append(b, "#!/bin/sh\n");
-        for (int i = 0; i < o->job_cmd.n; i++) {
+        for (guint i = 0; i < o->job_cmd->len; i++) {
             if (i) {
                 g_string_append(b, " ");
             }
-            g_string_append(b, o->job_cmd.v[i]);
+            g_string_append(b, (const char *)g_ptr_array_index(o->job_cmd, i));
         }
         g_string_append(b, "\n");
         common_len = b->len;
@@ -439,29 +462,31 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
     bool any = false;
     for (int h = 0; h < o->nhosts; h++) {
         const char *data = common;
-        size_t len = common_len;
+        gsize len = common_len;
         char *own = NULL;
         for (int i = 0; i < o->n_host_jobs; i++) {
             if (o->host_jobs[i].host == h) {
-                free(own);
-                own = read_file(o->host_jobs[i].file, &len);
-                if (!own) {
+                g_free(own);
+                if (!g_file_get_contents(o->host_jobs[i].file, &own, &len,
+                                         &err)) {
                     die(EXIT_USAGE, "cannot read job file %s: %s",
-                        o->host_jobs[i].file, strerror(errno));
+                        o->host_jobs[i].file, err->message);
                 }
                 data = own;
             }
         }
         unlink(hosts[h].hp.job);
         if (data) {
-            if (!write_file(hosts[h].hp.job, data, len, 0755)) {
+            if (!g_file_set_contents_full(hosts[h].hp.job, data, len,
+                                          G_FILE_SET_CONTENTS_CONSISTENT,
+                                          0755, &err)) {
                 die(EXIT_USAGE, "cannot write %s: %s", hosts[h].hp.job,
-                    strerror(errno));
+                    err->message);
             }
             any = true;
         }
-        free(own);
+        g_free(own);
     }
-    free(common);
+    g_free(common);
     return any;
 }

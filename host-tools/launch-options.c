@@ -1,7 +1,7 @@
 /*
  * The command line of a pod run: usage, option parsing (GOptionContext, in
- * two passes: --config first, then the other options over it), the
- * cross-checks, default paths and the work directory.
+ * two passes: --config first, then the other options over it) and the
+ * cross-checks.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -49,6 +49,13 @@ void usage(FILE *f)
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
 "      --device-opt K=V    extra device property (repeatable);\n"
 "                          I:K=V for host I only\n"
+"      --pool-backend file|memdev  cxl-shm: the pool from the device's own\n"
+"                          backend (pool=PATH, default) or from a\n"
+"                          memory-backend-file on it (memdev=ID);\n"
+"                          I:file|memdev for host I only (repeatable)\n"
+"      --prealloc          memory backend: allocate the pool's pages at start\n"
+"      --host-nodes N[-M]  memory backend: bind the pool to host NUMA node(s)\n"
+"                          N[-M] (policy=bind)\n"
 "\n"
 "Jobs and checks:\n"
 "      --job FILE          shell script to run in every guest\n"
@@ -86,45 +93,56 @@ enum {
     OPT_COHERENT, OPT_DEVICE, OPT_DEVICE_OPT, OPT_QEMU_ARG, OPT_MEM, OPT_SMP,
     OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
-    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG,
+    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
+    OPT_PREALLOC, OPT_HOST_NODES,
 };
 
-static const struct option long_opts[] = {
-    { "hosts", required_argument, NULL, 'n' },
-    { "workdir", required_argument, NULL, 'w' },
-    { "qemu", required_argument, NULL, OPT_QEMU },
-    { "kernel", required_argument, NULL, OPT_KERNEL },
-    { "initrd", required_argument, NULL, OPT_INITRD },
-    { "accel", required_argument, NULL, OPT_ACCEL },
-    { "pool", required_argument, NULL, OPT_POOL },
-    { "size", required_argument, NULL, OPT_SIZE },
-    { "coherent-size", required_argument, NULL, OPT_COHERENT },
-    { "latency-ns", required_argument, NULL, OPT_LATENCY },
-    { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
-    { "device", required_argument, NULL, OPT_DEVICE },
-    { "device-opt", required_argument, NULL, OPT_DEVICE_OPT },
-    { "qemu-arg", required_argument, NULL, OPT_QEMU_ARG },
-    { "mem", required_argument, NULL, OPT_MEM },
-    { "smp", required_argument, NULL, OPT_SMP },
-    { "append", required_argument, NULL, OPT_APPEND },
-    { "job", required_argument, NULL, OPT_JOB },
-    { "job-host", required_argument, NULL, OPT_JOB_HOST },
-    { "interactive", no_argument, NULL, OPT_INTERACTIVE },
-    { "timeout", required_argument, NULL, OPT_TIMEOUT },
-    { "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
-    { "kill", required_argument, NULL, OPT_KILL },
-    { "restart", required_argument, NULL, OPT_RESTART },
-    { "restarts", required_argument, NULL, OPT_RESTARTS },
-    { "seed", required_argument, NULL, OPT_SEED },
-    { "stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT },
-    { "stagger", required_argument, NULL, OPT_STAGGER },
-    { "follow", no_argument, NULL, 'f' },
-    { "json", no_argument, NULL, OPT_JSON },
-    { "dry-run", no_argument, NULL, OPT_DRY_RUN },
-    { "quiet", no_argument, NULL, 'q' },
-    { "config", required_argument, NULL, OPT_CONFIG },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+/* The long options: name, short name or OPT_ id, takes a value. */
+struct opt_def {
+    const char *name;
+    int id;
+    bool arg;
+};
+
+static const struct opt_def long_opts[] = {
+    { "hosts", 'n', true },
+    { "workdir", 'w', true },
+    { "qemu", OPT_QEMU, true },
+    { "kernel", OPT_KERNEL, true },
+    { "initrd", OPT_INITRD, true },
+    { "accel", OPT_ACCEL, true },
+    { "pool", OPT_POOL, true },
+    { "size", OPT_SIZE, true },
+    { "coherent-size", OPT_COHERENT, true },
+    { "latency-ns", OPT_LATENCY, true },
+    { "max-hosts", OPT_MAX_HOSTS, true },
+    { "device", OPT_DEVICE, true },
+    { "device-opt", OPT_DEVICE_OPT, true },
+    { "pool-backend", OPT_POOL_BACKEND, true },
+    { "prealloc", OPT_PREALLOC, false },
+    { "host-nodes", OPT_HOST_NODES, true },
+    { "qemu-arg", OPT_QEMU_ARG, true },
+    { "mem", OPT_MEM, true },
+    { "smp", OPT_SMP, true },
+    { "append", OPT_APPEND, true },
+    { "job", OPT_JOB, true },
+    { "job-host", OPT_JOB_HOST, true },
+    { "interactive", OPT_INTERACTIVE, false },
+    { "timeout", OPT_TIMEOUT, true },
+    { "boot-timeout", OPT_BOOT_TIMEOUT, true },
+    { "kill", OPT_KILL, true },
+    { "restart", OPT_RESTART, true },
+    { "restarts", OPT_RESTARTS, true },
+    { "seed", OPT_SEED, true },
+    { "stall-timeout", OPT_STALL_TIMEOUT, true },
+    { "stagger", OPT_STAGGER, true },
+    { "follow", 'f', false },
+    { "json", OPT_JSON, false },
+    { "dry-run", OPT_DRY_RUN, false },
+    { "quiet", 'q', false },
+    { "config", OPT_CONFIG, true },
+    { "help", 'h', false },
+    { NULL, 0, false },
 };
 
 static void bad(const char *opt, const char *val, const char *why)
@@ -149,7 +167,10 @@ void opts_init(struct opts *o)
     o->coherent_size = DEFAULT_COHERENT_SIZE;
     o->latency_ns = -1;
     o->device = DEFAULT_DEVICE;
-    o->mem = xstrdup("512M");
+    o->mem = g_strdup("512M");
+    o->device_opts = g_ptr_array_new_with_free_func(g_free);
+    o->qemu_args = g_ptr_array_new_with_free_func(g_free);
+    o->job_cmd = g_ptr_array_new_with_free_func(g_free);
     o->smp = 2;
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
@@ -165,10 +186,10 @@ void opts_init(struct opts *o)
 bool opts_apply_named(struct opts *o, const char *name, const char *arg,
                       const char *label)
 {
-    for (const struct option *lo = long_opts; lo->name; lo++) {
-        if (!strcmp(lo->name, name) && lo->val != OPT_CONFIG &&
-            lo->val != 'h' && (lo->has_arg == required_argument) == !!arg) {
-            apply_opt(o, lo->val, arg, label);
+    for (const struct opt_def *lo = long_opts; lo->name; lo++) {
+        if (!strcmp(lo->name, name) && lo->id != OPT_CONFIG &&
+            lo->id != 'h' && lo->arg == !!arg) {
+            apply_opt(o, lo->id, arg, label);
             return true;
         }
     }
@@ -191,17 +212,17 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         o->nhosts = (int)v;
         break;
     case 'w':
-        o->workdir = xstrdup(optarg);
+        o->workdir = g_strdup(optarg);
         o->workdir_given = true;
         break;
     case OPT_QEMU:
-        o->qemu = xstrdup(optarg);
+        o->qemu = g_strdup(optarg);
         break;
     case OPT_KERNEL:
-        o->kernel = xstrdup(optarg);
+        o->kernel = g_strdup(optarg);
         break;
     case OPT_INITRD:
-        o->initrd = xstrdup(optarg);
+        o->initrd = g_strdup(optarg);
         break;
     case OPT_ACCEL:
         if (!strcmp(optarg, "auto")) {
@@ -215,7 +236,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         }
         break;
     case OPT_POOL:
-        o->pool = xstrdup(optarg);
+        o->pool = g_strdup(optarg);
         break;
     case OPT_SIZE:
         if (!parse_size(optarg, &o->size) || o->size == 0) {
@@ -261,18 +282,54 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (dh >= MAX_HOSTS) {
             BAD("--device-opt", "host id before ':' must be 0..31");
         }
-        strv_add(&o->device_opts, optarg);
+        g_ptr_array_add(o->device_opts, g_strdup(optarg));
+        break;
+    }
+    case OPT_POOL_BACKEND: {
+        const char *name;
+        int bh = device_opt_host(optarg, &name);
+        enum pool_backend b;
+        if (!strcmp(name, "file")) {
+            b = BACKEND_FILE;
+        } else if (!strcmp(name, "memdev")) {
+            b = BACKEND_MEMDEV;
+        } else {
+            BAD("--pool-backend", "expected file, memdev, I:file or I:memdev");
+        }
+        if (bh >= MAX_HOSTS) {
+            BAD("--pool-backend", "host id before ':' must be 0..31");
+        }
+        if (bh >= 0) {
+            o->host_backend[bh] = b;
+        } else {
+            o->backend = b;
+        }
+        break;
+    }
+    case OPT_PREALLOC:
+        o->prealloc = true;
+        break;
+    case OPT_HOST_NODES: {
+        g_auto(GStrv) r = g_strsplit(optarg, "-", 2);
+        long lo, hi = -1;
+        if (!parse_int(r[0], 0, 127, &lo) ||
+            (r[1] && (!parse_int(r[1], lo, 127, &hi)))) {
+            BAD("--host-nodes", "expected a NUMA node N or a range N-M "
+                "(0..127)");
+        }
+        g_free(o->host_nodes);
+        o->host_nodes = g_strdup(optarg);
         break;
     }
     case OPT_QEMU_ARG:
-        strv_add(&o->qemu_args, optarg);
+        g_ptr_array_add(o->qemu_args, g_strdup(optarg));
         break;
     case OPT_MEM: {
         uint64_t m;
         if (!parse_size(optarg, &m) || m < 64 * MIB) {
             BAD("--mem", "expected a size of at least 64M");
         }
-        free(o->mem);
+        g_free(o->mem);
         o->mem = fmt_size(m);
         break;
     }
@@ -283,23 +340,23 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         o->smp = (int)v;
         break;
     case OPT_APPEND:
-        o->append = xstrdup(optarg);
+        o->append = g_strdup(optarg);
         break;
     case OPT_JOB:
-        o->job_file = xstrdup(optarg);
+        o->job_file = g_strdup(optarg);
         break;
     case OPT_JOB_HOST: {
         const char *colon = strchr(optarg, ':');
-        char *hs = colon ? strndup(optarg, (size_t)(colon - optarg)) : NULL;
+        char *hs = colon ? g_strndup(optarg, (size_t)(colon - optarg)) : NULL;
         bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &v) && colon[1];
-        free(hs);
+        g_free(hs);
         if (!ok) {
             BAD("--job-host", "expected I:FILE");
         }
-        o->host_jobs = xrealloc(o->host_jobs,
+        o->host_jobs = g_realloc(o->host_jobs,
                                 (o->n_host_jobs + 1) * sizeof(*o->host_jobs));
         o->host_jobs[o->n_host_jobs].host = (int)v;
-        o->host_jobs[o->n_host_jobs].file = xstrdup(colon + 1);
+        o->host_jobs[o->n_host_jobs].file = g_strdup(colon + 1);
         o->n_host_jobs++;
         break;
     }
@@ -327,7 +384,7 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (o->n_kills >= 16) {
             BAD("--kill", "at most 16 --kill options");
         }
-        o->kills = xrealloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
+        o->kills = g_realloc(o->kills, (o->n_kills + 1) * sizeof(*o->kills));
         o->kills[o->n_kills++] = k;
         break;
     }
@@ -391,16 +448,16 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
 /* Forget the common job (--job / -- COMMAND) given so far. */
 void opts_drop_common_job(struct opts *o)
 {
-    free(o->job_file);
+    g_free(o->job_file);
     o->job_file = NULL;
-    strv_free(&o->job_cmd);
+    g_ptr_array_set_size(o->job_cmd, 0);
 }
 
 /* Forget the first n --job-host entries. */
 void opts_drop_host_jobs(struct opts *o, int n)
 {
     for (int i = 0; i < n; i++) {
-        free(o->host_jobs[i].file);
+        g_free(o->host_jobs[i].file);
     }
     memmove(o->host_jobs, o->host_jobs + n,
             (o->n_host_jobs - n) * sizeof(*o->host_jobs));
@@ -417,11 +474,11 @@ struct parse_state {
     bool cfg_interactive;
 };
 
-static const struct option *find_long(const char *name)
+static const struct opt_def *find_long(const char *name)
 {
-    for (const struct option *lo = long_opts; lo->name; lo++) {
+    for (const struct opt_def *lo = long_opts; lo->name; lo++) {
         if (name[0] == '-' && name[1] == '-' ? !strcmp(lo->name, name + 2)
-                                             : lo->val == name[1]) {
+                                             : lo->id == name[1]) {
             return lo;
         }
     }
@@ -434,8 +491,8 @@ static gboolean on_option(const gchar *name, const gchar *value,
 {
     struct parse_state *ps = data;
     struct opts *o = ps->o;
-    const struct option *lo = find_long(name);
-    int c = lo ? lo->val : 0;
+    const struct opt_def *lo = find_long(name);
+    int c = lo ? lo->id : 0;
 
     (void)error;
     if (ps->pass == 1) {
@@ -473,7 +530,7 @@ static gboolean on_option(const gchar *name, const gchar *value,
 
 /*
  * One GOptionContext pass over a copy of argv; returns the words after
- * the options (the job command, "--" removed).  getopt's attached short
+ * the options (the job command, "--" removed).  Attached short
  * values (-n2, -w/tmp/x) are split first so that they keep working.
  */
 static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
@@ -483,11 +540,11 @@ static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
     bool options = true;
 
     for (size_t i = 0; long_opts[i].name; i++) {
-        const struct option *lo = &long_opts[i];
+        const struct opt_def *lo = &long_opts[i];
         entries[i] = (GOptionEntry) {
             .long_name = lo->name,
-            .short_name = lo->val < 256 ? (gchar)lo->val : 0,
-            .flags = lo->has_arg == no_argument ? G_OPTION_FLAG_NO_ARG : 0,
+            .short_name = lo->id < 256 ? (gchar)lo->id : 0,
+            .flags = !lo->arg ? G_OPTION_FLAG_NO_ARG : 0,
             .arg = G_OPTION_ARG_CALLBACK,
             .arg_data = (gpointer)on_option,
             .description = "",
@@ -505,7 +562,7 @@ static GStrv parse_pass(int argc, char **argv, struct parse_state *ps)
             options = false;
         } else if (i > 0 && options && (!strcmp(w, "-n") ||
                    !strcmp(w, "-w") || (find_long(w) && w[1] == '-' &&
-                   find_long(w)->has_arg == required_argument)) &&
+                   find_long(w)->arg)) &&
                    i + 1 < argc) {
             /* an option's value is never split */
             g_ptr_array_add(words, g_strdup(w));
@@ -553,7 +610,7 @@ void parse_args(int argc, char **argv, struct opts *o)
         config_load(o, ps.config);
     }
     ps.pass = 2;
-    ps.cfg_job = o->job_file || o->job_cmd.n;
+    ps.cfg_job = o->job_file || o->job_cmd->len;
     ps.cfg_host_jobs = o->n_host_jobs;
     ps.cfg_interactive = o->interactive;
     g_auto(GStrv) rest = parse_pass(argc, argv, &ps);
@@ -564,12 +621,12 @@ void parse_args(int argc, char **argv, struct opts *o)
         o->interactive = false;
     }
     for (int i = 0; rest[i]; i++) {
-        strv_add(&o->job_cmd, rest[i]);
+        g_ptr_array_add(o->job_cmd, g_strdup(rest[i]));
     }
 
     /* cross-checks */
-    bool has_job = o->job_cmd.n > 0 || o->job_file || o->n_host_jobs > 0;
-    if (o->job_cmd.n && o->job_file) {
+    bool has_job = o->job_cmd->len > 0 || o->job_file || o->n_host_jobs > 0;
+    if (o->job_cmd->len && o->job_file) {
         die(EXIT_USAGE, "give either --job FILE or -- COMMAND, not both");
     }
     if (o->interactive && has_job) {
@@ -585,7 +642,7 @@ void parse_args(int argc, char **argv, struct opts *o)
                 o->host_jobs[i].host, o->nhosts, o->nhosts - 1);
         }
     }
-    if (o->n_host_jobs > 0 && !o->job_file && !o->job_cmd.n) {
+    if (o->n_host_jobs > 0 && !o->job_file && !o->job_cmd->len) {
         /* every host needs a job */
         for (int h = 0; h < o->nhosts; h++) {
             bool found = false;
@@ -637,12 +694,12 @@ void parse_args(int argc, char **argv, struct opts *o)
                         (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
         o->seed %= 1000000000000ULL;    /* short enough to retype */
     }
-    for (int i = 0; i < o->device_opts.n; i++) {
+    for (guint i = 0; i < o->device_opts->len; i++) {
         const char *kv;
-        int dh = device_opt_host(o->device_opts.v[i], &kv);
+        int dh = device_opt_host((const char *)g_ptr_array_index(o->device_opts, i), &kv);
         if (dh >= o->nhosts) {
             die(EXIT_USAGE, "--device-opt %s: there are only %d hosts (0..%d)",
-                o->device_opts.v[i], o->nhosts, o->nhosts - 1);
+                (const char *)g_ptr_array_index(o->device_opts, i), o->nhosts, o->nhosts - 1);
         }
     }
     if (o->coherent_size_given && o->coherent_size > o->size) {
@@ -653,6 +710,25 @@ void parse_args(int argc, char **argv, struct opts *o)
         msg("warning: --coherent-size/--latency-ns/--max-hosts only apply "
             "to --device cxl-shm; ignored");
     }
+    bool any_memdev = false, any_backend = o->backend != BACKEND_UNSET;
+    for (int h = 0; h < MAX_HOSTS; h++) {
+        if (o->host_backend[h] != BACKEND_UNSET && h >= o->nhosts) {
+            die(EXIT_USAGE, "--pool-backend %d:...: there are only %d hosts "
+                "(0..%d)", h, o->nhosts, o->nhosts - 1);
+        }
+        any_backend |= o->host_backend[h] != BACKEND_UNSET;
+        any_memdev |= h < o->nhosts && host_on_memdev(o, h);
+    }
+    if (o->device == DEV_CXL_TYPE3 && any_backend) {
+        msg("warning: --pool-backend only applies to --device cxl-shm "
+            "(cxl-type3 always takes a memory backend); ignored");
+    }
+    if (o->device == DEV_CXL_SHM && !any_memdev &&
+        (o->prealloc || o->host_nodes)) {
+        die(EXIT_USAGE, "--prealloc/--host-nodes set options of a memory "
+            "backend: give --pool-backend memdev (cxl-shm's pool=PATH has "
+            "none)");
+    }
     if (o->max_hosts && o->max_hosts < o->nhosts) {
         die(EXIT_USAGE, "--max-hosts %d is less than the %d hosts", o->max_hosts,
             o->nhosts);
@@ -662,105 +738,5 @@ void parse_args(int argc, char **argv, struct opts *o)
     }
     if (o->interactive && !o->boot_timeout_given) {
         o->boot_timeout_s = 0;
-    }
-}
-
-/* Fill in default paths and check that everything exists. */
-void resolve_paths(struct opts *o)
-{
-    char *top = find_top();
-    const char *e;
-    if (!o->qemu && (e = getenv("CXLPOD_QEMU")) && *e) {
-        o->qemu = xstrdup(e);
-    }
-    if (!o->qemu && top) {
-        o->qemu = xasprintf("%s/build/qemu/qemu-system-x86_64", top);
-    }
-    if (!o->kernel && (e = getenv("CXLPOD_KERNEL")) && *e) {
-        o->kernel = xstrdup(e);
-    }
-    if (!o->kernel && top) {
-        o->kernel = find_default_kernel(top);
-        if (!o->kernel) {
-            die(EXIT_USAGE, "no guest kernel: nothing matches "
-                "%s/build/guest/kernel-*/boot/vmlinuz-* (build the guest image "
-                "with scripts/build-guest.sh, or give --kernel / CXLPOD_KERNEL)",
-                top);
-        }
-    }
-    if (!o->initrd && (e = getenv("CXLPOD_INITRD")) && *e) {
-        o->initrd = xstrdup(e);
-    }
-    if (!o->initrd && top) {
-        o->initrd = xasprintf("%s/build/guest/initramfs.cpio.gz", top);
-    }
-    if (!o->qemu || !o->kernel || !o->initrd) {
-        die(EXIT_USAGE, "cannot find the cxlpod repository from the executable's "
-            "location; set CXLPOD_TOP or give --qemu, --kernel and --initrd");
-    }
-    if (access(o->qemu, X_OK) != 0) {
-        die(EXIT_USAGE, "QEMU binary %s: %s (build it with scripts/build-qemu.sh, "
-            "or give --qemu / CXLPOD_QEMU)", o->qemu, strerror(errno));
-    }
-    if (!is_file(o->kernel)) {
-        die(EXIT_USAGE, "guest kernel %s: %s (give --kernel / CXLPOD_KERNEL)",
-            o->kernel, path_exists(o->kernel) ? "not a regular file"
-                                              : strerror(errno));
-    }
-    if (!is_file(o->initrd)) {
-        die(EXIT_USAGE, "guest initramfs %s: %s (build the guest image with "
-            "scripts/build-guest.sh, or give --initrd / CXLPOD_INITRD)",
-            o->initrd, path_exists(o->initrd) ? "not a regular file"
-                                              : strerror(errno));
-    }
-    if (o->job_file && !is_file(o->job_file)) {
-        die(EXIT_USAGE, "job file %s: %s", o->job_file,
-            path_exists(o->job_file) ? "not a regular file" : strerror(errno));
-    }
-    for (int i = 0; i < o->n_host_jobs; i++) {
-        if (!is_file(o->host_jobs[i].file)) {
-            die(EXIT_USAGE, "job file %s (host %d): %s", o->host_jobs[i].file,
-                o->host_jobs[i].host, strerror(errno ? errno : EINVAL));
-        }
-    }
-    free(top);
-}
-
-void make_workdir(struct opts *o)
-{
-    if (o->workdir_given) {
-        if (mkdir(o->workdir, 0755) < 0 && errno != EEXIST) {
-            die(EXIT_USAGE, "cannot create work dir %s: %s", o->workdir,
-                strerror(errno));
-        }
-        if (!is_dir(o->workdir)) {
-            die(EXIT_USAGE, "work dir %s is not a directory", o->workdir);
-        }
-        char *abs = realpath(o->workdir, NULL);
-        if (abs) {
-            free(o->workdir);
-            o->workdir = abs;
-        }
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !*tmp) {
-            tmp = "/tmp";
-        }
-        char *t = xasprintf("%s/cxlpod-XXXXXX", tmp);
-        if (!mkdtemp(t)) {
-            die(EXIT_USAGE, "cannot create a work dir %s: %s", t, strerror(errno));
-        }
-        o->workdir = t;
-    }
-    /* unix socket paths are limited to sizeof(sun_path) */
-    char *probe = xasprintf("%s/host%d.console", o->workdir, o->nhosts - 1);
-    if (strlen(probe) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        die(EXIT_USAGE, "work dir path %s is too long for unix sockets "
-            "(%zu bytes max); use a shorter -w", o->workdir,
-            sizeof(((struct sockaddr_un *)0)->sun_path) - 20);
-    }
-    free(probe);
-    if (!o->pool) {
-        o->pool = xasprintf("%s/pool.img", o->workdir);
     }
 }

@@ -102,12 +102,12 @@ bool parse_seconds(const char *s, double *out)
 char *fmt_size(uint64_t v)
 {
     if (v && v % GIB == 0) {
-        return xasprintf("%lluG", (unsigned long long)(v / GIB));
+        return g_strdup_printf("%lluG", (unsigned long long)(v / GIB));
     }
     if (v && v % MIB == 0) {
-        return xasprintf("%lluM", (unsigned long long)(v / MIB));
+        return g_strdup_printf("%lluM", (unsigned long long)(v / MIB));
     }
-    return xasprintf("%llu", (unsigned long long)v);
+    return g_strdup_printf("%llu", (unsigned long long)v);
 }
 
 
@@ -119,9 +119,9 @@ bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
         *why = "expected I@STRING, I@+SECONDS or I@random:MIN-MAX[:STRING]";
         return false;
     }
-    char *hs = strndup(arg, (size_t)(at - arg));
+    char *hs = g_strndup(arg, (size_t)(at - arg));
     bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &host);
-    free(hs);
+    g_free(hs);
     if (!ok) {
         *why = "host id before '@' must be a number 0..31";
         return false;
@@ -138,12 +138,12 @@ bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
             *why = "expected random:MIN-MAX[:STRING] (seconds, e.g. random:0.2-1.5)";
             return false;
         }
-        char *lo = strndup(r, (size_t)(dash - r));
-        char *hi = strndup(dash + 1, (size_t)(end - dash - 1));
+        char *lo = g_strndup(r, (size_t)(dash - r));
+        char *hi = g_strndup(dash + 1, (size_t)(end - dash - 1));
         ok = lo && hi && parse_seconds(lo, &k->min_s) &&
              parse_seconds(hi, &k->max_s);
-        free(lo);
-        free(hi);
+        g_free(lo);
+        g_free(hi);
         if (!ok) {
             *why = "MIN and MAX of random:MIN-MAX must be numbers of seconds";
             return false;
@@ -157,7 +157,7 @@ bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
             return false;
         }
         k->random = true;
-        k->pattern = colon ? xstrdup(colon + 1) : NULL;
+        k->pattern = colon ? g_strdup(colon + 1) : NULL;
         k->after_s = 0;
     } else if (at[1] == '+') {
         k->pattern = NULL;
@@ -170,7 +170,7 @@ bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
             *why = "empty string after '@'";
             return false;
         }
-        k->pattern = xstrdup(at + 1);
+        k->pattern = g_strdup(at + 1);
         k->after_s = 0;
     }
     return true;

@@ -12,11 +12,11 @@
 
 static bool looks_like_top(const char *dir)
 {
-    char *a = xasprintf("%s/docs/interfaces.md", dir);
-    char *b = xasprintf("%s/host-tools", dir);
+    char *a = g_strdup_printf("%s/docs/interfaces.md", dir);
+    char *b = g_strdup_printf("%s/host-tools", dir);
     bool ok = is_file(a) && is_dir(b);
-    free(a);
-    free(b);
+    g_free(a);
+    g_free(b);
     return ok;
 }
 
@@ -29,7 +29,7 @@ char *find_top(void)
         if (!is_dir(env)) {
             die(EXIT_USAGE, "CXLPOD_TOP=%s is not a directory", env);
         }
-        return xstrdup(env);
+        return g_strdup(env);
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -44,7 +44,7 @@ char *find_top(void)
         }
         *slash = '\0';
         if (looks_like_top(exe)) {
-            return xstrdup(exe);
+            return g_strdup(exe);
         }
     }
     return NULL;
@@ -58,15 +58,15 @@ static int cmp_version_path(const void *a, const void *b)
 /* Newest $TOP/build/guest/kernel-X/boot/vmlinuz-Y, by version order. */
 char *find_default_kernel(const char *top)
 {
-    char *pat = xasprintf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
+    char *pat = g_strdup_printf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
     glob_t g;
     char *res = NULL;
     if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
         qsort(g.gl_pathv, g.gl_pathc, sizeof(char *), cmp_version_path);
-        res = xstrdup(g.gl_pathv[g.gl_pathc - 1]);
+        res = g_strdup(g.gl_pathv[g.gl_pathc - 1]);
     }
     globfree(&g);
-    free(pat);
+    g_free(pat);
     return res;
 }
 
@@ -249,16 +249,35 @@ enum accel resolve_accel(enum accel want, char *note, size_t notelen)
 /* ------------------------------------------------------------------ */
 /* QEMU command line                                                   */
 
+/* An argv: a NULL-terminated GPtrArray that owns its strings. */
+GPtrArray *argv_new(void)
+{
+    return g_ptr_array_new_null_terminated(64, g_free, TRUE);
+}
+
+static void arg(GPtrArray *a, const char *s)
+{
+    g_ptr_array_add(a, g_strdup(s));
+}
+
+static void G_GNUC_PRINTF(2, 3) argf(GPtrArray *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_ptr_array_add(a, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
+
 
 void host_paths_init(struct host_paths *hp, const char *wd, int i)
 {
-    hp->log = xasprintf("%s/host%d.log", wd, i);
-    hp->console = xasprintf("%s/host%d.console", wd, i);
-    hp->qmp = xasprintf("%s/host%d.qmp", wd, i);
-    hp->err = xasprintf("%s/host%d.qemu-err", wd, i);
-    hp->out = xasprintf("%s/host%d.out", wd, i);
-    hp->job = xasprintf("%s/host%d.job", wd, i);
-    hp->cmdline = xasprintf("%s/host%d.cmdline", wd, i);
+    hp->log = g_strdup_printf("%s/host%d.log", wd, i);
+    hp->console = g_strdup_printf("%s/host%d.console", wd, i);
+    hp->qmp = g_strdup_printf("%s/host%d.qmp", wd, i);
+    hp->err = g_strdup_printf("%s/host%d.qemu-err", wd, i);
+    hp->out = g_strdup_printf("%s/host%d.out", wd, i);
+    hp->job = g_strdup_printf("%s/host%d.job", wd, i);
+    hp->cmdline = g_strdup_printf("%s/host%d.cmdline", wd, i);
 }
 
 /*
@@ -279,11 +298,41 @@ int device_opt_host(const char *opt, const char **kv)
     return atoi(opt);
 }
 
+/* Whether host `host`'s cxl-shm takes its pool from a memory backend. */
+bool host_on_memdev(const struct opts *o, int host)
+{
+    enum pool_backend b = o->host_backend[host] != BACKEND_UNSET ?
+                          o->host_backend[host] : o->backend;
+    return o->device == DEV_CXL_SHM && b == BACKEND_MEMDEV;
+}
+
+/*
+ * -object memory-backend-file,... on the pool file (its options after
+ * "size=SIZE": what the device needs, then --prealloc and --host-nodes).
+ */
+static void add_backend(GPtrArray *a, const struct opts *o, const char *id,
+                        const char *pool, const char *size, const char *opts)
+{
+    GString *b = g_string_new(NULL);
+    g_string_printf(b, "memory-backend-file,id=%s,%smem-path=%s,size=%s%s",
+                    id, o->device == DEV_CXL_TYPE3 ? "share=on," : "",
+                    pool, size, opts);
+    if (o->prealloc) {
+        g_string_append(b, ",prealloc=on");
+    }
+    if (o->host_nodes) {
+        g_string_append_printf(b, ",host-nodes=%s,policy=bind", o->host_nodes);
+    }
+    arg(a, "-object");
+    arg(a, b->str);
+    g_string_free(b, TRUE);
+}
+
 /*
  * The one function that knows how the pool device is attached.  Everything
  * device-specific on the QEMU command line comes from here.
  */
-void add_pool_device_args(struct strv *a, const struct opts *o, int host)
+void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
 {
     char *pool = qemu_opt_escape(o->pool);
     char *size = fmt_size(o->size);
@@ -292,43 +341,51 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
     GString *dev = g_string_new(NULL);
 
     /* CXL topology shared by both devices: one host bridge, one root port. */
-    strv_add(a, "-device");
-    strv_add(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
-    strv_add(a, "-device");
-    strv_add(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
+    arg(a, "-device");
+    arg(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
+    arg(a, "-device");
+    arg(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
 
     switch (o->device) {
     case DEV_CXL_TYPE3:
-        strv_add(a, "-object");
-        strv_addf(a, "memory-backend-file,id=cxl-mem0,share=on,mem-path=%s,"
-                  "size=%s", pool, size);
+        add_backend(a, o, "cxl-mem0", pool, size, "");
         g_string_append(dev, "cxl-type3,bus=root_port13,volatile-memdev=cxl-mem0,"
                  "id=cxl-vmem0");
         break;
     case DEV_CXL_SHM: {
-        char *s = xasprintf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
-                            "size=%s,host-id=%d,max-hosts=%d",
-                            pool, size, host,
-                            o->max_hosts ? o->max_hosts : o->nhosts);
+        char *s;
+        if (host_on_memdev(o, host)) {
+            /* the pool file itself; its data after the 2 MiB of metadata
+             * (docs/device.md, "The pool as a memory backend") */
+            add_backend(a, o, "cxl-pool0", pool, size, ",offset=2M,share=on");
+            s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,"
+                          "memdev=cxl-pool0,size=%s,host-id=%d,max-hosts=%d",
+                          size, host, o->max_hosts ? o->max_hosts : o->nhosts);
+        } else {
+            s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
+                          "size=%s,host-id=%d,max-hosts=%d",
+                          pool, size, host,
+                          o->max_hosts ? o->max_hosts : o->nhosts);
+        }
         g_string_append(dev, s);
-        free(s);
+        g_free(s);
         {
             char *cs = fmt_size(o->coherent_size);
-            s = xasprintf(",coherent-size=%s", cs);
+            s = g_strdup_printf(",coherent-size=%s", cs);
             g_string_append(dev, s);
-            free(s);
-            free(cs);
+            g_free(s);
+            g_free(cs);
         }
         if (o->latency_ns >= 0) {
-            s = xasprintf(",latency-ns=%ld", o->latency_ns);
+            s = g_strdup_printf(",latency-ns=%ld", o->latency_ns);
             g_string_append(dev, s);
-            free(s);
+            g_free(s);
         }
         break;
     }
     }
-    for (int i = 0; i < o->device_opts.n; i++) {
-        const char *kv = o->device_opts.v[i];
+    for (guint i = 0; i < o->device_opts->len; i++) {
+        const char *kv = (const char *)g_ptr_array_index(o->device_opts, i);
         int only = device_opt_host(kv, &kv);
         if (only >= 0 && only != host) {
             continue;
@@ -336,17 +393,17 @@ void add_pool_device_args(struct strv *a, const struct opts *o, int host)
         g_string_append(dev, ",");
         g_string_append(dev, kv);
     }
-    strv_add(a, "-device");
-    strv_add(a, dev->str);
-    strv_add(a, "-M");
-    strv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
+    arg(a, "-device");
+    arg(a, dev->str);
+    arg(a, "-M");
+    argf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
     g_string_free(dev, TRUE);
-    free(pool);
-    free(size);
-    free(winsz);
+    g_free(pool);
+    g_free(size);
+    g_free(winsz);
 }
 
-void build_qemu_argv(struct strv *a, const struct opts *o,
+void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,
                             bool append_log)
@@ -356,32 +413,32 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
     char *qmp = qemu_opt_escape(hp->qmp);
     char *job = qemu_opt_escape(hp->job);
 
-    strv_add(a, o->qemu);
-    strv_add(a, "-name");
-    strv_addf(a, "cxlpod-host%d", host);
-    strv_add(a, "-M");
-    strv_add(a, "q35,cxl=on");
-    strv_add(a, "-accel");
-    strv_add(a, accel == ACCEL_KVM ? "kvm" : "tcg");
-    strv_add(a, "-cpu");
-    strv_add(a, "max,-hypervisor");
-    strv_add(a, "-smp");
-    strv_addf(a, "%d", o->smp);
-    strv_add(a, "-m");
-    strv_add(a, o->mem);
-    strv_add(a, "-nographic");
-    strv_add(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
-    strv_add(a, "-monitor");
-    strv_add(a, "none");
-    strv_add(a, "-no-reboot");
-    strv_add(a, "-L");
-    strv_add(a, "/usr/share/seabios");
-    strv_add(a, "-L");
-    strv_add(a, "/usr/share/qemu");
-    strv_add(a, "-kernel");
-    strv_add(a, o->kernel);
-    strv_add(a, "-initrd");
-    strv_add(a, o->initrd);
+    arg(a, o->qemu);
+    arg(a, "-name");
+    argf(a, "cxlpod-host%d", host);
+    arg(a, "-M");
+    arg(a, "q35,cxl=on");
+    arg(a, "-accel");
+    arg(a, accel == ACCEL_KVM ? "kvm" : "tcg");
+    arg(a, "-cpu");
+    arg(a, "max,-hypervisor");
+    arg(a, "-smp");
+    argf(a, "%d", o->smp);
+    arg(a, "-m");
+    arg(a, o->mem);
+    arg(a, "-nographic");
+    arg(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
+    arg(a, "-monitor");
+    arg(a, "none");
+    arg(a, "-no-reboot");
+    arg(a, "-L");
+    arg(a, "/usr/share/seabios");
+    arg(a, "-L");
+    arg(a, "/usr/share/qemu");
+    arg(a, "-kernel");
+    arg(a, o->kernel);
+    arg(a, "-initrd");
+    arg(a, o->initrd);
     /*
      * tsc=reliable: the guest's TSC is the host's constant TSC (TCG reads
      * the host's; KVM passes it through, and a pod host is never
@@ -390,39 +447,39 @@ void build_qemu_argv(struct strv *a, const struct opts *o,
      * of early boot and the guest falls back to jiffies timekeeping, where
      * boots were seen to stall (issue 9; docs/launcher.md).
      */
-    strv_add(a, "-append");
-    strv_addf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
+    arg(a, "-append");
+    argf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
               "cxlpod.nhosts=%d%s%s",
               host, o->nhosts, o->append ? " " : "", o->append ? o->append : "");
     add_pool_device_args(a, o, host);
-    strv_add(a, "-chardev");
-    strv_addf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
+    arg(a, "-chardev");
+    argf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
               con, log, append_log ? ",logappend=on" : "");
-    strv_add(a, "-serial");
-    strv_add(a, "chardev:ser0");
-    strv_add(a, "-qmp");
-    strv_addf(a, "unix:%s,server=on,wait=off", qmp);
+    arg(a, "-serial");
+    arg(a, "chardev:ser0");
+    arg(a, "-qmp");
+    argf(a, "unix:%s,server=on,wait=off", qmp);
     if (has_job) {
-        strv_add(a, "-fw_cfg");
-        strv_addf(a, "name=opt/cxlpod/job,file=%s", job);
+        arg(a, "-fw_cfg");
+        argf(a, "name=opt/cxlpod/job,file=%s", job);
     }
-    for (int i = 0; i < o->qemu_args.n; i++) {
-        strv_add(a, o->qemu_args.v[i]);
+    for (guint i = 0; i < o->qemu_args->len; i++) {
+        arg(a, (const char *)g_ptr_array_index(o->qemu_args, i));
     }
-    free(log);
-    free(con);
-    free(qmp);
-    free(job);
+    g_free(log);
+    g_free(con);
+    g_free(qmp);
+    g_free(job);
 }
 
-char *argv_to_shell(const struct strv *a)
+char *argv_to_shell(GPtrArray *a)
 {
     GString *b = g_string_new(NULL);
-    for (int i = 0; i < a->n; i++) {
+    for (guint i = 0; i < a->len; i++) {
         if (i) {
             g_string_append(b, " ");
         }
-        shell_quote(b, a->v[i]);
+        shell_quote(b, g_ptr_array_index(a, i));
     }
     g_string_append(b, "\n");
     return g_string_free(b, FALSE);

@@ -1,18 +1,30 @@
 /*
  * QMP: what the survivors see of a killed or exited host (their host
  * table through query-cxl-shm), the pool file's host table after the run,
- * and the `qmp` subcommand.
+ * and the `qmp` subcommand.  The client is GIO (a socket connection read
+ * line by line, with timeouts) and json-glib (commands and replies).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
 #include "launch.h"
 
 /* what the survivors see: their host table over QMP                   */
 
+/* A QMP session (GIO: a socket connection read line by line). */
+struct qmp {
+    GSocketConnection *conn;
+    GDataInputStream *in;
+};
+
 static int unix_connect(const char *path);
-static char *read_line_fd(int fd, GString *pending, int timeout_ms);
-static char *qmp_exchange(int s, GString *pending, const char *cmd);
+static bool qmp_attach(struct qmp *q, int fd, guint timeout_s);
+static void qmp_close(struct qmp *q);
+static char *qmp_read_line(struct qmp *q, guint timeout_s);
+static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args);
+static bool reply_has(const char *line, const char *member);
 
 #define DETECT_POLL_MS 2
 #define LEFT_LIMIT_S 2.0    /* a clean exit not in the table by then */
@@ -35,26 +47,23 @@ static int pick_survivor(int not, int skip)
     return -1;
 }
 
-/* A QMP session with host i (greeting and capabilities done); -1 if not. */
-static int qmp_open(int i, GString *pending)
+/* A QMP session with host i (greeting and capabilities done). */
+static bool qmp_open(int i, struct qmp *q)
 {
     int s = unix_connect(g_hosts[i].hp.qmp);
-    if (s < 0) {
-        return -1;
+    if (s < 0 || !qmp_attach(q, s, 2)) {
+        return false;
     }
-    char *g = read_line_fd(s, pending, 2000);
-    bool ok = g && strstr(g, "\"QMP\"");
-    free(g);
+    g_autofree char *g = qmp_read_line(q, 2);
+    bool ok = g && reply_has(g, "QMP");
     if (ok) {
-        char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
-        ok = r && strstr(r, "\"return\"");
-        free(r);
+        g_autofree char *r = qmp_exchange(q, "qmp_capabilities", NULL);
+        ok = r && reply_has(r, "return");
     }
     if (!ok) {
-        close(s);
-        return -1;
+        qmp_close(q);
     }
-    return s;
+    return ok;
 }
 
 /*
@@ -66,22 +75,20 @@ static int qmp_open(int i, GString *pending)
 static int watch_host_state(int sv, int host, const char *from, double deadline,
                             char *state, size_t n, uint64_t *gen, double *t_seen)
 {
-    GString *pending = g_string_new(NULL);
-    int s = qmp_open(sv, pending);
+    struct qmp q;
     int ret = -1;
     snprintf(state, n, "?");
-    if (s < 0) {
-        g_string_free(pending, TRUE);
+    if (!qmp_open(sv, &q)) {
         return -1;
     }
     for (;;) {
-        char *r = qmp_exchange(s, pending, "{\"execute\":\"query-cxl-shm\"}");
+        char *r = qmp_exchange(&q, "query-cxl-shm", NULL);
         double t = now_s();
         if (!r || !qmp_host_state(r, host, state, n, gen)) {
-            free(r);
+            g_free(r);
             break;
         }
-        free(r);
+        g_free(r);
         if (strcmp(state, from)) {
             *t_seen = t;
             ret = 1;
@@ -91,10 +98,9 @@ static int watch_host_state(int sv, int host, const char *from, double deadline,
             ret = 0;
             break;
         }
-        poll(NULL, 0, DETECT_POLL_MS);
+        g_usleep(DETECT_POLL_MS * 1000);
     }
-    close(s);
-    g_string_free(pending, TRUE);
+    qmp_close(&q);
     return ret;
 }
 
@@ -244,48 +250,90 @@ static int unix_connect(const char *path)
     return s;
 }
 
-/* Read one line (QMP messages are one JSON object per line). */
-static char *read_line_fd(int fd, GString *pending, int timeout_ms)
+/* Take over the connected socket fd; reads wait at most timeout_s. */
+static bool qmp_attach(struct qmp *q, int fd, guint timeout_s)
 {
-    for (;;) {
-        char *nl = pending->len ? memchr(pending->str, '\n', pending->len) : NULL;
-        if (nl) {
-            size_t n = (size_t)(nl - pending->str);
-            char *line = xmalloc(n + 1);
-            memcpy(line, pending->str, n);
-            line[n] = '\0';
-            if (n && line[n - 1] == '\r') {
-                line[n - 1] = '\0';
-            }
-            g_string_erase(pending, 0, (gssize)(n + 1));
-            return line;
-        }
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        int r = poll(&pf, 1, timeout_ms);
-        if (r <= 0) {
-            return NULL;
-        }
-        char tmp[4096];
-        ssize_t got = read(fd, tmp, sizeof(tmp));
-        if (got <= 0) {
-            return NULL;
-        }
-        g_string_append_len(pending, tmp, (size_t)got);
+    g_autoptr(GSocket) sock = g_socket_new_from_fd(fd, NULL);
+    if (!sock) {
+        close(fd);
+        return false;
+    }
+    g_socket_set_timeout(sock, timeout_s);
+    q->conn = g_socket_connection_factory_create_connection(sock);
+    q->in = g_data_input_stream_new(
+        g_io_stream_get_input_stream(G_IO_STREAM(q->conn)));
+    return true;
+}
+
+static void qmp_close(struct qmp *q)
+{
+    g_clear_object(&q->in);
+    if (q->conn) {
+        g_io_stream_close(G_IO_STREAM(q->conn), NULL, NULL);
+        g_clear_object(&q->conn);
     }
 }
 
-/* Send a command; return the first non-event reply line (or NULL). */
-static char *qmp_exchange(int s, GString *pending, const char *cmd)
+/* One line (QMP messages are one JSON object per line); NULL on EOF,
+ * error or after timeout_s without one. */
+static char *qmp_read_line(struct qmp *q, guint timeout_s)
 {
-    if (!write_all(s, cmd, strlen(cmd)) || !write_all(s, "\n", 1)) {
+    g_socket_set_timeout(g_socket_connection_get_socket(q->conn), timeout_s);
+    gsize n;
+    char *line = g_data_input_stream_read_line(q->in, &n, NULL, NULL);
+    if (line && n && line[n - 1] == '\r') {
+        line[n - 1] = '\0';
+    }
+    return line;
+}
+
+/* Whether a QMP message is an object with this member. */
+static bool reply_has(const char *line, const char *member)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root;
+    if (!json_parser_load_from_data(parser, line, -1, NULL)) {
+        return false;
+    }
+    root = json_parser_get_root(parser);
+    return JSON_NODE_HOLDS_OBJECT(root) &&
+           json_object_has_member(json_node_get_object(root), member);
+}
+
+/* {"execute": CMD[, "arguments": ARGS]} (json-glib); takes args. */
+static char *qmp_command(const char *cmd, JsonNode *args)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "execute");
+    json_builder_add_string_value(b, cmd);
+    if (args) {
+        json_builder_set_member_name(b, "arguments");
+        json_builder_add_value(b, args);
+    }
+    json_builder_end_object(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    return json_generator_to_data(gen, NULL);
+}
+
+/* Send a command; return the first non-event reply line (or NULL). */
+static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
+{
+    g_autofree char *text = qmp_command(cmd, args);
+    GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(q->conn));
+    if (!g_output_stream_write_all(out, text, strlen(text), NULL, NULL,
+                                   NULL) ||
+        !g_output_stream_write_all(out, "\n", 1, NULL, NULL, NULL)) {
         return NULL;
     }
     for (;;) {
-        char *line = read_line_fd(s, pending, 10000);
-        if (!line || !strstr(line, "\"event\"")) {
+        char *line = qmp_read_line(q, 10);
+        if (!line || !reply_has(line, "event")) {
             return line;
         }
-        free(line);
+        g_free(line);
     }
 }
 
@@ -297,41 +345,46 @@ int qmp_main(int argc, char **argv)
                 "  e.g. " PROG " qmp /tmp/cxlpod-abc 0 query-status\n");
         return EXIT_USAGE;
     }
-    char *path = xasprintf("%s/host%ld.qmp", argv[2], host);
+    JsonNode *args = NULL;
+    if (argc == 6) {
+        g_autoptr(JsonParser) parser = json_parser_new();
+        g_autoptr(GError) err = NULL;
+        if (!json_parser_load_from_data(parser, argv[5], -1, &err) ||
+            !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+            die(EXIT_USAGE, "arguments '%s': not a JSON object%s%s", argv[5],
+                err ? ": " : "", err ? err->message : "");
+        }
+        args = json_node_copy(json_parser_get_root(parser));
+    }
+    char *path = g_strdup_printf("%s/host%ld.qmp", argv[2], host);
     int s = unix_connect(path);
     if (s < 0) {
         die(EXIT_USAGE, "cannot connect to %s: %s (is host %ld running?)", path,
             strerror(errno), host);
     }
     signal(SIGPIPE, SIG_IGN);
-    GString *pending = g_string_new(NULL);
-    char *greeting = read_line_fd(s, pending, 10000);
-    if (!greeting || !strstr(greeting, "\"QMP\"")) {
+    struct qmp q;
+    if (!qmp_attach(&q, s, 10)) {
         die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
     }
-    free(greeting);
-    char *r = qmp_exchange(s, pending, "{\"execute\":\"qmp_capabilities\"}");
-    if (!r || !strstr(r, "\"return\"")) {
+    char *greeting = qmp_read_line(&q, 10);
+    if (!greeting || !reply_has(greeting, "QMP")) {
+        die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
+    }
+    g_free(greeting);
+    char *r = qmp_exchange(&q, "qmp_capabilities", NULL);
+    if (!r || !reply_has(r, "return")) {
         die(EXIT_JOBFAIL, "%s: qmp_capabilities failed: %s", path, r ? r : "EOF");
     }
-    free(r);
-    char *cmd;
-    if (argc == 6) {
-        cmd = xasprintf("{\"execute\":\"%s\",\"arguments\":%s}", argv[4],
-                        argv[5]);
-    } else {
-        cmd = xasprintf("{\"execute\":\"%s\"}", argv[4]);
-    }
-    r = qmp_exchange(s, pending, cmd);
+    g_free(r);
+    r = qmp_exchange(&q, argv[4], args);
     if (!r) {
         die(EXIT_JOBFAIL, "%s: no reply to %s", path, argv[4]);
     }
     printf("%s\n", r);
-    int status = strstr(r, "\"return\"") ? EXIT_OK : EXIT_JOBFAIL;
-    free(r);
-    free(cmd);
-    g_string_free(pending, TRUE);
-    free(path);
-    close(s);
+    int status = reply_has(r, "return") ? EXIT_OK : EXIT_JOBFAIL;
+    g_free(r);
+    qmp_close(&q);
+    g_free(path);
     return status;
 }

@@ -1,6 +1,7 @@
 /*
- * Small utilities of cxlpod-launch: messages and fatal errors, memory,
- * files, argv vectors and byte buffers, shell and QEMU option quoting.
+ * Small utilities of cxlpod-launch: messages and fatal errors, time and
+ * file tests, shell and QEMU option quoting (memory, strings
+ * and file contents are GLib's).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -43,45 +44,6 @@ void die(int status, const char *fmt, ...)
     exit(status);
 }
 
-void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    return p;
-}
-
-void *xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (!p) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    return p;
-}
-
-char *xstrdup(const char *s)
-{
-    char *p = strdup(s);
-    if (!p) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    return p;
-}
-
-char *xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    va_end(ap);
-    return s;
-}
-
 double now_s(void)
 {
     struct timespec ts;
@@ -108,40 +70,6 @@ bool is_file(const char *p)
 }
 
 
-void strv_add(struct strv *a, const char *s)
-{
-    if (a->n + 2 > a->cap) {
-        a->cap = a->cap ? a->cap * 2 : 32;
-        a->v = xrealloc(a->v, a->cap * sizeof(*a->v));
-    }
-    a->v[a->n++] = xstrdup(s);
-    a->v[a->n] = NULL;
-}
-
-void strv_addf(struct strv *a, const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0) {
-        die(EXIT_USAGE, "out of memory");
-    }
-    va_end(ap);
-    strv_add(a, s);
-    free(s);
-}
-
-void strv_free(struct strv *a)
-{
-    for (int i = 0; i < a->n; i++) {
-        free(a->v[i]);
-    }
-    free(a->v);
-    a->v = NULL;
-    a->n = a->cap = 0;
-}
-
-
 /*
  * QEMU option values (key=value,key=value): a comma inside a value must be
  * doubled.  Returns a new string.
@@ -152,7 +80,7 @@ char *qemu_opt_escape(const char *s)
     for (const char *p = s; *p; p++) {
         n += (*p == ',') ? 2 : 1;
     }
-    char *r = xmalloc(n + 1), *q = r;
+    char *r = g_malloc(n + 1), *q = r;
     for (const char *p = s; *p; p++) {
         *q++ = *p;
         if (*p == ',') {
@@ -186,70 +114,6 @@ void shell_quote(GString *b, const char *s)
         }
     }
     g_string_append(b, "'");
-}
-
-void json_string(GString *b, const char *s, size_t n)
-{
-    g_string_append(b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char tmp[8];
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            g_string_append_len(b, tmp, 2);
-        } else if (c == '\n') {
-            g_string_append(b, "\\n");
-        } else if (c == '\t') {
-            g_string_append(b, "\\t");
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-            g_string_append(b, tmp);
-        } else {
-            g_string_append_len(b, (const char *)&c, 1);
-        }
-    }
-    g_string_append(b, "\"");
-}
-
-bool write_file(const char *path, const char *data, size_t n, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) {
-        return false;
-    }
-    while (n > 0) {
-        ssize_t w = write(fd, data, n);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            int e = errno;
-            close(fd);
-            errno = e;
-            return false;
-        }
-        data += w;
-        n -= (size_t)w;
-    }
-    return close(fd) == 0;
-}
-
-/* Read a whole file; NULL on error (errno set). */
-char *read_file(const char *path, size_t *lenp)
-{
-    char *data;
-    gsize len;
-    g_autoptr(GError) err = NULL;
-    if (!g_file_get_contents(path, &data, &len, &err)) {
-        errno = err->domain == G_FILE_ERROR && err->code == G_FILE_ERROR_NOENT ?
-                ENOENT : err->code == G_FILE_ERROR_ACCES ? EACCES : EIO;
-        return NULL;
-    }
-    if (lenp) {
-        *lenp = len;
-    }
-    return data;
 }
 
 /* ------------------------------------------------------------------ */

@@ -7,9 +7,12 @@
  *   launch-qemu.c      What a guest's QEMU is started with
  *   launch-host.c      One host at run time
  *   launch-options.c   The command line of a pod run
+ *   launch-paths.c     Default paths and the work directory
  *   launch-qmp.c       QMP
  *   launch-pod.c       The pod lifecycle
+ *   launch-report.c    The results: summary lines and the --json line
  *   launch-console.c   The `console` subcommand
+ *   launch-config.c    `--config FILE`: a pod described in a key file
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -19,7 +22,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <glob.h>
 #include <limits.h>
 #include <poll.h>
@@ -44,6 +46,7 @@
 #include <sys/wait.h>
 
 #include <glib.h>
+#include <glib-unix.h>
 
 #define PROG "cxlpod-launch"
 
@@ -80,13 +83,14 @@ enum pool_device { DEV_CXL_TYPE3, DEV_CXL_SHM };
 
 enum accel { ACCEL_AUTO, ACCEL_TCG, ACCEL_KVM };
 
-#define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
+/*
+ * How cxl-shm takes its pool: the device's own backend (pool=PATH), or a
+ * memory-backend-file on the pool file the launcher writes (memdev=ID).
+ * BACKEND_UNSET: a host without its own --pool-backend I:... setting.
+ */
+enum pool_backend { BACKEND_UNSET, BACKEND_FILE, BACKEND_MEMDEV };
 
-/* Growable argv. */
-struct strv {
-    char **v;
-    int n, cap;
-};
+#define DETECT_LIMIT_S 5.0  /* a kill not in a survivor's table by then */
 
 /*
  * A --kill spec: I@STRING, I@+SECONDS, or I@random:MIN-MAX[:STRING] (a
@@ -130,14 +134,18 @@ struct opts {
     long latency_ns;            /* -1: not given */
     int max_hosts;              /* 0: = nhosts */
     enum pool_device device;
-    struct strv device_opts;
-    struct strv qemu_args;
+    GPtrArray *device_opts;     /* --device-opt values (g_free) */
+    enum pool_backend backend;  /* --pool-backend (every host) */
+    enum pool_backend host_backend[MAX_HOSTS];  /* --pool-backend I:... */
+    bool prealloc;              /* --prealloc: on the memory backend */
+    char *host_nodes;           /* --host-nodes N[-M] (NULL: none) */
+    GPtrArray *qemu_args;       /* --qemu-arg words */
     char *mem;
     int smp;
     char *append;               /* extra kernel command line */
     /* job */
     char *job_file;
-    struct strv job_cmd;
+    GPtrArray *job_cmd;         /* the words after -- */
     struct host_job *host_jobs;
     int n_host_jobs;
     bool interactive;
@@ -206,7 +214,9 @@ struct host {
     size_t follow_pos;      /* --follow: job output printed up to here */
     struct guest_report rep;
     enum host_end end;
-    int wstatus;            /* last waitpid status */
+    int wstatus;            /* last wait status (from the child watch) */
+    guint watch;            /* GLib child watch of the running QEMU (0: none) */
+    bool exited;            /* reaped by the watch, not yet handled by tick */
     bool killed_once;       /* injected kill happened (maybe restarted) */
     double t_killed;
     bool kill_fired[16];
@@ -229,23 +239,12 @@ void cleanup_children(void);
 void kill_qemu(pid_t pid, int sig);
 void die(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
-void *xmalloc(size_t n);
-void *xrealloc(void *p, size_t n);
-char *xstrdup(const char *s);
-char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double now_s(void);
 bool path_exists(const char *p);
 bool is_dir(const char *p);
 bool is_file(const char *p);
-void strv_add(struct strv *a, const char *s);
-void strv_addf(struct strv *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void strv_free(struct strv *a);
 char *qemu_opt_escape(const char *s);
 void shell_quote(GString *b, const char *s);
-void json_string(GString *b, const char *s, size_t n);
-bool write_file(const char *path, const char *data, size_t n, mode_t mode);
-char *read_file(const char *path, size_t *lenp);
 const char *accel_name(enum accel a);
 const char *device_name(enum pool_device d);
 
@@ -270,12 +269,14 @@ char *find_default_kernel(const char *top);
 enum accel resolve_accel(enum accel want, char *note, size_t notelen);
 void host_paths_init(struct host_paths *hp, const char *wd, int i);
 int device_opt_host(const char *opt, const char **kv);
-void add_pool_device_args(struct strv *a, const struct opts *o, int host);
-void build_qemu_argv(struct strv *a, const struct opts *o,
+bool host_on_memdev(const struct opts *o, int host);
+void add_pool_device_args(GPtrArray *a, const struct opts *o, int host);
+GPtrArray *argv_new(void);
+void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,
                             bool append_log);
-char *argv_to_shell(const struct strv *a);
+char *argv_to_shell(GPtrArray *a);
 
 /* launch-host.c */
 extern struct kill_rec *g_kill_recs;
@@ -283,7 +284,6 @@ extern int g_n_kill_recs;
 extern struct host *g_hosts;
 extern int g_nhosts;
 extern volatile sig_atomic_t g_signal;
-void on_signal(int sig);
 void atexit_cleanup(void);
 void describe_status(int st, char *out, size_t n);
 void mark_job_restarted(const struct host *h, int n);
@@ -306,6 +306,8 @@ bool opts_apply_named(struct opts *o, const char *name, const char *arg,
 void opts_drop_common_job(struct opts *o);
 void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
+
+/* launch-paths.c */
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
 
@@ -320,6 +322,10 @@ int qmp_main(int argc, char **argv);
 
 /* launch-pod.c */
 int run(struct opts *o);
+
+/* launch-report.c */
+int report(const struct opts *o, enum accel accel, double wall,
+           bool timed_out, bool interrupted);
 
 /* launch-console.c */
 bool write_all(int fd, const char *p, size_t n);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One pool, two ways in: host 0's cxl-shm takes the pool from a
+# memory-backend-file on the pool file (memdev=, with prealloc=on), host 1
+# from the device's own backend (pool=).  The pod comes from a key file
+# ([device] pool-backend = memdev, prealloc = true) and the command line
+# puts host 1 back on pool= (--pool-backend 1:file); a token crosses the
+# pool in both directions, and cxlpod-pool inspect shows both hosts left.
+. "$(dirname "$0")/lib.sh"
+
+POOLTOOL=${CXLPOD_POOL:-$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool}
+t0=$(token); t1=$(token)
+cat > "$WORK/job.sh" <<JOB
+me=\$CXLPOD_HOST_ID; other=\$((1 - me))
+if [ \$me = 0 ]; then mine=$t0; theirs=$t1; else mine=$t1; theirs=$t0; fi
+cxlpod-poke write \$((0x100000 + me * 4096)) "\$mine"
+cxlpod-poke wait \$((0x100000 + other * 4096)) "\$theirs" 240 || exit 3
+echo "host \$me got \$(cxlpod-poke read \$((0x100000 + other * 4096)) 16)"
+JOB
+cat > "$WORK/pod.conf" <<CONF
+[pod]
+hosts = 2
+
+[device]
+device = cxl-shm
+size = 256M
+pool-backend = memdev
+prealloc = true
+
+[job]
+job = job.sh
+timeout = 400
+json = true
+CONF
+
+pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" 2> "$WORK/stderr" \
+    || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher reported a failure"; }
+cat "$WORK/stderr" >&2
+grep -qE "^cxlpod-launch: host 0: started QEMU pid [0-9]+\$" "$WORK/stderr" \
+    || fail "no 'host 0: started QEMU pid N' progress message"
+grep -qF "(cxl-shm, memory backend on hosts 0, 256 MiB)" "$WORK/stderr" \
+    || fail "the start message does not say host 0 is on a memory backend"
+
+c0=$(cat "$WORK/pod/host0.cmdline"); c1=$(cat "$WORK/pod/host1.cmdline")
+grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$WORK/pod/pool.img,size=256M,offset=2M,share=on,prealloc=on" <<<"$c0" \
+    || fail "host 0 has no memory backend on the pool: $c0"
+grep -qF "cxl-shm,bus=root_port13,id=cxl-shm0,memdev=cxl-pool0,size=256M,host-id=0," <<<"$c0" \
+    || fail "host 0's device does not take memdev=: $c0"
+grep -qF "pool=$WORK/pod/pool.img,size=256M,host-id=1," <<<"$c1" \
+    || fail "host 1's device does not take pool=: $c1"
+grep -q "memory-backend-file" <<<"$c1" && fail "host 1 got a memory backend: $c1"
+
+expect_line 0 "^host 0 got $t1\$"
+expect_line 1 "^host 1 got $t0\$"
+json=$(tail -n1 "$WORK/stdout")
+[ "$(jq -r '[.results[].rc] | join(",")' <<<"$json")" = "0,0" ] \
+    || fail "JSON line: $json"
+
+# one pool file: the tool reads it, and both hosts left it cleanly
+if [ -x "$POOLTOOL" ]; then
+    states=$("$POOLTOOL" inspect --json "$WORK/pod/pool.img" |
+             jq -r '[.hosts[0:2][].status] | join(",")')
+    [ "$states" = "left,left" ] || fail "pool host table after the run: $states"
+    "$POOLTOOL" check "$WORK/pod/pool.img" >/dev/null \
+        || fail "cxlpod-pool check found problems in the pool after the run"
+fi
+pass "tokens $t0 and $t1 crossed one pool between a memdev host and a pool= host"
