@@ -118,8 +118,9 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
  * non-coherent area, (offset / 64) % 8192 in the coherent window, so
  * coherent line L and snoop-filter set L % 8192 share word L % 8192.
  * The lock is not recursive and covers everything that maps to the same
- * word: never take a second one while holding one.  A holder that dies is detected as for
- * the line operations; coherent lines are never rolled back.
+ * word: never take a second one while holding one.  A holder that dies
+ * is detected as for the line operations; coherent lines are never
+ * rolled back.
  */
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h);
