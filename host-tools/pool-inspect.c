@@ -51,6 +51,25 @@ static void print_text(Pool *p)
     }
 }
 
+/* One member of the object being built */
+static void member_int(JsonBuilder *b, const char *name, gint64 v)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, v);
+}
+
+static void member_string(JsonBuilder *b, const char *name, const char *v)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, v);
+}
+
+static void member_boolean(JsonBuilder *b, const char *name, gboolean v)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, v);
+}
+
 static void print_json(Pool *p)
 {
     CXLPoolHeader *h = p->hdr;
@@ -64,28 +83,17 @@ static void print_json(Pool *p)
 
     count_locks(p, &held, &armed);
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "path");
-    json_builder_add_string_value(b, p->path);
-    json_builder_set_member_name(b, "version");
-    json_builder_add_int_value(b, h->version);
-    json_builder_set_member_name(b, "size");
-    json_builder_add_int_value(b, h->data_size);
-    json_builder_set_member_name(b, "coherent_size");
-    json_builder_add_int_value(b, h->coherent_size);
-    json_builder_set_member_name(b, "max_hosts");
-    json_builder_add_int_value(b, h->max_hosts);
-    json_builder_set_member_name(b, "line_size");
-    json_builder_add_int_value(b, h->line_size);
-    json_builder_set_member_name(b, "create_time_ns");
-    json_builder_add_int_value(b, h->create_time_ns);
-    json_builder_set_member_name(b, "file_size");
-    json_builder_add_int_value(b, p->st.st_size);
-    json_builder_set_member_name(b, "file_mode");
-    json_builder_add_int_value(b, p->st.st_mode & 07777);
-    json_builder_set_member_name(b, "line_locks_held");
-    json_builder_add_int_value(b, held);
-    json_builder_set_member_name(b, "undo_armed");
-    json_builder_add_int_value(b, armed);
+    member_string(b, "path", p->path);
+    member_int(b, "version", h->version);
+    member_int(b, "size", h->data_size);
+    member_int(b, "coherent_size", h->coherent_size);
+    member_int(b, "max_hosts", h->max_hosts);
+    member_int(b, "line_size", h->line_size);
+    member_int(b, "create_time_ns", h->create_time_ns);
+    member_int(b, "file_size", p->st.st_size);
+    member_int(b, "file_mode", p->st.st_mode & 07777);
+    member_int(b, "line_locks_held", held);
+    member_int(b, "undo_armed", armed);
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (i = 0; i < p->nr_hosts; i++) {
@@ -94,22 +102,14 @@ static void print_json(Pool *p)
         const char *status = host_status(p, i, &locked);
 
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "id");
-        json_builder_add_int_value(b, i);
-        json_builder_set_member_name(b, "status");
-        json_builder_add_string_value(b, status);
-        json_builder_set_member_name(b, "state");
-        json_builder_add_string_value(b, cxlpool_host_state_name(e->state));
-        json_builder_set_member_name(b, "locked");
-        json_builder_add_boolean_value(b, locked);
-        json_builder_set_member_name(b, "pid");
-        json_builder_add_int_value(b, e->pid);
-        json_builder_set_member_name(b, "generation");
-        json_builder_add_int_value(b, e->generation);
-        json_builder_set_member_name(b, "join_time_ns");
-        json_builder_add_int_value(b, e->join_time_ns);
-        json_builder_set_member_name(b, "leave_time_ns");
-        json_builder_add_int_value(b, e->leave_time_ns);
+        member_int(b, "id", i);
+        member_string(b, "status", status);
+        member_string(b, "state", cxlpool_host_state_name(e->state));
+        member_boolean(b, "locked", locked);
+        member_int(b, "pid", e->pid);
+        member_int(b, "generation", e->generation);
+        member_int(b, "join_time_ns", e->join_time_ns);
+        member_int(b, "leave_time_ns", e->leave_time_ns);
         json_builder_set_member_name(b, "stats");
         json_builder_begin_object(b);
         for (k = 0; k < CXLSHM_STAT_NR; k++) {
