@@ -32,6 +32,17 @@
  *               expected: every NT region new (writer and readers), the
  *               control old for the readers
  *
+ *   nt-merge    rank 1 changes part of every line of a region that rank 0
+ *               holds clean (bytes 32..63, or the odd bytes for
+ *               vmaskmovdqu-half) and writes it back; rank 0 then stores
+ *               the other part with one non-temporal instruction, sfence,
+ *               publishes; every host invalidates and reads.  A
+ *               non-temporal store writes only its own bytes (and the
+ *               byte mask's) to memory: the line must hold both hosts'
+ *               bytes.  A device that wrote rank 0's whole stale line
+ *               back would show rank 1's bytes old.
+ *               expected: every byte new, on every host
+ *
  * --method doorbell|native|both: the coherence operations of own-stores
  * and torn (and the readers' invalidate in nt); both runs the test once
  * with each.
@@ -575,11 +586,90 @@ static int run_nt(struct tool *t, struct nt_result *res, int *nres)
 	return 0;
 }
 
+/* nt-merge: rank 0's bytes of a line (the rest are rank 1's) */
+static bool merge_mine(int ins, size_t i)
+{
+	return ins == NT_VMASKMOVDQU_HALF ? !(i & 1) : i % CXLPOD_LINE < CXLPOD_LINE / 2;
+}
+
+static int run_nt_merge(struct tool *t, struct nt_result *res, int *nres)
+{
+	bool writer = t->rank == 0, peer = t->rank == 1;
+	struct nt_ctl *ctl = (struct nt_ctl *)t->coh;
+	if (t->nhosts < 2) {
+		fprintf(stderr, "%s: nt-merge needs 2 or more hosts\n", t->name);
+		return EXIT_SETUP;
+	}
+	if (NT_N * NT_REGION > t->nc_len) {
+		fprintf(stderr, "%s: nt regions do not fit the non-coherent area\n", t->name);
+		return EXIT_SETUP;
+	}
+	if (!cpu_has_avx()) {
+		fprintf(stderr, "%s: the CPU has no usable AVX (vmovnt*, vmaskmovdqu)\n", t->name);
+		tool_abort(t);
+		return EXIT_SETUP;
+	}
+	uint8_t *oldb = aligned_alloc(64, NT_REGION), *newb = aligned_alloc(64, NT_REGION);
+	uint8_t *want = aligned_alloc(64, NT_REGION);
+	if (!oldb || !newb || !want)
+		return EXIT_SETUP;
+	*nres = 0;
+	for (int ins = 0; ins < NT_PLAIN; ins++) {
+		uint8_t *dst = t->nc + (size_t)ins * NT_REGION;
+		size_t part = ins == NT_VMASKMOVDQU_HALF ? CXLPOD_LINE : CXLPOD_LINE / 2;
+		nt_fill(oldb, NT_REGION, t->epoch ^ 0x6d65, ins, 0);
+		nt_fill(newb, NT_REGION, t->epoch ^ 0x6d65, ins, 1);
+		if (writer) { /* the pool and the writer's image hold OLD, clean */
+			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
+			memcpy(dst, oldb, NT_REGION);
+			LIBCALL(t, cxlpod_flush(t->p, dst, NT_REGION));
+			LIBCALL(t, cxlpod_fence(t->p));
+		}
+		if (tool_barrier(t))
+			return EXIT_PEER;
+		if (peer) { /* rank 1 writes its bytes of every line back */
+			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
+			for (size_t i = 0; i < NT_REGION; i++)
+				if (!merge_mine(ins, i))
+					dst[i] = newb[i];
+			LIBCALL(t, cxlpod_writeback(t->p, dst, NT_REGION));
+			LIBCALL(t, cxlpod_fence(t->p));
+		}
+		if (tool_barrier(t))
+			return EXIT_PEER;
+		if (writer) {
+			/* the writer's part of each line, stale bytes beside it */
+			for (size_t l = 0; l < NT_REGION; l += CXLPOD_LINE)
+				nt_copy(ins, dst + l, newb + l, part);
+			__asm__ volatile("sfence" ::: "memory");
+			__atomic_store_n(&ctl->flag.v, (t->epoch << 8) | (uint64_t)(ins + 0x41),
+					 __ATOMIC_RELEASE);
+		} else if (tool_wait_eq(t, &ctl->flag.v, (t->epoch << 8) | (uint64_t)(ins + 0x41))) {
+			return EXIT_PEER;
+		}
+		LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
+		/* every byte new: the writer's (where its mask wrote) and rank 1's */
+		for (size_t i = 0; i < NT_REGION; i++)
+			want[i] = merge_mine(ins, i) && !nt_written(ins, i) ? oldb[i] : newb[i];
+		struct nt_result *r = &res[(*nres)++];
+		r->ins = ins;
+		r->check = "merge";
+		r->expect = "new";
+		nt_classify(dst, oldb, want, NT_MOVNTI64, NT_REGION, true, r);
+		if (tool_barrier(t))
+			return EXIT_PEER;
+	}
+	free(oldb);
+	free(newb);
+	free(want);
+	return 0;
+}
+
 /* ---- main ----------------------------------------------------------------------------- */
 
 static void usage(void)
 {
-	printf("usage: cxlpod-fidelity own-stores|torn|nt [--lines N] [--seconds S]\n"
+	printf("usage: cxlpod-fidelity own-stores|torn|nt|nt-merge [--lines N] [--seconds S]\n"
 	       "                       [--method doorbell|native|both] [options]\n"
 	       "  own-stores  one host, >= 2 vCPUs: no store is lost to a concurrent\n"
 	       "              writeback / invalidate / flush (lines default 64)\n"
@@ -587,6 +677,8 @@ static void usage(void)
 	       "              line read holds one writeback (lines default 16)\n"
 	       "  nt          rank 0 copies with each non-temporal instruction + sfence,\n"
 	       "              the others see every byte (and a plain-store control stays old)\n"
+	       "  nt-merge    rank 0's non-temporal stores to lines that rank 1 changed\n"
+	       "              write only their bytes: every host sees both (>= 2 hosts)\n"
 	       "  --seconds S per method, own-stores and torn (default 3)\n%s",
 	       tool_common_usage());
 }
@@ -605,8 +697,9 @@ int main(int argc, char **argv)
 	int pr = tool_parse(&t, argc, argv, opts, usage, &test);
 	if (pr)
 		return pr == TOOL_HELP ? 0 : pr;
-	if (!test || (strcmp(test, "own-stores") && strcmp(test, "torn") && strcmp(test, "nt"))) {
-		fprintf(stderr, "cxlpod-fidelity: name a test: own-stores, torn or nt\n");
+	if (!test || (strcmp(test, "own-stores") && strcmp(test, "torn") && strcmp(test, "nt") &&
+		      strcmp(test, "nt-merge"))) {
+		fprintf(stderr, "cxlpod-fidelity: name a test: own-stores, torn, nt or nt-merge\n");
 		return EXIT_USAGE;
 	}
 	bool own = !strcmp(test, "own-stores"), torn = !strcmp(test, "torn");
@@ -637,7 +730,8 @@ int main(int argc, char **argv)
 	j_str(&j, "test", test);
 	j_arr_begin(&j, "results");
 	bool all_ok = true;
-	int nm = both && !strcmp(test, "nt") ? 1 : both ? 2 : 1;
+	bool ntm = !strcmp(test, "nt-merge");
+	int nm = both && !strncmp(test, "nt", 2) ? 1 : both ? 2 : 1;
 	for (int m = 0; m < nm && !rc; m++) {
 		if (m > 0) {
 			if (!t.info.native_usable) {
@@ -706,7 +800,7 @@ int main(int argc, char **argv)
 		} else {
 			struct nt_result res[NT_N];
 			int n = 0;
-			if ((rc = run_nt(&t, res, &n)))
+			if ((rc = ntm ? run_nt_merge(&t, res, &n) : run_nt(&t, res, &n)))
 				break;
 			for (int k = 0; k < n; k++) {
 				struct nt_result *r = &res[k];

@@ -302,6 +302,80 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
     }
 }
 
+/* Do @a and @b differ in a byte outside @mask? */
+static bool differ_outside(const uint64_t *a, const uint64_t *b, uint64_t mask)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    int i;
+
+    for (i = 0; i < CXLSHM_LINE; i++) {
+        if (!(mask & (1ULL << i)) && x[i] != y[i]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Non-temporal bytes of one line reach the pool; its page lock held */
+static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
+                           uint64_t mask, bool force, CXLShmLineCount *n)
+{
+    uint64_t i = off - l->coherent_size;
+    uint64_t *img = (uint64_t *)(l->image + i);
+    uint64_t *twin = (uint64_t *)(l->twin + i);
+    uint64_t *pool = (uint64_t *)(l->pool + off);
+    uint64_t snap[CXLSHM_LINE_WORDS], base[CXLSHM_LINE_WORDS];
+    uint64_t cur[CXLSHM_LINE_WORDS], merged[CXLSHM_LINE_WORDS];
+    uint8_t *nb = (uint8_t *)merged, *tb = (uint8_t *)twin;
+    const uint8_t *sb = (const uint8_t *)snap;
+    int b;
+
+    snapshot(img, snap);
+    memcpy(base, twin, CXLSHM_LINE);
+    if (force || differ_outside(snap, base, mask)) {
+        /* a modified line leaves the cache whole, the NT bytes with it */
+        line_locked(l, h, CXLSHM_LINE_WRITEBACK, off, true, n);
+        return;
+    }
+    memcpy(cur, pool, CXLSHM_LINE);
+    memcpy(merged, cur, CXLSHM_LINE);
+    for (b = 0; b < CXLSHM_LINE; b++) {
+        if (mask & (1ULL << b)) {
+            nb[b] = sb[b];
+        }
+    }
+    if (!same8(cur, base)) {
+        report_conflict(l, off, base, cur, merged, n);
+    }
+    pool_write(l, h, off, merged, cur);
+    smp_wmb();  /* the pool before the twin, as in line_locked() */
+    for (b = 0; b < CXLSHM_LINE; b++) {
+        if (mask & (1ULL << b)) {
+            tb[b] = sb[b];
+        }
+    }
+    n->written++;
+}
+
+void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
+                      bool force, CXLShmLineLock *held, CXLShmLineCount *n)
+{
+    Held h;
+
+    assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
+           offset < l->size);
+    if (!mask && !force) {
+        return;
+    }
+    if (held && held->word && held->word == page_lock(l, offset)) {
+        line_nt_locked(l, held, offset, mask, force, n);
+        return;
+    }
+    lock_page(l, offset, &h);
+    line_nt_locked(l, &h, offset, mask, force, n);
+    unlock_page(l, &h);
+}
+
 /* Does the line need the lock?  Reads only; see the header */
 static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off)
 {

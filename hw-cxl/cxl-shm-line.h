@@ -112,6 +112,22 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n);
 
 /*
+ * Non-temporal stores to one line of the non-coherent area reach the
+ * pool: bit i of @mask set means byte i was stored.  A line that is dirty
+ * outside @mask (its image differs from its twin there, or @force: the
+ * caller knows it is, mode=timed) is written back whole, as a cache
+ * writes back a modified line that a non-temporal store hits.  Otherwise
+ * only the bytes in @mask go to the pool, merged into its current line
+ * (whatever their value: a non-temporal store always reaches memory), so
+ * what other hosts wrote to the rest of the line survives; the twin takes
+ * those bytes and the image keeps the rest of the line as it was (as if
+ * fetched again before the other hosts' writes: a later read without an
+ * invalidate may still see them stale).  @held as for cxl_shm_lines_one().
+ */
+void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
+                      bool force, CXLShmLineLock *held, CXLShmLineCount *n);
+
+/*
  * The lock of @offset (any area), for a caller that makes several
  * accesses of one line atomic across hosts (mode=timed: stores and
  * atomics on the coherent window).  Word (offset / 4096) % 8192 in the

@@ -327,6 +327,32 @@ static void timed_step_done(void *opaque, CPUState *cpu)
  * back first when it holds a dirty non-coherent line; cache lock held,
  * and at most the line lock @held.
  */
+/* Bytes [off % 64, off % 64 + size) of a line as a mask */
+static uint64_t byte_mask(uint64_t off, unsigned size)
+{
+    unsigned b = off % CXLSHM_LINE;
+
+    return (size >= 64 ? ~0ULL : ((1ULL << size) - 1)) << b;
+}
+
+/*
+ * A dirty non-coherent way goes to the pool: whole when a cached store
+ * dirtied it, only its non-temporal bytes otherwise (cxl_shm_lines_nt).
+ */
+static void way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
+                          CXLShmLineCount *n)
+{
+    uint64_t off = way_line(w) * CXLSHM_LINE;
+
+    if (w->nt) {
+        cxl_shm_lines_nt(&s->lines, off, w->nt, w->dirty != 0, held, n);
+    } else if (w->dirty) {
+        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, off, true,
+                          held, n);
+    }
+    w->dirty = w->nt = 0;
+}
+
 static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
                               CXLShmLineLock *held, Cost *c)
 {
@@ -348,9 +374,8 @@ static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
     if (w->tag & CXLSHM_WAY_VALID) {
         voff = way_line(w) * CXLSHM_LINE;
         qatomic_inc(&s->stats[CXLSHM_STAT_CACHE_EVICTIONS]);
-        if (voff >= s->coherent_size && (w->tag & CXLSHM_WAY_DIRTY)) {
-            cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, voff, true,
-                              held, &n);
+        if (voff >= s->coherent_size && (w->dirty | w->nt)) {
+            way_writeback(s, w, held, &n);
             stat_add(s, CXLSHM_STAT_WB_LINES, n.written);
             stat_add(s, CXLSHM_STAT_CONFLICTS, n.conflicts);
             c->ns += (int64_t)n.written * qatomic_read(&t->wb_ns);
@@ -362,9 +387,10 @@ static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
          * for nothing, as on hardware whose caches drop lines silently.
          */
         trace_cxl_shm_timed_evict(s->host_id, voff,
-                                  !!(w->tag & CXLSHM_WAY_DIRTY));
+                                  !!(w->dirty | w->nt));
     }
     w->tag = CXLSHM_WAY_VALID | line;
+    w->dirty = w->nt = 0;
     return w;
 }
 
@@ -513,7 +539,8 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
     w->stamp = ++t->clock;
     if (write) {
         st_bytes(img, size, val);
-        w->tag |= CXLSHM_WAY_DIRTY;
+        w->dirty |= byte_mask(off, size);
+        w->nt &= ~byte_mask(off, size);
         return 0;
     }
     val = ld_bytes(img, size);
@@ -748,13 +775,12 @@ static void way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
         }
         return;
     }
-    if (op != CXLSHM_LINE_DROP && (w->tag & CXLSHM_WAY_DIRTY)) {
-        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, off, true,
-                          NULL, n);
-        w->tag &= ~CXLSHM_WAY_DIRTY;
+    if (op != CXLSHM_LINE_DROP) {
+        way_writeback(s, w, NULL, n);
     }
     if (op != CXLSHM_LINE_WRITEBACK) {
         w->tag = 0;             /* invalid: the next access fetches it */
+        w->dirty = w->nt = 0;
     }
 }
 
@@ -763,6 +789,48 @@ static void timed_done(CXLShmState *s, const CXLShmLineCount *n, Cost *c)
     c->ns += (int64_t)n->written * qatomic_read(&s->t.wb_ns);
     c->moved += n->written;
     timed_moved(s, c);
+}
+
+/*
+ * A non-temporal store to bytes @mask of the line at @off has just gone
+ * through timed_nc() as a store: those bytes are the non-temporal
+ * store's, not a cached store's.
+ */
+void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask)
+{
+    CXLShmWay *w;
+
+    qemu_mutex_lock(&s->t.lock);
+    w = cache_find(&s->t, off / CXLSHM_LINE);
+    if (w) {
+        w->nt |= mask;
+        w->dirty &= ~mask;
+    }
+    qemu_mutex_unlock(&s->t.lock);
+}
+
+/*
+ * The storing vCPU's fence: the line's non-temporal bytes reach the pool
+ * and the line leaves the cache (non-temporal stores do not allocate).
+ * A line evicted meanwhile was written by the eviction.  Charged here.
+ */
+void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
+{
+    CXLShmLineCount m = { 0 };
+    Cost c = { 0 };
+    CXLShmWay *w;
+
+    qemu_mutex_lock(&s->t.lock);
+    w = cache_find(&s->t, off / CXLSHM_LINE);
+    if (w && w->nt) {
+        way_writeback(s, w, NULL, &m);
+        w->tag = 0;
+    }
+    timed_done(s, &m, &c);
+    qemu_mutex_unlock(&s->t.lock);
+    n->written += m.written;
+    n->conflicts += m.conflicts;
+    cxl_shm_timed_charge(s, c.ns);
 }
 
 /*

@@ -254,6 +254,17 @@ static CXLShmQueue *cxl_shm_queue(CXLShmState *s, CPUState *cpu)
     return &s->queues[cpu->cpu_index];
 }
 
+/* Non-temporal bytes @mask of the line at @line reach the pool */
+static void cxl_shm_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
+                            CXLShmLineCount *n)
+{
+    if (s->timed) {
+        cxl_shm_timed_nt_land(s, line, n);
+    } else {
+        cxl_shm_lines_nt(&s->lines, line, mask, false, NULL, n);
+    }
+}
+
 /* A fence point of @cpu: its queued clwb / clflushopt / NT lines land */
 static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
 {
@@ -266,32 +277,54 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
     len = q->len;
     for (i = 0; i < len; i++) {
         uint64_t e = q->entry[i];
+        uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
 
-        cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
-                      CXLSHM_LINE_WRITEBACK,
-                      e & ~(uint64_t)(CXLPOOL_LINE - 1), CXLPOOL_LINE, n);
+        if (e & CXLSHM_QUEUE_NT) {
+            cxl_shm_nt_land(s, line, q->mask[i], n);
+        } else {
+            cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
+                          CXLSHM_LINE_WRITEBACK, line, CXLPOOL_LINE, n);
+        }
     }
     q->len = 0;
     trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len);
 }
 
-/* Queue one line for @cpu's next fence point (drained early when full) */
+/*
+ * Queue one line for @cpu's next fence point (drained early when full):
+ * a clwb (@flush false) or clflushopt (@flush true), or, @nt non-zero,
+ * the bytes @nt of the line that non-temporal stores wrote (merged with
+ * the previous entry when it is the same line's, as a write-combining
+ * buffer merges them).
+ */
 static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
-                          bool flush, CXLShmLineCount *n)
+                          bool flush, uint64_t nt, CXLShmLineCount *n)
 {
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
 
     if (!q) {
-        cxl_shm_range(s, flush ? CXLSHM_LINE_FLUSH : CXLSHM_LINE_WRITEBACK,
-                      dpa, CXLPOOL_LINE, n);
+        if (nt) {
+            cxl_shm_nt_land(s, dpa, nt, n);
+        } else {
+            cxl_shm_range(s, flush ? CXLSHM_LINE_FLUSH :
+                          CXLSHM_LINE_WRITEBACK, dpa, CXLPOOL_LINE, n);
+        }
+        return;
+    }
+    if (nt && q->len && q->entry[q->len - 1] == (dpa | CXLSHM_QUEUE_NT)) {
+        q->mask[q->len - 1] |= nt;
         return;
     }
     if (q->len == CXLSHM_QUEUE_LEN) {
         /* hardware may complete a weakly ordered flush early */
         cxl_shm_drain(s, cpu, n);
     }
-    q->entry[q->len++] = dpa | (flush ? CXLSHM_QUEUE_FLUSH : 0);
-    qatomic_inc(&s->stats[CXLSHM_STAT_DEFERRED]);
+    q->mask[q->len] = nt;
+    q->entry[q->len++] = dpa | (nt ? CXLSHM_QUEUE_NT :
+                                flush ? CXLSHM_QUEUE_FLUSH : 0);
+    if (s->wb_deferred) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_DEFERRED]);
+    }
     cache_maint_set_pending(cpu);
 }
 
@@ -345,7 +378,7 @@ static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
 {
     CXLShmState *s = opaque;
     CXLShmLineCount n = { 0 };
-    uint64_t l, end, lines = 0;
+    uint64_t l, start, end, lines = 0;
     const char *what = NULL;
 
     switch (cop) {
@@ -358,7 +391,7 @@ static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         }
         qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
         if (cop != CACHE_MAINT_CLFLUSH && s->wb_deferred) {
-            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, &n);
+            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, 0, &n);
         } else {
             cxl_shm_range(s, cop == CACHE_MAINT_CLWB ? CXLSHM_LINE_WRITEBACK :
                           CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
@@ -370,19 +403,33 @@ static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         lines = 1;
         break;
     case CACHE_MAINT_NT_STORE:
-        /* non-temporal stores bypass the cache: in the pool by the fence */
+    case CACHE_MAINT_NT_STORE_PART:
+        /*
+         * Non-temporal stores bypass the cache: their bytes, and only
+         * theirs, are in the pool by the fence (a line that cached
+         * stores left dirty goes whole: cxl_shm_lines_nt()).  With
+         * writeback=immediate they land at the instruction, once its
+         * last part is known (before it, the bytes of the parts still
+         * to come would look like a cached store's).
+         */
+        start = MAX(dpa, s->coherent_size);
         end = MIN(dpa + len, s->size);
-        for (l = QEMU_ALIGN_DOWN(MAX(dpa, s->coherent_size), CXLPOOL_LINE);
-             l < end; l += CXLPOOL_LINE) {
+        for (l = QEMU_ALIGN_DOWN(start, CXLPOOL_LINE); l < end;
+             l += CXLPOOL_LINE) {
+            uint64_t from = MAX(start, l), to = MIN(end, l + CXLPOOL_LINE);
+            uint64_t mask = (to - from == 64 ? ~0ULL :
+                             (1ULL << (to - from)) - 1) << (from - l);
+
             qatomic_inc(&s->stats[CXLSHM_STAT_NT_LINES]);
-            /* mode=timed: the line leaves the cache model too */
-            if (s->wb_deferred) {
-                cxl_shm_defer(s, cpu, l, s->timed, &n);
-            } else {
-                cxl_shm_range(s, s->timed ? CXLSHM_LINE_FLUSH :
-                              CXLSHM_LINE_WRITEBACK, l, CXLPOOL_LINE, &n);
+            if (s->timed) {
+                cxl_shm_timed_nt_store(s, l, mask);
             }
+            cxl_shm_defer(s, cpu, l, false, mask, &n);
             lines++;
+        }
+        if (!s->wb_deferred && cop == CACHE_MAINT_NT_STORE) {
+            /* immediate: the queue holds this store's lines alone */
+            cxl_shm_drain(s, cpu, &n);
         }
         break;
     case CACHE_MAINT_FENCE:

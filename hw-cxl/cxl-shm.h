@@ -26,11 +26,13 @@ OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
 
 /* clwb / clflushopt / non-temporal lines of one vCPU, until its next fence */
 #define CXLSHM_QUEUE_LEN        512
-#define CXLSHM_QUEUE_FLUSH      1ULL    /* low bit of an entry: flush */
+#define CXLSHM_QUEUE_FLUSH      1ULL    /* low bits of an entry: flush, */
+#define CXLSHM_QUEUE_NT         2ULL    /* non-temporal bytes (mask[]) */
 
 typedef struct CXLShmQueue {
     uint32_t len;
-    uint64_t entry[CXLSHM_QUEUE_LEN];   /* line DPA | CXLSHM_QUEUE_FLUSH */
+    uint64_t entry[CXLSHM_QUEUE_LEN];   /* line DPA | CXLSHM_QUEUE_* */
+    uint64_t mask[CXLSHM_QUEUE_LEN];    /* CXLSHM_QUEUE_NT: bytes stored */
 } CXLShmQueue;
 
 typedef struct CXLShmDirect {
@@ -47,10 +49,11 @@ typedef struct CXLShmDirect {
 typedef struct CXLShmWay {
     uint64_t tag;               /* CXLSHM_WAY_* flags | line index (DPA/64) */
     uint64_t stamp;             /* last use (LRU) */
+    uint64_t dirty;             /* bit i: byte i stored by a cached store */
+    uint64_t nt;                /* bit i: by a non-temporal store since */
 } CXLShmWay;
 
 #define CXLSHM_WAY_VALID        (1ULL << 63)
-#define CXLSHM_WAY_DIRTY        (1ULL << 62)
 #define CXLSHM_WAY_REPORTED     (1ULL << 61)    /* a stale read was logged */
 #define CXLSHM_WAY_LINE         ((1ULL << 40) - 1)
 
@@ -199,6 +202,8 @@ void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
 void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
                          CXLShmLineCount *n);
 void cxl_shm_timed_reset(CXLShmState *s);
+void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
+void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n);
 void cxl_shm_timed_charge(CXLShmState *s, int64_t ns);
 void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
                                 uint32_t *write_ns);

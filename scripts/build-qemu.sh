@@ -98,7 +98,7 @@ fi
 CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
       --without-default-features --without-default-devices
       --with-devices-x86_64=cxlpod
-      --enable-tcg --enable-kvm --disable-docs --disable-install-blobs
+      --enable-tcg --enable-kvm --enable-numa --disable-docs --disable-install-blobs
       --disable-werror)
 [ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
 [ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)

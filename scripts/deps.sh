@@ -9,7 +9,7 @@ set -euo pipefail
 PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev libjson-glib-dev
       seabios qemu-system-data busybox-static cpio xz-utils zstd kmod
-      libelf1
+      libelf1 libnuma-dev
       python3-venv python3-setuptools python3-wheel python3-yaml
       ca-certificates git file jq clang libclang-rt-14-dev)
 BPO_PKGS=(meson python3-pycotap)

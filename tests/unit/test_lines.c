@@ -450,6 +450,69 @@ static void test_exact(void)
     host_free(&b);
 }
 
+/* --- nt ---------------------------------------------------------------- */
+
+/*
+ * Non-temporal stores write only their bytes: a stale line around them
+ * does not clobber what another host wrote back meanwhile, a same-value
+ * non-temporal byte still lands, and a line that cached stores dirtied
+ * goes whole (as a modified line leaves the cache).
+ */
+static void test_nt(void)
+{
+    CXLShmLines a, b;
+    CXLShmLineCount n = { 0 };
+    uint64_t off = COH + 9 * 4096, off2 = off + 64;
+
+    pod_reset();
+    host_init(&a, 0);
+    host_init(&b, 1);
+    conflicts_seen = 0;
+    /* a holds the line clean (zeros); b writes word 4 and writes it back */
+    *img_word(&b, off, 4) = 0xbbbbbbbbbbbbbbbbULL;
+    *img_word(&b, off, 0) = 0xb0b0b0b0b0b0b0b0ULL;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    /* a stores word 1 non-temporally, and word 0 with its old value */
+    *img_word(&a, off, 1) = 0xaaaaaaaaaaaaaaaaULL;
+    n = (CXLShmLineCount){ 0 };
+    cxl_shm_lines_nt(&a, off, 0xffffULL, false, NULL, &n);
+    CHECK(n.written == 1, "%llu lines written", (unsigned long long)n.written);
+    CHECK(*(uint64_t *)(pool + off + 8) == 0xaaaaaaaaaaaaaaaaULL,
+          "a's non-temporal word missing");
+    CHECK(*(uint64_t *)(pool + off + 32) == 0xbbbbbbbbbbbbbbbbULL,
+          "b's word clobbered by a's stale line");
+    CHECK(*(uint64_t *)(pool + off) == 0,
+          "a's same-value non-temporal word did not land");
+    /* b's word 0 was overwritten by a's store to it: one conflict */
+    CHECK(n.conflicts == 1 && conflict_mask == 0xffULL,
+          "conflicts %llu mask 0x%llx", (unsigned long long)n.conflicts,
+          (unsigned long long)conflict_mask);
+    /* a's line is clean again: a writeback writes nothing */
+    n = (CXLShmLineCount){ 0 };
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    CHECK(n.written == 0, "line still dirty after its non-temporal bytes");
+    /* a cached store elsewhere in the line: the whole line goes */
+    *img_word(&b, off2, 4) = 0xbbbbbbbbbbbbbbbbULL;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off2, 64, &n);
+    *img_word(&a, off2, 7) = 0x77;      /* cached */
+    *img_word(&a, off2, 1) = 0x11;      /* non-temporal */
+    cxl_shm_lines_nt(&a, off2, 0xff00ULL, false, NULL, &n);
+    CHECK(*(uint64_t *)(pool + off2 + 56) == 0x77 &&
+          *(uint64_t *)(pool + off2 + 8) == 0x11 &&
+          *(uint64_t *)(pool + off2 + 32) == 0,
+          "a dirty line was not written back whole");
+    /* @force: dirty whatever the bytes (mode=timed) */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, off2, 64, &n);
+    *img_word(&b, off2, 5) = 0x55;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, off2, 64, &n);
+    cxl_shm_lines_nt(&a, off2, 0xffULL, true, NULL, &n);
+    CHECK(*(uint64_t *)(pool + off2 + 40) == 0,
+          "a forced line was not written back whole");
+    printf("nt: only the stored bytes land on a clean line\n");
+    host_free(&a);
+    host_free(&b);
+}
+
 /* --- media-write ------------------------------------------------------ */
 
 /*
@@ -541,6 +604,7 @@ int main(void)
     test_own_stores();
     test_torn();
     test_media_write();
+    test_nt();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
