@@ -3,7 +3,10 @@
 # memory-backend-file on the pool file (memdev=, with prealloc=on), host 1
 # from the device's own backend (pool=).  The pod comes from a key file
 # ([device] pool-backend = memdev, prealloc = true) and the command line
-# puts host 1 back on pool= (--pool-backend 1:file); a token crosses the
+# puts host 1 back on pool= (--pool-backend 1:file); host 0's backend is
+# bound to host NUMA node 0 (host-nodes = 0: QEMU is built with libnuma;
+# these machines have one node, so the binding is accepted and shown in
+# the QEMU's numa_maps, its effect not measured); a token crosses the
 # pool in both directions, and cxlpod-pool inspect shows both hosts left.
 . "$(dirname "$0")/lib.sh"
 
@@ -15,6 +18,7 @@ if [ \$me = 0 ]; then mine=$t0; theirs=$t1; else mine=$t1; theirs=$t0; fi
 cxlpod-poke write \$((0x100000 + me * 4096)) "\$mine"
 cxlpod-poke wait \$((0x100000 + other * 4096)) "\$theirs" 240 || exit 3
 echo "host \$me got \$(cxlpod-poke read \$((0x100000 + other * 4096)) 16)"
+if [ \$me = 0 ]; then sleep 2; fi    # the test reads host 0's numa_maps meanwhile
 JOB
 cat > "$WORK/pod.conf" <<CONF
 [pod]
@@ -25,6 +29,7 @@ device = cxl-shm
 size = 256M
 pool-backend = memdev
 prealloc = true
+host-nodes = 0
 
 [job]
 job = job.sh
@@ -32,8 +37,20 @@ timeout = 400
 json = true
 CONF
 
+# while host 0 runs: its pool mapping is bound to node 0 (numa_maps)
+( for _ in $(seq 1 600); do
+      pid=$(sed -n 's/^cxlpod-launch: host 0: started QEMU pid \([0-9]*\)$/\1/p' "$WORK/stderr" 2>/dev/null)
+      if [ -n "$pid" ] && grep -F "$WORK/pod/pool.img" "/proc/$pid/numa_maps" 2>/dev/null | grep -q ' bind:0 '; then
+          echo bound > "$WORK/numa"; exit 0
+      fi
+      sleep 0.2
+  done ) &
+watcher=$!
 pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" 2> "$WORK/stderr" \
     || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher reported a failure"; }
+kill $watcher 2>/dev/null || true; wait $watcher 2>/dev/null || true
+[ "$(cat "$WORK/numa" 2>/dev/null)" = bound ] \
+    || fail "host 0's pool mapping was never seen bound to node 0 in /proc/PID/numa_maps"
 cat "$WORK/stderr" >&2
 grep -qE "^cxlpod-launch: host 0: started QEMU pid [0-9]+\$" "$WORK/stderr" \
     || fail "no 'host 0: started QEMU pid N' progress message"
@@ -41,7 +58,7 @@ grep -qF "(cxl-shm, memory backend on hosts 0, 256 MiB)" "$WORK/stderr" \
     || fail "the start message does not say host 0 is on a memory backend"
 
 c0=$(cat "$WORK/pod/host0.cmdline"); c1=$(cat "$WORK/pod/host1.cmdline")
-grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$WORK/pod/pool.img,size=256M,offset=2M,share=on,prealloc=on" <<<"$c0" \
+grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$WORK/pod/pool.img,size=256M,offset=2M,share=on,prealloc=on,host-nodes=0,policy=bind" <<<"$c0" \
     || fail "host 0 has no memory backend on the pool: $c0"
 grep -qF "cxl-shm,bus=root_port13,id=cxl-shm0,memdev=cxl-pool0,size=256M,host-id=0," <<<"$c0" \
     || fail "host 0's device does not take memdev=: $c0"
