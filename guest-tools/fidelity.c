@@ -522,6 +522,18 @@ static void nt_classify(const volatile uint8_t *got, const uint8_t *oldb, const 
 	r->ok = (want_new ? r->new_ : r->old) == len;
 }
 
+/* One region's start: the pool and the writer's image hold OLD, clean */
+static int nt_old(struct tool *t, uint8_t *dst, const uint8_t *oldb, bool writer)
+{
+	if (writer) {
+		LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
+		memcpy(dst, oldb, NT_REGION);
+		LIBCALL(t, cxlpod_flush(t->p, dst, NT_REGION));
+		LIBCALL(t, cxlpod_fence(t->p));
+	}
+	return tool_barrier(t) ? EXIT_PEER : 0;
+}
+
 static int run_nt(struct tool *t, struct nt_result *res, int *nres)
 {
 	bool writer = t->rank == 0, avx = cpu_has_avx();
@@ -542,19 +554,14 @@ static int run_nt(struct tool *t, struct nt_result *res, int *nres)
 	uint8_t *oldb = aligned_alloc(64, NT_REGION), *newb = aligned_alloc(64, NT_REGION);
 	if (!oldb || !newb)
 		return EXIT_SETUP;
+	int rc;
 	*nres = 0;
 	for (int ins = 0; ins < NT_N; ins++) {
 		uint8_t *dst = t->nc + (size_t)ins * NT_REGION;
 		nt_fill(oldb, NT_REGION, t->epoch, ins, 0);
 		nt_fill(newb, NT_REGION, t->epoch, ins, 1);
-		if (writer) { /* the pool and the writer's image hold OLD */
-			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
-			memcpy(dst, oldb, NT_REGION);
-			LIBCALL(t, cxlpod_flush(t->p, dst, NT_REGION));
-			LIBCALL(t, cxlpod_fence(t->p));
-		}
-		if (tool_barrier(t))
-			return EXIT_PEER;
+		if ((rc = nt_old(t, dst, oldb, writer)))
+			return rc;
 		if (!writer) /* the readers' images hold OLD too */
 			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
 		if (tool_barrier(t))
@@ -613,20 +620,15 @@ static int run_nt_merge(struct tool *t, struct nt_result *res, int *nres)
 	uint8_t *want = aligned_alloc(64, NT_REGION);
 	if (!oldb || !newb || !want)
 		return EXIT_SETUP;
+	int rc;
 	*nres = 0;
 	for (int ins = 0; ins < NT_PLAIN; ins++) {
 		uint8_t *dst = t->nc + (size_t)ins * NT_REGION;
 		size_t part = ins == NT_VMASKMOVDQU_HALF ? CXLPOD_LINE : CXLPOD_LINE / 2;
 		nt_fill(oldb, NT_REGION, t->epoch ^ 0x6d65, ins, 0);
 		nt_fill(newb, NT_REGION, t->epoch ^ 0x6d65, ins, 1);
-		if (writer) { /* the pool and the writer's image hold OLD, clean */
-			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
-			memcpy(dst, oldb, NT_REGION);
-			LIBCALL(t, cxlpod_flush(t->p, dst, NT_REGION));
-			LIBCALL(t, cxlpod_fence(t->p));
-		}
-		if (tool_barrier(t))
-			return EXIT_PEER;
+		if ((rc = nt_old(t, dst, oldb, writer)))
+			return rc;
 		if (peer) { /* rank 1 writes its bytes of every line back */
 			LIBCALL(t, cxlpod_invalidate(t->p, dst, NT_REGION));
 			for (size_t i = 0; i < NT_REGION; i++)

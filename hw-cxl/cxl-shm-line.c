@@ -302,6 +302,27 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
     }
 }
 
+/*
+ * The lock of one line: @held when the caller holds the one that covers
+ * it (a lock is never taken twice), else taken into @local
+ */
+static Held *lock_line(CXLShmLines *l, uint64_t offset, Held *held,
+                       Held *local)
+{
+    if (held && held->word && held->word == page_lock(l, offset)) {
+        return held;
+    }
+    lock_page(l, offset, local);
+    return local;
+}
+
+static void unlock_line(CXLShmLines *l, Held *h, Held *local)
+{
+    if (h == local) {
+        unlock_page(l, local);
+    }
+}
+
 /* Do @a and @b differ in a byte outside @mask? */
 static bool differ_outside(const uint64_t *a, const uint64_t *b, uint64_t mask)
 {
@@ -360,20 +381,16 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
 void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
                       bool force, CXLShmLineLock *held, CXLShmLineCount *n)
 {
-    Held h;
+    Held h, *hp;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
     if (!mask && !force) {
         return;
     }
-    if (held && held->word && held->word == page_lock(l, offset)) {
-        line_nt_locked(l, held, offset, mask, force, n);
-        return;
-    }
-    lock_page(l, offset, &h);
-    line_nt_locked(l, &h, offset, mask, force, n);
-    unlock_page(l, &h);
+    hp = lock_line(l, offset, held, &h);
+    line_nt_locked(l, hp, offset, mask, force, n);
+    unlock_line(l, hp, &h);
 }
 
 /* Does the line need the lock?  Reads only; see the header */
@@ -427,7 +444,7 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
 void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n)
 {
-    Held h;
+    Held h, *hp;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
@@ -436,13 +453,9 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     } else if (!dirty) {
         return;
     }
-    if (held && held->word && held->word == page_lock(l, offset)) {
-        line_locked(l, held, op, offset, dirty, n);
-        return;
-    }
-    lock_page(l, offset, &h);
-    line_locked(l, &h, op, offset, dirty, n);
-    unlock_page(l, &h);
+    hp = lock_line(l, offset, held, &h);
+    line_locked(l, hp, op, offset, dirty, n);
+    unlock_line(l, hp, &h);
 }
 
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h)
