@@ -90,17 +90,22 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
  */
 static void snapshot(const uint64_t *img, uint64_t *snap)
 {
-    uint64_t again[CXLSHM_LINE_WORDS];
-    int tries;
+    uint64_t diff;
+    int tries, w;
 
     read8(img, snap);
     for (tries = 0; tries < 64; tries++) {
         smp_rmb();  /* the second read is not hoisted above the first */
-        read8(img, again);
-        if (same8(snap, again)) {
+        diff = 0;
+        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+            uint64_t v = qatomic_read(&img[w]);
+
+            diff |= v ^ snap[w];
+            snap[w] = v;
+        }
+        if (!diff) {
             return;
         }
-        memcpy(snap, again, CXLSHM_LINE);
     }
 }
 
@@ -267,37 +272,32 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
     uint64_t *img = (uint64_t *)(l->image + i);
     uint64_t *twin = (uint64_t *)(l->twin + i);
     uint64_t *pool = (uint64_t *)(l->pool + off);
-    uint64_t snap[CXLSHM_LINE_WORDS], base[CXLSHM_LINE_WORDS];
-    uint64_t cur[CXLSHM_LINE_WORDS];
+    uint64_t snap[CXLSHM_LINE_WORDS];
     int w;
 
     snapshot(img, snap);
-    memcpy(base, twin, CXLSHM_LINE);
-    if (op != CXLSHM_LINE_DROP && (force || !same8(snap, base))) {
-        memcpy(cur, pool, CXLSHM_LINE);
-        if (!same8(cur, base)) {
-            report_conflict(l, off, base, cur, snap, n);
+    if (op != CXLSHM_LINE_DROP && (force || !same8(snap, twin))) {
+        if (!same8(pool, twin)) {
+            report_conflict(l, off, twin, pool, snap, n);
         }
-        pool_write(l, h, off, snap, cur);
+        pool_write(l, h, off, snap, pool);
         /* the pool before the twin: a line whose twin is new is in the pool */
         smp_wmb();
         memcpy(twin, snap, CXLSHM_LINE);
-        memcpy(base, snap, CXLSHM_LINE);
         n->written++;
     }
     if (op == CXLSHM_LINE_WRITEBACK) {
         return;
     }
-    read8(pool, cur);
     for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-        if (base[w] != cur[w]) {
-            qatomic_set(&twin[w], cur[w]);
+        uint64_t cur = pool[w];
+
+        if (twin[w] != cur) {
+            qatomic_set(&twin[w], cur);
         }
-    }
-    for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
         /* a word stored since the snapshot stays: it is newer */
-        if (snap[w] != cur[w]) {
-            qatomic_cmpxchg(&img[w], snap[w], cur[w]);
+        if (snap[w] != cur) {
+            qatomic_cmpxchg(&img[w], snap[w], cur);
         }
     }
 }
