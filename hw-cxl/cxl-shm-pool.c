@@ -229,6 +229,27 @@ static void pool_undo_made(CXLShmState *s)
 }
 
 /*
+ * pool=PATH found a file of exactly the pool's size whose metadata is all
+ * zero: a create stopped before its header (refused, with the recovery),
+ * or the file a memdev host's backend has just made and sized, whose
+ * device has not yet taken the flock to write the header (QEMU makes the
+ * backends before the devices).  While the file is younger than
+ * POOL_NEW_FILE_NS the caller gives the flock up and looks again.
+ */
+#define POOL_NEW_FILE_NS        (5 * NANOSECONDS_PER_SECOND)
+#define POOL_NEW_FILE_POLL_US   20000
+
+static bool pool_header_may_come(CXLShmState *s, const struct stat *st)
+{
+    int64_t made = st->st_mtim.tv_sec * NANOSECONDS_PER_SECOND +
+                   st->st_mtim.tv_nsec;
+
+    return st->st_size == CXLPOOL_META_SIZE + s->size &&
+           qemu_clock_get_ns(QEMU_CLOCK_HOST) - made < POOL_NEW_FILE_NS &&
+           pool_head_is_zero(s->fd) == 1;
+}
+
+/*
  * memdev: the backend has opened (and, when it was missing or empty,
  * created and sized) the pool file.  Take a descriptor of that file, not
  * of whatever its path names now.
@@ -312,6 +333,16 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
                              s->pool_path);
             goto fail_unlock;
+        }
+        if (ret && !created && pool_header_may_come(s, &st)) {
+            /* not a try: the wait ends when the file is no longer new */
+            tries--;
+            trace_cxl_shm_pool_wait_header(s->pool_path);
+            cxlpool_flock(s->fd, LOCK_UN);
+            qemu_close(s->fd);
+            s->fd = -1;
+            g_usleep(POOL_NEW_FILE_POLL_US);
+            continue;
         }
         if (ret) {
             s->made = created ? CXLSHM_MADE_FILE : CXLSHM_MADE_NOTHING;

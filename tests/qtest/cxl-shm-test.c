@@ -1165,6 +1165,10 @@ static void test_refused_config(void)
             /* what pool_create leaves when killed after sizing the file */
             g_assert_true(g_file_set_contents(pool, "", 0, NULL));
             g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE), ==, 0);
+            /* killed a minute ago: a new file would be waited for 5 s */
+            g_assert_cmpint(utimensat(AT_FDCWD, pool, (struct timespec[2]) {
+                { .tv_sec = time(NULL) - 60 },
+                { .tv_sec = time(NULL) - 60 } }, 0), ==, 0);
             break;
         case POOL_DIR:
             g_assert_cmpint(mkdir(pool, 0700), ==, 0);

@@ -36,6 +36,15 @@ qemu_args() {  # qemu_args POOL HOST-ID: one host of the qtest's geometry
          "-device cxl-shm,bus=rp0,id=shm0,pool=$1,size=256M,coherent-size=64M,host-id=$2,max-hosts=4" \
          "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"
 }
+# start_memdev_host POOL HOST-ID: a QEMU in the background whose pool is a
+# memory-backend-file on POOL (memdev=), pid in PID
+start_memdev_host() {
+    # shellcheck disable=SC2046
+    "$QEMU" $(qemu_args "$1" "$2" | sed "s|pool=$1,size=256M|memdev=pm|") \
+        -object memory-backend-file,id=pm,mem-path="$1",size=256M,offset=2M,share=on \
+        >"$D/qemu-$2.log" 2>&1 &
+    PID=$!; PIDS+=("$PID")
+}
 # start_host POOL HOST-ID [VAR=VALUE...]: a QEMU in the background, pid in PID
 start_host() {
     local pool=$1 id=$2; shift 2

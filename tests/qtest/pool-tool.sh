@@ -66,11 +66,33 @@ expect "QEMU refuses a tool pool of another geometry" 1 "has another geometry: p
 # 5. no header: QEMU points at the tool; the tool agrees and repairs it
 N=$D/nh.pool
 truncate -s $((META + 256 * MIB)) "$N"
+touch -d '1 minute ago' "$N"   # a create stopped long ago, not one under way
 expect "QEMU refuses a pool with no header, naming the tool" 1 "has no header: .*cxlpod-pool create $N" run_host "$N" 0
 expect "check agrees: no header" 1 "has no header" "$TOOL" check "$N"
 expect "cxlpod-pool create repairs it" 0 "had no header" "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$N"
 start_host "$N" 0; h0=$PID
 wait_joined "$N" 0 "$h0" 1 && ok "QEMU joins the repaired pool" || bad "QEMU joins the repaired pool" "$(cat "$D/qemu-0.log")"
 kill -TERM "$h0"; wait "$h0" 2>/dev/null
+
+# 6. a pool= host that opens the file a memdev host's backend has just made
+#    (sized, no header yet: QEMU makes backends before devices) waits for
+#    that host's device to write the header instead of refusing the pool
+M=$D/race.pool
+truncate -s $((META + 256 * MIB)) "$M"   # what the backend does first
+start_host "$M" 0; h0=$PID
+sleep 1
+start_memdev_host "$M" 1; h1=$PID
+wait_joined "$M" 1 "$h1" 1 && ok "the memdev host writes the header and joins" \
+    || bad "the memdev host joins" "$(cat "$D/qemu-1.log")"
+wait_joined "$M" 0 "$h0" 1 && ok "the pool= host waited for the header and joins" \
+    || bad "the pool= host joins the memdev host's new pool" "$(cat "$D/qemu-0.log")"
+kill -TERM "$h0" "$h1"; wait "$h0" "$h1" 2>/dev/null
+F=$D/fresh.pool
+truncate -s $((META + 256 * MIB)) "$F"
+t0=$(date +%s)
+expect "a headerless file nobody writes a header to is refused once it is 5 s old" 1 \
+    "has no header: .*cxlpod-pool create $F" run_host "$F" 0
+t=$(( $(date +%s) - t0 ))
+[ $t -le 15 ] && ok "refused after ${t} s (the wait is bounded)" || bad "refused after ${t} s"
 
 finish
