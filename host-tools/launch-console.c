@@ -74,18 +74,30 @@ static void restart_linger(struct console *c)
     c->linger = g_timeout_add(CONSOLE_LINGER_MS, on_linger, c);
 }
 
+/* One read of a ready descriptor: the bytes read, 0 at its end or on an
+ * error, -1 when there is nothing after all (try again). */
+static ssize_t read_ready(int fd, char *b, size_t len)
+{
+    ssize_t n = read(fd, b, len);
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return -1;
+    }
+    return n < 0 ? 0 : n;
+}
+
 /* Guest output to the terminal. */
 static gboolean on_socket(gint fd, GIOCondition cond, gpointer data)
 {
     struct console *c = data;
     char b[4096];
-    ssize_t n = read(fd, b, sizeof(b));
+    ssize_t n = read_ready(fd, b, sizeof(b));
 
     (void)cond;
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+    if (n < 0) {
         return G_SOURCE_CONTINUE;
     }
-    if (n <= 0) {
+    if (n == 0) {
         console_end(c, "the guest's console closed (QEMU exited?)");
         return G_SOURCE_REMOVE;
     }
@@ -104,13 +116,13 @@ static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
 {
     struct console *c = data;
     char b[4096];
-    ssize_t n = read(fd, b, sizeof(b));
+    ssize_t n = read_ready(fd, b, sizeof(b));
 
     (void)cond;
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+    if (n < 0) {
         return G_SOURCE_CONTINUE;
     }
-    if (n <= 0) {
+    if (n == 0) {
         c->in_watch = 0;
         restart_linger(c);
         return G_SOURCE_REMOVE;
@@ -131,11 +143,20 @@ static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
 int console_main(int argc, char **argv)
 {
     long host;
-    if (argc != 4 || !parse_int(argv[3], 0, MAX_HOSTS - 1, &host)) {
-        fprintf(stderr, "usage: " PROG " console WORKDIR I\n");
+    int nw;
+    g_autofree char **w = subcommand_words(argc, argv, "WORKDIR I",
+        "Attach the terminal to host I's serial console of the pod run in "
+        "WORKDIR\n(started with --interactive); Ctrl-] detaches.",
+        2, 2, &nw);
+    if (!w) {
         return EXIT_USAGE;
     }
-    char *path = g_strdup_printf("%s/host%ld.console", argv[2], host);
+    if (!parse_int(w[1], 0, MAX_HOSTS - 1, &host)) {
+        fprintf(stderr, PROG " console: host '%s' is not a number in "
+                "[0, %d]\n", w[1], MAX_HOSTS - 1);
+        return EXIT_USAGE;
+    }
+    char *path = g_strdup_printf("%s/host%ld.console", w[0], host);
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(sun.sun_path)) {
         die(EXIT_USAGE, "socket path %s is too long", path);

@@ -377,3 +377,38 @@ char *collect_errors(const char *log, size_t len, int *count)
     }
     return g_string_free(b, FALSE);
 }
+
+/*
+ * The words of a subcommand (console, qmp) after its name: parsed by a
+ * GOptionContext, so --help works and an unknown option is refused like
+ * everywhere else in the launcher.  argv[1] is the subcommand's name;
+ * returns its words (argv[2] ...) in *words, NULL-terminated, or NULL
+ * after printing the usage when their number is not in [min, max].
+ */
+char **subcommand_words(int argc, char **argv, const char *params,
+                        const char *summary, int min, int max, int *n)
+{
+    g_autoptr(GOptionContext) ctx = g_option_context_new(params);
+    g_autoptr(GError) err = NULL;
+    int sub_argc = argc - 1;
+    char **sub_argv = g_new0(char *, argc + 1);
+    g_autofree char *usage = NULL;
+    /* "Usage: cxlpod-launch qmp ..." (GLib names the program after it) */
+    g_autofree char *name = g_strdup_printf(PROG " %s", argv[1]);
+
+    memcpy(sub_argv, argv + 1, sizeof(char *) * (size_t)(argc - 1));
+    sub_argv[0] = name;
+    g_option_context_set_summary(ctx, summary);
+    g_option_context_set_help_enabled(ctx, TRUE);
+    if (!g_option_context_parse(ctx, &sub_argc, &sub_argv, &err) ||
+        sub_argc - 1 < min || sub_argc - 1 > max) {
+        usage = g_option_context_get_help(ctx, TRUE, NULL);
+        fprintf(stderr, PROG " %s: %s\n%s", argv[1],
+                err ? err->message : "wrong number of arguments", usage);
+        g_free(sub_argv);
+        return NULL;
+    }
+    *n = sub_argc - 1;
+    memmove(sub_argv, sub_argv + 1, sizeof(char *) * (size_t)sub_argc);
+    return sub_argv;
+}

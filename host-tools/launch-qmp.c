@@ -340,23 +340,32 @@ static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
 int qmp_main(int argc, char **argv)
 {
     long host;
-    if (argc < 5 || argc > 6 || !parse_int(argv[3], 0, MAX_HOSTS - 1, &host)) {
-        fprintf(stderr, "usage: " PROG " qmp WORKDIR I COMMAND ['{ARGUMENTS}']\n"
-                "  e.g. " PROG " qmp /tmp/cxlpod-abc 0 query-status\n");
+    int nw;
+    g_autofree char **w = subcommand_words(argc, argv,
+        "WORKDIR I COMMAND ['{ARGUMENTS}']",
+        "Send one QMP command to host I of the pod run in WORKDIR and print "
+        "the reply;\ne.g. " PROG " qmp /tmp/cxlpod-abc 0 query-status",
+        3, 4, &nw);
+    if (!w) {
+        return EXIT_USAGE;
+    }
+    if (!parse_int(w[1], 0, MAX_HOSTS - 1, &host)) {
+        fprintf(stderr, PROG " qmp: host '%s' is not a number in [0, %d]\n",
+                w[1], MAX_HOSTS - 1);
         return EXIT_USAGE;
     }
     JsonNode *args = NULL;
-    if (argc == 6) {
+    if (nw == 4) {
         g_autoptr(JsonParser) parser = json_parser_new();
         g_autoptr(GError) err = NULL;
-        if (!json_parser_load_from_data(parser, argv[5], -1, &err) ||
+        if (!json_parser_load_from_data(parser, w[3], -1, &err) ||
             !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
-            die(EXIT_USAGE, "arguments '%s': not a JSON object%s%s", argv[5],
+            die(EXIT_USAGE, "arguments '%s': not a JSON object%s%s", w[3],
                 err ? ": " : "", err ? err->message : "");
         }
         args = json_node_copy(json_parser_get_root(parser));
     }
-    char *path = g_strdup_printf("%s/host%ld.qmp", argv[2], host);
+    char *path = g_strdup_printf("%s/host%ld.qmp", w[0], host);
     int s = unix_connect(path);
     if (s < 0) {
         die(EXIT_USAGE, "cannot connect to %s: %s (is host %ld running?)", path,
@@ -377,9 +386,9 @@ int qmp_main(int argc, char **argv)
         die(EXIT_JOBFAIL, "%s: qmp_capabilities failed: %s", path, r ? r : "EOF");
     }
     g_free(r);
-    r = qmp_exchange(&q, argv[4], args);
+    r = qmp_exchange(&q, w[2], args);
     if (!r) {
-        die(EXIT_JOBFAIL, "%s: no reply to %s", path, argv[4]);
+        die(EXIT_JOBFAIL, "%s: no reply to %s", path, w[2]);
     }
     printf("%s\n", r);
     int status = reply_has(r, "return") ? EXIT_OK : EXIT_JOBFAIL;

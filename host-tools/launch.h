@@ -252,6 +252,8 @@ const char *device_name(enum pool_device d);
 bool parse_size(const char *s, uint64_t *out);
 bool parse_int(const char *s, long min, long max, long *out);
 bool parse_seconds(const char *s, double *out);
+char **subcommand_words(int argc, char **argv, const char *params,
+                        const char *summary, int min, int max, int *n);
 char *fmt_size(uint64_t v);
 bool parse_kill(const char *arg, struct kill_spec *k, const char **why);
 uint64_t mix64(uint64_t z);

@@ -680,6 +680,24 @@ static void test_qmp_args(void)
                               "object*");
     char *usage[] = { PROG, "qmp", "/tmp", "x", "query-status", NULL };
     g_assert_cmpint(qmp_main(5, usage), ==, EXIT_USAGE);
+    char *few[] = { PROG, "qmp", "/tmp", "0", NULL };
+    g_assert_cmpint(qmp_main(4, few), ==, EXIT_USAGE);
+    char *opt[] = { PROG, "qmp", "--bogus", "/tmp", "0", "query-status",
+                    NULL };
+    g_assert_cmpint(qmp_main(6, opt), ==, EXIT_USAGE);
+}
+
+/* console's argument checks (GOptionContext), before any socket */
+static void test_console_args(void)
+{
+    char *few[] = { PROG, "console", "/tmp", NULL };
+    g_assert_cmpint(console_main(3, few), ==, EXIT_USAGE);
+    char *many[] = { PROG, "console", "/tmp", "0", "1", NULL };
+    g_assert_cmpint(console_main(5, many), ==, EXIT_USAGE);
+    char *opt[] = { PROG, "console", "--bogus", "/tmp", "0", NULL };
+    g_assert_cmpint(console_main(5, opt), ==, EXIT_USAGE);
+    char *host[] = { PROG, "console", "/tmp", "32", NULL };
+    g_assert_cmpint(console_main(4, host), ==, EXIT_USAGE);
 }
 
 int main(int argc, char **argv)
@@ -689,6 +707,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/kill", test_kill);
     g_test_add_func("/launch/qmp-reply", test_qmp_reply);
     g_test_add_func("/launch/qmp-args", test_qmp_args);
+    g_test_add_func("/launch/console-args", test_console_args);
     g_test_add_func("/launch/log", test_log);
     g_test_add_func("/launch/options", test_options);
     g_test_add_func("/launch/device-args", test_device_args);
