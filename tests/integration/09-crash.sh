@@ -12,4 +12,8 @@ line=$(out 1 | grep -E "$re") || { out 1; fail "survivor did not verify the reco
 [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] || fail "published ${BASH_REMATCH[1]} but verified ${BASH_REMATCH[2]}"
 [ "${BASH_REMATCH[1]}" -ge 100 ] || fail "writer published only ${BASH_REMATCH[1]} records before the kill"
 expect_line 1 'crash: OK every published record intact'
+# the pool file after the kill: host 1 marked host 0 failed and then left;
+# check finds nothing wrong and notes that host 0 rejoins at generation 2
+[ "$(pool_states | cut -d, -f1-2)" = "failed,left" ] || fail "pool host table after the kill: $(pool_states)"
+pool_check 'host 0 \(generation 1\) failed; it rejoins with generation 2'
 pass "survivor verified ${BASH_REMATCH[1]} published records after the writer's host died"

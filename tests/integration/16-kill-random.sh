@@ -58,6 +58,9 @@ awk -v m="$max" 'BEGIN { exit !(m < 1000) }' || fail "a failure took ${max} ms t
 # with nobody to ask over QMP), host 0 at generation KILLS + 1
 [ "$(jl '[.pool_hosts[] | .state] == ["left", "left"] and .pool_hosts[0].generation == '$((KILLS + 1)) )" = true ] \
     || { show; fail "pool host table after the run: $(jq -c .pool_hosts <<<"$L")"; }
+# and cxlpod-pool reads the same from the file: both left, nothing wrong
+[ "$(pool_states | cut -d, -f1-2)" = "left,left" ] || fail "cxlpod-pool inspect after the run: $(pool_states)"
+pool_check
 
 # the survivor: every published record intact after each kill
 r=$(json_of 1 cxlpod-crash)

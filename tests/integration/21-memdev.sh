@@ -10,7 +10,6 @@
 # pool in both directions, and cxlpod-pool inspect shows both hosts left.
 . "$(dirname "$0")/lib.sh"
 
-POOLTOOL=${CXLPOD_POOL:-$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool}
 t0=$(token); t1=$(token)
 cat > "$WORK/job.sh" <<JOB
 me=\$CXLPOD_HOST_ID; other=\$((1 - me))
@@ -73,11 +72,6 @@ json=$(tail -n1 "$WORK/stdout")
     || fail "JSON line: $json"
 
 # one pool file: the tool reads it, and both hosts left it cleanly
-if [ -x "$POOLTOOL" ]; then
-    states=$("$POOLTOOL" inspect --json "$WORK/pod/pool.img" |
-             jq -r '[.hosts[0:2][].status] | join(",")')
-    [ "$states" = "left,left" ] || fail "pool host table after the run: $states"
-    "$POOLTOOL" check "$WORK/pod/pool.img" >/dev/null \
-        || fail "cxlpod-pool check found problems in the pool after the run"
-fi
+[ "$(pool_states | cut -d, -f1-2)" = "left,left" ] || fail "pool host table after the run: $(pool_states)"
+pool_check
 pass "tokens $t0 and $t1 crossed one pool between a memdev host and a pool= host"

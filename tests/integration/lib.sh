@@ -29,6 +29,23 @@ expect_line() {  # expect_line HOST REGEX
 # the coherent window.
 SHM=(--device cxl-shm --size 256M --coherent-size 64M)
 
+# pool_check [REGEX] : after a pod run, cxlpod-pool check finds no problem
+# in its pool file (exit 0: the next start joins), and its output matches
+# REGEX when one is given (e.g. the note on a host that died)
+POOLTOOL=${CXLPOD_POOL:-$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool}
+pool_check() {
+    local out
+    [ -x "$POOLTOOL" ] || fail "no cxlpod-pool at $POOLTOOL (scripts/build-tools.sh)"
+    out=$("$POOLTOOL" check "$WORK/pod/pool.img" 2>&1) \
+        || fail "cxlpod-pool check found problems in the pool after the run: $out"
+    [ -z "${1:-}" ] || grep -qE -- "$1" <<<"$out" \
+        || fail "cxlpod-pool check: no /$1/ in: $out"
+}
+# pool_states : the host table's status of each host of the last run, comma-separated
+pool_states() {
+    "$POOLTOOL" inspect --json "$WORK/pod/pool.img" | jq -r '[.hosts[].status] | join(",")'
+}
+
 # json_of HOST TOOL : the --json line tool TOOL printed on guest HOST
 json_of() { out "$1" | grep -F "{\"tool\":\"$2\"" | tail -n1; }
 
