@@ -32,7 +32,7 @@
  * - Latency: hit, miss, writeback, back-invalidate and snoop costs, and
  *   a bandwidth limit (bandwidth-mbs) charged per line moved, summed per
  *   access and charged once the locks are released: under -icount in
- *   guest time, exactly (patch 0006), else as a wait on the host clock.
+ *   guest time, exactly (patch 0006), else as a wait on the host's ticks.
  * - Stale reads: a load that hits a non-coherent line whose pool copy
  *   changed since this host fetched it (another host wrote it back) is
  *   counted, traced, and logged to stale-log once per fetch of the line.
@@ -96,38 +96,25 @@ static int64_t timed_now(void)
 }
 
 /*
- * Charge @ns on the calling vCPU.  Under -icount the virtual clock (and
- * the guest's TSC) jumps by exactly @ns at the instruction making the
- * access (an MMIO callback runs at an exact instruction count); without
- * icount the thread waits on the host clock, which the guest sees as time
- * passing, approximately (the wait stretches with the host's load and
- * adds to TCG's own cost of the access).  Never with a lock of ours held
- * except an atomic's line lock (the line is busy meanwhile, as on
- * hardware).
+ * Charge @ns on the calling vCPU (cxl_shm_pass_time(): under -icount
+ * exactly, at the instruction making the access, else a wait on the
+ * host's ticks).  Never with a lock of ours held except an atomic's line lock
+ * (the line is busy meanwhile, as on hardware).
  */
 void cxl_shm_timed_charge(CXLShmState *s, int64_t ns)
 {
-    int64_t end;
-
     if (ns <= 0) {
         return;
     }
     qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
-    if (icount_enabled()) {
-        icount_advance_ns(ns);
-        return;
-    }
-    if (bql_locked()) {
+    if (!icount_enabled() && bql_locked()) {
         /*
          * A fence at interrupt delivery, under the BQL: never wait there
          * (the time is counted, not waited; docs/device.md).
          */
         return;
     }
-    end = get_clock() + ns;
-    while (get_clock() < end) {
-        /* spin */
-    }
+    cxl_shm_pass_time(ns);
 }
 
 /* Lines moved over the device's link: wait while it is busy */
@@ -1070,6 +1057,13 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     memory_region_enable_lockless_io(&t->io);
     t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
     t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
+    /*
+     * Touch the tags now: a first miss in a set would otherwise fault a
+     * page in (about 14 us here, several times a miss's whole cost), and
+     * the host cost of a miss would depend on whether its set was used
+     * before.
+     */
+    memset(t->way, 0, (size_t)t->sets * t->cache_ways * sizeof(*t->way));
     t->nr_held = ms->smp.max_cpus;
     t->held = g_new0(CXLShmLineLock, t->nr_held);
     qemu_mutex_init(&t->lock);

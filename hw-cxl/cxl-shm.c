@@ -20,6 +20,7 @@
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/timer.h"
+#include "qemu/host-utils.h"
 #include "qemu/main-loop.h"
 #include "qapi/error.h"
 #include "qapi/visitor.h"
@@ -114,29 +115,103 @@ uint32_t cxl_shm_caps(CXLShmState *s)
 }
 
 /*
- * Charge the configured latency for @lines lines, on the vCPU thread of
- * the access.  With icount, exactly, in guest time: the virtual clock
- * (and the guest's TSC) jumps by the cost (patch 0006), so every run
- * sees the same.  Without icount, approximately: a busy-wait on the host
- * clock, which the guest sees as time passing but which stretches with
- * the host's load.  Never called with the BQL held.
+ * Without icount the guest's TSC is the host's (TCG reads the host's for
+ * rdtsc, KVM offsets or scales it) and the guest's clocks derive from
+ * it, so waits are timed in host ticks, at a rate measured once against
+ * the host clock.  The host clock itself is no timer for this on some
+ * virtual machines: on these, CLOCK_MONOTONIC jumps about 25 us ahead of
+ * the TSC hundreds of times a second.  0 until measured: wait on the
+ * host clock meanwhile.
  */
-static void cxl_shm_charge(CXLShmState *s, uint64_t lines)
-{
-    uint32_t lat = qatomic_read(&s->latency_ns);
-    int64_t end, ns;
+static uint64_t wait_ticks_per_ns_q32;
 
-    if (!lat || !lines) {
+static void cxl_shm_calibrate_wait(void)
+{
+    int64_t t0, c0, t1, c1;
+
+    if (icount_enabled() || qatomic_read(&wait_ticks_per_ns_q32)) {
         return;
     }
-    ns = (int64_t)MIN(lines * lat, INT64_MAX / 2);
+    t0 = get_clock();
+    c0 = cpu_get_host_ticks();
+    g_usleep(10 * 1000);
+    t1 = get_clock();
+    c1 = cpu_get_host_ticks();
+    if (t1 > t0 && c1 > c0 && c1 - c0 < INT32_MAX) {
+        qatomic_set(&wait_ticks_per_ns_q32,
+                    ((uint64_t)(c1 - c0) << 32) / (t1 - t0));
+    }
+}
+
+/* @ns in ticks at @rate (ticks per ns, 32.32 fixed point) */
+static int64_t ns_to_ticks(int64_t ns, uint64_t rate)
+{
+    uint64_t lo, hi;
+
+    mulu64(&lo, &hi, ns, rate);
+    return hi << 32 | lo >> 32;
+}
+
+/*
+ * How far this thread's last waits overran their end (the thread was
+ * descheduled, or the host took an interrupt, while it waited), in
+ * ticks, and when.  The next wait, if it comes within a millisecond, is
+ * shortened by as much as it can (never below zero), so that over a run
+ * of accesses a vCPU waits what was charged on average instead of that
+ * plus every delay the host added meanwhile; at most 50 us are carried
+ * (docs/device.md, "Latency").
+ */
+#define CXLSHM_OVERRUN_TTL_NS   (1000 * 1000)
+#define CXLSHM_OVERRUN_MAX_NS   (50 * 1000)
+static __thread int64_t wait_overrun, wait_overrun_at;
+
+/*
+ * Let @ns of guest time pass on the calling vCPU, at the access it is
+ * making.  With icount, exactly, in guest time: the virtual clock (and
+ * the guest's TSC) jumps by @ns (patch 0006), so every run sees the
+ * same.  Without icount, approximately: a wait on the host's ticks,
+ * which the guest sees as time passing, less what earlier waits overran.
+ * Never called with a lock of ours held but an atomic's line lock.
+ */
+void cxl_shm_pass_time(int64_t ns)
+{
+    uint64_t rate = qatomic_read(&wait_ticks_per_ns_q32);
+    int64_t (*now_fn)(void) = rate ? cpu_get_host_ticks : get_clock;
+    int64_t now, end, len, owed = 0;
+
+    if (ns <= 0) {
+        return;
+    }
     if (icount_enabled()) {
         icount_advance_ns(ns);
         return;
     }
-    end = get_clock() + ns;
-    while (get_clock() < end) {
-        /* spin */
+    if (!rate) {
+        rate = 1ULL << 32;              /* host clock: 1 tick = 1 ns */
+    }
+    len = ns_to_ticks(MIN(ns, INT64_MAX / 4), rate);
+    now = now_fn();
+    if (now - wait_overrun_at < ns_to_ticks(CXLSHM_OVERRUN_TTL_NS, rate)) {
+        owed = MIN(wait_overrun, len);
+    } else {
+        wait_overrun = 0;
+    }
+    end = now + len - owed;
+    while (now < end) {
+        now = now_fn();
+    }
+    wait_overrun = MIN(wait_overrun - owed + now - end,
+                       ns_to_ticks(CXLSHM_OVERRUN_MAX_NS, rate));
+    wait_overrun_at = now;
+}
+
+/* Charge the configured latency for @lines lines (never under the BQL) */
+static void cxl_shm_charge(CXLShmState *s, uint64_t lines)
+{
+    uint32_t lat = qatomic_read(&s->latency_ns);
+
+    if (lat && lines) {
+        cxl_shm_pass_time((int64_t)MIN(lines * lat, INT64_MAX / 2));
     }
 }
 
@@ -1345,6 +1420,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_timed_init(s, errp)) {
         goto fail_image;
     }
+    cxl_shm_calibrate_wait();           /* latency may be set at run time */
 
     ct3d->hostvmem = s->backend;
     sc->parent_realize(pci_dev, errp);
