@@ -35,6 +35,7 @@ struct res {
 
 static double min_time = 0.2;
 static int repeat = 1; /* best of this many runs of each measurement */
+static bool lat_only;  /* --latency-only: no bandwidth, no coherence operations */
 
 /* Sattolo's algorithm: one random cycle over all lines. */
 static int build_chase(uint8_t *buf, size_t size, uint64_t seed)
@@ -203,7 +204,7 @@ static int measure(struct tool *t, struct res *r, uint8_t *buf, size_t size, siz
 	fill(buf, size > lat_size ? size : lat_size, 0);
 	r->write_mbps = r->read_mbps = 0;
 	r->lat_ns = r->lat_small_ns = 0;
-	for (int k = 0; k < repeat; k++) {
+	for (int k = 0; k < repeat && !lat_only; k++) {
 		double w = write_bw(buf, size), rd = read_bw(buf, size);
 		r->write_mbps = w > r->write_mbps ? w : r->write_mbps;
 		r->read_mbps = rd > r->read_mbps ? rd : r->read_mbps;
@@ -253,7 +254,8 @@ static void usage(void)
 	printf("usage: cxlpod-bench [--size BYTES(16M)] [--lat-size BYTES] [--pool-size BYTES]\n"
 	       "                    [--pool-lat-size BYTES] [--lat-small BYTES] [--repeat N]\n"
 	       "                    [--min-time S(0.2)] [--quick]\n"
-	       "                    [--method doorbell|native|both] [--raw] [--touch-all] [options]\n"
+	       "                    [--method doorbell|native|both] [--raw] [--latency-only]\n"
+	       "                    [--touch-all] [options]\n"
 	       "  --size           bandwidth buffer per area (RAM and pool areas)\n"
 	       "  --lat-size       pointer-chase working set (default: --size)\n"
 	       "  --pool-size      bandwidth buffer in the pool areas (default: --size)\n"
@@ -264,6 +266,9 @@ static void usage(void)
 	       "  --min-time       minimum duration of each timed measurement\n"
 	       "  --method both    coherence-operation costs with the doorbell and natively\n"
 	       "  --raw            measure a plain dax device (stock cxl-type3), area \"dax\"\n"
+	       "  --latency-only   only the pointer chases (no bandwidth, no coherence\n"
+	       "                   operations): quick in mode=timed, where every access\n"
+	       "                   goes through the device\n"
 	       "  --touch-all      no benchmark: store to every line of this host's pool\n"
 	       "                   areas, write the non-coherent area back, exit (for host\n"
 	       "                   memory measurements)\n"
@@ -330,6 +335,7 @@ int main(int argc, char **argv)
 		{"--min-time", TOPT_DBL, &min_time_arg, 0.001, 3600},
 		{"--quick", TOPT_FLAG, &quick, 0, 0},
 		{"--touch-all", TOPT_FLAG, &touch, 0, 0},
+		{"--latency-only", TOPT_FLAG, &lat_only, 0, 0},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
 	};
 	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
@@ -370,7 +376,7 @@ int main(int argc, char **argv)
 	/* which methods the coherence operations are measured with */
 	enum cxlpod_method methods[2];
 	int nmethods = 0;
-	if (!raw) {
+	if (!raw && !lat_only) {
 		if (t.method_both) {
 			methods[nmethods++] = CXLPOD_METHOD_DOORBELL;
 			if (t.info.native_usable)
@@ -433,12 +439,18 @@ int main(int argc, char **argv)
 					printf("%-12s (area too small, skipped)\n", res[i].name);
 				continue;
 			}
-			printf("%-12s %5zu %5zu %10.1f %12.0f %12.0f", res[i].name,
-			       res[i].size >> 20, res[i].lat_size >> 20, res[i].lat_ns,
-			       res[i].read_mbps, res[i].write_mbps);
+			if (lat_only)
+				printf("%-12s %5s %5zu %10.1f %12s %12s", res[i].name, "-",
+				       res[i].lat_size >> 20, res[i].lat_ns, "-", "-");
+			else
+				printf("%-12s %5zu %5zu %10.1f %12.0f %12.0f", res[i].name,
+				       res[i].size >> 20, res[i].lat_size >> 20, res[i].lat_ns,
+				       res[i].read_mbps, res[i].write_mbps);
 			if (lat_small)
 				printf(" %10.1f", res[i].lat_small_ns);
-			if (i > 0)
+			if (i > 0 && lat_only)
+				printf("   x%.2f lat vs ram", ratio(res[i].lat_ns, res[0].lat_ns));
+			else if (i > 0)
 				printf("   x%.2f lat, x%.2f read, x%.2f write vs ram",
 				       ratio(res[i].lat_ns, res[0].lat_ns),
 				       ratio(res[i].read_mbps, res[0].read_mbps),
@@ -491,6 +503,7 @@ int main(int argc, char **argv)
 		j_uint(&j, "pool_lat_size", pool_lat_size);
 		j_uint(&j, "lat_small_size", lat_small);
 		j_int(&j, "repeat", repeat);
+		j_bool(&j, "latency_only", lat_only);
 		j_str(&j, "mode", raw ? "raw" : t.info.mode == CXLPOD_MODE_TIMED ? "timed" : "direct");
 		j_uint(&j, "latency_ns", t.info.latency_ns);
 		j_str(&j, "dax", t.info.dax);
@@ -506,10 +519,13 @@ int main(int argc, char **argv)
 			j_dbl(&j, "lat_ns", res[i].lat_ns);
 			if (lat_small)
 				j_dbl(&j, "lat_small_ns", res[i].lat_small_ns);
-			j_dbl(&j, "read_MBps", res[i].read_mbps);
-			j_dbl(&j, "write_MBps", res[i].write_mbps);
-			if (i > 0) {
+			if (!lat_only) {
+				j_dbl(&j, "read_MBps", res[i].read_mbps);
+				j_dbl(&j, "write_MBps", res[i].write_mbps);
+			}
+			if (i > 0)
 				j_dbl(&j, "lat_ratio", ratio(res[i].lat_ns, res[0].lat_ns));
+			if (i > 0 && !lat_only) {
 				j_dbl(&j, "read_ratio", ratio(res[i].read_mbps, res[0].read_mbps));
 				j_dbl(&j, "write_ratio", ratio(res[i].write_mbps, res[0].write_mbps));
 			}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cxlpod demo: builds what it needs (scripts/build-all.sh), boots two
 # guests on one cxl-shm pool, runs the guest tools in them and prints a
-# table of what happened.  A second pod kills a writer's QEMU mid-stream.
+# table of what happened.  A second pod kills a writer's QEMU mid-stream; a
+# third runs one guest in mode=timed under -icount and measures the load
+# latency the device charges, as the guest sees it.
 #
 #   bash scripts/demo.sh        (as root on Debian 12; installs what it needs)
 set -euo pipefail
@@ -14,16 +16,23 @@ W=$BUILD/demo
 rm -rf "$W"; mkdir -p "$W"
 POOL=(--device cxl-shm --size 256M --coherent-size 64M --latency-ns 100)
 
-log "demo 1/2: two guests on one pool run info, litmus, mq and allreduce (TCG, about a minute)"
+log "demo 1/3: two guests on one pool run info, litmus, mq and allreduce (TCG, about a minute)"
 "$L" -q -n 2 -w "$W/pod" "${POOL[@]}" --timeout 900 -- \
     'cxlpod-info --json; cxlpod-litmus --method both --json;' \
     'cxlpod-mq --messages 2000 --json; cxlpod-mq --messages 200 --no-flush --json;' \
     'cxlpod-allreduce --sizes 64K,1M,4M --json; cxlpod-allreduce --sizes 1M --no-flush --json; true' \
     > "$W/pod.out" || { cat "$W/pod.out"; die "the demo pod failed; logs in $W/pod"; }
-log "demo 2/2: host 0 writes records and is killed mid-stream; host 1 checks them"
+log "demo 2/3: host 0 writes records and is killed mid-stream; host 1 checks them"
 "$L" -q -n 2 -w "$W/crash" "${POOL[@]}" --timeout 600 --kill '0@CRASH-POINT' -- \
     'cxlpod-crash --delay-us 100 --json' > "$W/crash.out" \
     || { cat "$W/crash.out"; die "the crash pod failed; logs in $W/crash"; }
+log "demo 3/3: one guest in mode=timed under -icount: dependent-load latency on the pool"
+# a 64 KiB cache and 1 MiB chases: nearly every load misses
+"$L" -q -n 1 -w "$W/timed" --device cxl-shm --size 256M --coherent-size 64M \
+    --device-opt mode=timed --device-opt cache-size=64K \
+    --qemu-arg -icount --qemu-arg shift=0,sleep=off --timeout 600 -- \
+    'cxlpod-bench --size 1M --latency-only --min-time 0.001 --json' > "$W/timed.out" \
+    || { cat "$W/timed.out"; die "the timed-mode pod failed; logs in $W/timed"; }
 
 # j DIR HOST TOOL FILTER [N]: jq FILTER on the Nth (default last) --json line
 # tool TOOL printed on guest HOST
@@ -82,5 +91,14 @@ echo
 echo "4. Host failure: host 0 appends records and is killed mid-stream"
 printf '   %s\n' "$(grep -E '^host [01]:' "$W/crash.out" | tr '\n' ';' | sed 's/;$//; s/;/, /')"
 j crash 1 cxlpod-crash '"   host 1 sees writer \(.writer): \(.published) records published, \(.verified) intact, \(.torn) torn, \(.missing) missing -> \(if .ok then "ok" else "CORRUPT" end)"'
+echo
+echo "5. Timed mode: every access through this host's cache model, latency charged in guest time (-icount shift=0)"
+printf '   %-12s %16s %22s\n' area "configured miss" "measured load (guest)"
+for a in ram coherent noncoherent; do
+    printf '   %-12s %16s %19.1f ns\n' $a \
+        "$([ $a = ram ] && echo - || echo "$(j timed 0 cxlpod-bench .latency_ns) ns")" \
+        "$(j timed 0 cxlpod-bench ".areas.$a.lat_ns")"
+done
+j timed 0 cxlpod-bench '"   device: \(.timed.misses) misses, \(.timed.hits) hits, \(.timed.charged_ns / 1e6) ms charged; a load also runs its own instructions (the ram row)"'
 echo
 echo "logs: $W"
