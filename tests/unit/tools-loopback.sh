@@ -48,6 +48,10 @@ for backend in loopback model; do
 	expect 1 0 "\"backend\":\"$backend\"" "$backend info --json"
 	run 1 cxlpod-bench --quick --json
 	expect 1 0 '"noncoherent":{' "$backend bench --quick"
+	# chases only: a latency per area, no bandwidth keys
+	run 1 cxlpod-bench --size 1M --latency-only --min-time 0.01 --json
+	expect 1 0 '"latency_only":true,.*"noncoherent":{"size":1048576,"lat_size":1048576,"lat_ns":[0-9.e+-]*,"lat_ratio":[0-9.e+-]*}' \
+		"$backend bench --latency-only"
 	for n in 2 4; do
 		run $n cxlpod-litmus --method both
 		expect $n 0 'mismatches: PASS' "$backend litmus $n hosts"
