@@ -113,7 +113,8 @@ static int open_pool(const char *path, int flags, bool exclusive,
     int tries;
 
     for (tries = 0; tries < 10; tries++) {
-        int fd = open(path, flags | O_CLOEXEC);
+        /* a FIFO is refused as not a regular file, not waited on */
+        int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK);
         int ret;
 
         if (fd < 0) {

@@ -118,7 +118,8 @@ int cmd_create(int argc, char **argv)
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
         created = fd >= 0;
         if (!created && errno == EEXIST) {
-            fd = open(path, O_RDWR | O_CLOEXEC);
+            /* never wait on a FIFO for a writer */
+            fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
         }
         if (fd < 0) {
             fail("cannot open pool '%s': %s", path, strerror(errno));

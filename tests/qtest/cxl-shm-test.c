@@ -1036,6 +1036,71 @@ static char *file_state(const char *path)
                            (long long)st.st_size, digest ? digest : "");
 }
 
+/*
+ * cxlpod-pool (host-tools/, built by scripts/build-tools.sh): from
+ * $CXLPOD_POOL_TOOL, else under $CXLPOD_TOP (scripts/test.sh sets it);
+ * NULL when neither is set (a run from QEMU's own test harness)
+ */
+static char *pool_tool(void)
+{
+    const char *tool = g_getenv("CXLPOD_POOL_TOOL");
+    const char *top = g_getenv("CXLPOD_TOP");
+
+    if (tool) {
+        return g_strdup(tool);
+    }
+    return top ? g_build_filename(top, "build", "meson", "host-tools",
+                                  "cxlpod-pool", NULL) : NULL;
+}
+
+/* What 'cxlpod-pool check' says about @path (stdout and stderr), @rc */
+static char *pool_check(const char *tool, const char *path, int *rc)
+{
+    const char *argv[] = { tool, "check", path, NULL };
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL,
+                               G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, NULL));
+    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    return g_strconcat(out, err, NULL);
+}
+
+/*
+ * What check must say about a pool of @kind after QEMU refused to start
+ * on it (@device: the device's error): its exit status and a part of its
+ * output.  A pool refused for the device's options is fine (the next
+ * good start joins it), an empty file is a pool to be; a broken one is a
+ * problem, in the device's words (the two share the format code).
+ */
+static int pool_check_expect(PoolKind kind, const char *device,
+                             const char **msg)
+{
+    switch (kind) {
+    case POOL_GOOD:
+    case POOL_LIVE:
+    case POOL_OTHER_USER:           /* a note: that user's QEMUs can join */
+        *msg = ": ok (size 268435456, coherent-size 67108864, max-hosts 4)";
+        return 0;
+    case POOL_EMPTY:
+    case POOL_EMPTY_FULL_FS:
+        *msg = ": ok (empty)";
+        return 0;
+    case POOL_MISSING:
+    case POOL_FULL_FS:              /* never created */
+        *msg = "cannot open pool";
+        return 2;
+    case POOL_DIR:                  /* the device fails at open(O_RDWR) */
+        *msg = "is not a regular file";
+        return 1;
+    default:
+        *msg = device;
+        return 1;
+    }
+}
+
 static const struct {
     const char *name;
     PoolKind kind;
@@ -1138,8 +1203,17 @@ static const struct {
 static void test_refused_config(void)
 {
     g_autofree char *good = pool_path("good.pool");
+    g_autofree char *tool = pool_tool();
     int i;
 
+    if (tool && !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_message("no cxlpod-pool at %s (scripts/build-tools.sh)", tool);
+        g_assert_not_reached();
+    }
+    if (!tool) {
+        g_test_message("CXLPOD_TOP not set: the pools are not checked with "
+                       "cxlpod-pool");
+    }
     make_pool(good);
     for (i = 0; i < ARRAY_SIZE(refused); i++) {
         g_autofree char *pool = pool_path("refused.pool");
@@ -1285,6 +1359,23 @@ static void test_refused_config(void)
             g_assert_not_reached();
         }
         g_assert_cmpstr(before, ==, after);
+        if (tool) {
+            /* the tool reads the same file the same way, and keeps it */
+            int rc, want_rc;
+            const char *want;
+            g_autofree char *out = pool_check(tool, pool, &rc);
+            g_autofree char *checked = file_state(pool);
+
+            want_rc = pool_check_expect(refused[i].kind, refused[i].error,
+                                        &want);
+            if (rc != want_rc || !strstr(out, want)) {
+                g_test_message("case %s: cxlpod-pool check exited %d (want "
+                               "%d) without '%s': %s", refused[i].name, rc,
+                               want_rc, want, out);
+                g_assert_not_reached();
+            }
+            g_assert_cmpstr(checked, ==, after);
+        }
         if (live) {
             qtest_quit(live);
         }
