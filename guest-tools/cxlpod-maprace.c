@@ -16,7 +16,9 @@
  * read the same value every time, e.g. AHCI's CAP); the toggled device's
  * BARs should lie below it, so that the sections of the read region move
  * in the new map.  Prints one JSON line; exit 0 if every read returned the
- * first value, 3 if any did not, 2 on a setup error.
+ * first value, 3 if any did not, 2 on a setup error, 1 on a usage error.
+ * CXLPOD_PCI_SYSFS names another directory of PCI devices than
+ * /sys/bus/pci/devices (the unit test runs the tool on plain files).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -33,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tool.h"
+
 #define MAGIC 0x504c5843u /* "CXLP", BAR5 offset 0 */
 #define MAX_READERS 8
 
@@ -42,17 +46,27 @@ static atomic_bool stop;
 static uint64_t reads[MAX_READERS], wrong[MAX_READERS];
 static uint32_t last_wrong;
 
-static double now(void)
+static const char *pci_dir(void)
 {
-	struct timespec ts;
+	const char *d = getenv("CXLPOD_PCI_SYSFS");
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return d && *d ? d : "/sys/bus/pci/devices";
+}
+
+static void usage(void)
+{
+	printf("usage: cxlpod-maprace [--seconds S] [--readers N] [--read BDF:BAR] "
+	       "--toggle BDF\n"
+	       "N threads read offset 0 of a BAR (default the cxl-shm device's BAR5\n"
+	       "magic) while the main thread toggles the memory enable of BDF's PCI\n"
+	       "command register for S seconds (default 5; N 1..%d, default 1).\n"
+	       "Prints one JSON line; exit 0 if every read returned the first value,\n"
+	       "3 if not, 2 on a setup error, 1 on a usage error.\n", MAX_READERS);
 }
 
 static int find_device(char *bdf, size_t len)
 {
-	DIR *d = opendir("/sys/bus/pci/devices");
+	DIR *d = opendir(pci_dir());
 	struct dirent *e;
 	int found = -1;
 
@@ -66,7 +80,7 @@ static int find_device(char *bdf, size_t len)
 		if (e->d_name[0] == '.') {
 			continue;
 		}
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/class",
+		snprintf(path, sizeof(path), "%s/%s/class", pci_dir(),
 			 e->d_name);
 		f = fopen(path, "r");
 		if (!f) {
@@ -100,77 +114,80 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
+	struct tool tl = {.name = "cxlpod-maprace", .no_common = true};
 	double seconds = 5, t0, t;
-	int nreaders = 1, fd, cfg, i;
-	const char *toggle = NULL;
-	char bdf[256] = "", path[512];
+	int nreaders = 1, fd, cfg, i, pr;
+	const char *toggle = NULL, *readarg = NULL;
+	char bdf[256] = "", path[512], buf[300];
 	int bar = 5;
 	pthread_t th[MAX_READERS];
 	uint64_t toggles = 0, nreads = 0, nwrong = 0;
 	uint16_t cmd;
+	struct jbuf j;
+	const struct topt opts[] = {
+		{"--seconds", TOPT_DBL, &seconds, 0, 0},
+		{"--readers", TOPT_INT, &nreaders, 1, MAX_READERS},
+		{"--read", TOPT_STR, &readarg, 0, 0},
+		{"--toggle", TOPT_STR, &toggle, 0, 0},
+		{NULL, TOPT_FLAG, NULL, 0, 0},
+	};
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
-			seconds = atof(argv[++i]);
-		} else if (!strcmp(argv[i], "--readers") && i + 1 < argc) {
-			nreaders = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--read") && i + 1 < argc) {
-			char *colon = strrchr(argv[++i], ':');
-
-			if (!colon || colon == argv[i]) {
-				fprintf(stderr, "cxlpod-maprace: --read BDF:BAR\n");
-				return 1;
-			}
-			snprintf(bdf, sizeof(bdf), "%.*s",
-				 (int)(colon - argv[i]), argv[i]);
-			bar = atoi(colon + 1);
-		} else if (!strcmp(argv[i], "--toggle") && i + 1 < argc) {
-			toggle = argv[++i];
-		} else {
-			fprintf(stderr, "usage: cxlpod-maprace [--seconds S] "
-				"[--readers N] [--read BDF:BAR] --toggle BDF\n");
-			return 1;
-		}
+	pr = tool_parse(&tl, argc, argv, opts, usage, NULL);
+	if (pr) {
+		return pr == TOOL_HELP ? 0 : pr;
 	}
-	if (!toggle || nreaders < 1 || nreaders > MAX_READERS || seconds <= 0) {
+	if (!toggle || !(seconds > 0)) {
 		fprintf(stderr, "cxlpod-maprace: --toggle BDF is required, "
 			"--readers 1..%d, --seconds > 0\n", MAX_READERS);
-		return 1;
+		return EXIT_USAGE;
+	}
+	if (readarg) {
+		const char *colon = strrchr(readarg, ':');
+		char *end;
+
+		bar = colon ? (int)strtol(colon + 1, &end, 10) : -1;
+		if (!colon || colon == readarg || colon[1] == '\0' || *end ||
+		    bar < 0 || bar > 5) {
+			fprintf(stderr, "cxlpod-maprace: --read BDF:BAR (BAR 0..5), "
+				"not '%s'\n", readarg);
+			return EXIT_USAGE;
+		}
+		snprintf(bdf, sizeof(bdf), "%.*s", (int)(colon - readarg),
+			 readarg);
 	}
 	bool own = !bdf[0];
 
 	if (own && find_device(bdf, sizeof(bdf)) < 0) {
 		fprintf(stderr, "cxlpod-maprace: no cxl-shm device\n");
-		return 2;
+		return EXIT_SETUP;
 	}
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource%d", bdf,
-		 bar);
+	snprintf(path, sizeof(path), "%s/%s/resource%d", pci_dir(), bdf, bar);
 	fd = open(path, O_RDWR | O_SYNC);
 	if (fd < 0) {
 		fprintf(stderr, "cxlpod-maprace: %s: %s\n", path, strerror(errno));
-		return 2;
+		return EXIT_SETUP;
 	}
 	regs = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
 	if (regs == MAP_FAILED) {
 		fprintf(stderr, "cxlpod-maprace: mmap %s: %s\n", path,
 			strerror(errno));
-		return 2;
+		return EXIT_SETUP;
 	}
 	expect = regs[0];
 	if (own && expect != MAGIC) {
 		fprintf(stderr, "cxlpod-maprace: %s: magic 0x%08x\n", bdf, expect);
-		return 2;
+		return EXIT_SETUP;
 	}
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/config", toggle);
+	snprintf(path, sizeof(path), "%s/%s/config", pci_dir(), toggle);
 	cfg = open(path, O_RDWR);
 	if (cfg < 0 || pread(cfg, &cmd, 2, 4) != 2) {
 		fprintf(stderr, "cxlpod-maprace: %s: %s\n", path, strerror(errno));
-		return 2;
+		return EXIT_SETUP;
 	}
 	for (i = 0; i < nreaders; i++) {
 		pthread_create(&th[i], NULL, reader, (void *)(intptr_t)i);
 	}
-	t0 = now();
+	t0 = now_s();
 	do {
 		uint16_t c = cmd ^ 2;   /* PCI_COMMAND_MEMORY */
 
@@ -178,10 +195,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "cxlpod-maprace: write %s: %s\n", path,
 				strerror(errno));
 			atomic_store(&stop, true);
-			return 2;
+			return EXIT_SETUP;
 		}
 		toggles += 2;
-		t = now();
+		t = now_s();
 	} while (t - t0 < seconds);
 	atomic_store(&stop, true);
 	for (i = 0; i < nreaders; i++) {
@@ -189,12 +206,21 @@ int main(int argc, char **argv)
 		nreads += reads[i];
 		nwrong += wrong[i];
 	}
-	printf("{\"tool\":\"cxlpod-maprace\",\"read\":\"%s:%d\","
-	       "\"value\":\"0x%08x\",\"toggle\":\"%s\","
-	       "\"seconds\":%.2f,\"readers\":%d,\"map_changes\":%llu,"
-	       "\"reads\":%llu,\"wrong\":%llu,\"last_wrong\":\"0x%08x\","
-	       "\"ok\":%s}\n", bdf, bar, expect, toggle, t - t0, nreaders,
-	       (unsigned long long)toggles, (unsigned long long)nreads,
-	       (unsigned long long)nwrong, last_wrong, nwrong ? "false" : "true");
-	return nwrong ? 3 : 0;
+	j_begin(&j);
+	j_str(&j, "tool", "cxlpod-maprace");
+	snprintf(buf, sizeof(buf), "%s:%d", bdf, bar);
+	j_str(&j, "read", buf);
+	snprintf(buf, sizeof(buf), "0x%08x", expect);
+	j_str(&j, "value", buf);
+	j_str(&j, "toggle", toggle);
+	j_dbl(&j, "seconds", t - t0);
+	j_int(&j, "readers", nreaders);
+	j_uint(&j, "map_changes", toggles);
+	j_uint(&j, "reads", nreads);
+	j_uint(&j, "wrong", nwrong);
+	snprintf(buf, sizeof(buf), "0x%08x", last_wrong);
+	j_str(&j, "last_wrong", buf);
+	j_bool(&j, "ok", !nwrong);
+	j_end_print(&j);
+	return nwrong ? EXIT_WRONG : EXIT_OK;
 }

@@ -8,8 +8,9 @@
  *   cxlpod-poke [-d /dev/daxN.M] read OFFSET LEN
  *   cxlpod-poke [-d /dev/daxN.M] wait OFFSET STRING [TIMEOUT_SECONDS]
  *
- * OFFSET accepts 0x prefixes and K/M/G suffixes.  Exit status: 0 success,
- * 1 usage or device error, 2 wait timed out.
+ * OFFSET accepts 0x prefixes and K/M/G suffixes; after "--" a STRING may
+ * start with '-'.  Exit status: 0 success (and -h / --help), 1 usage or
+ * device error, 2 wait timed out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,30 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tool.h"
+
 #define MAP_ALIGN (2UL << 20)
-
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(s, &end, 0);
-    if (errno || end == s) {
-        return -1;
-    }
-    switch (*end) {
-    case 'K': case 'k': v <<= 10; end++; break;
-    case 'M': case 'm': v <<= 20; end++; break;
-    case 'G': case 'g': v <<= 30; end++; break;
-    default: break;
-    }
-    if (*end) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static void usage(void)
 {
@@ -52,35 +32,51 @@ static void usage(void)
             "usage: cxlpod-poke [-d DEV] write OFFSET STRING\n"
             "       cxlpod-poke [-d DEV] read OFFSET LEN\n"
             "       cxlpod-poke [-d DEV] wait OFFSET STRING [TIMEOUT_S]\n");
-    exit(1);
 }
 
 int main(int argc, char **argv)
 {
+    struct tool t = {.name = "cxlpod-poke", .no_common = true};
     const char *dev = "/dev/dax0.0";
+    const char *w[4];
     uint64_t off, len, base;
+    double timeout = 60.0;
     volatile char *p;
     void *map;
-    int fd, opt;
+    int fd, n, pr;
+    const struct topt opts[] = {
+        {"-d", TOPT_STR, &dev, 0, 0},
+        {NULL, TOPT_FLAG, NULL, 0, 0},
+    };
 
-    while ((opt = getopt(argc, argv, "d:h")) != -1) {
-        if (opt == 'd') {
-            dev = optarg;
-        } else {
-            usage();
-        }
+    pr = tool_parse_words(&t, argc, argv, opts, usage, w, 4, &n);
+    if (pr) {
+        return pr == TOOL_HELP ? 0 : pr;
     }
-    argc -= optind;
-    argv += optind;
-    if (argc < 3 || parse_size(argv[1], &off)) {
+    if (n < 3 || parse_size_full(w[1], &off) ||
+        (strcmp(w[0], "write") && strcmp(w[0], "read") &&
+         strcmp(w[0], "wait")) ||
+        (n > 3 && strcmp(w[0], "wait"))) {
         usage();
+        return EXIT_USAGE;
     }
-    if (!strcmp(argv[0], "read")) {
-        if (parse_size(argv[2], &len)) {
+    if (!strcmp(w[0], "read")) {
+        if (parse_size_full(w[2], &len)) {
             usage();
+            return EXIT_USAGE;
         }
     } else {
-        len = strlen(argv[2]);
+        len = strlen(w[2]);
+    }
+    if (n > 3) {
+        char *end;
+
+        timeout = strtod(w[3], &end);
+        if (end == w[3] || *end || !(timeout >= 0)) {
+            fprintf(stderr, "cxlpod-poke: TIMEOUT_S '%s' is not a number of "
+                    "seconds\n", w[3]);
+            return EXIT_USAGE;
+        }
     }
     if (len == 0 || len > MAP_ALIGN) {
         fprintf(stderr, "cxlpod-poke: length must be 1..%lu\n", MAP_ALIGN);
@@ -102,35 +98,35 @@ int main(int argc, char **argv)
     }
     p = (volatile char *)map + (off - base);
 
-    if (!strcmp(argv[0], "write")) {
+    if (!strcmp(w[0], "write")) {
         for (uint64_t i = 0; i < len; i++) {
-            p[i] = argv[2][i];
+            p[i] = w[2][i];
         }
         __sync_synchronize();
         return 0;
     }
-    if (!strcmp(argv[0], "read")) {
+    if (!strcmp(w[0], "read")) {
         for (uint64_t i = 0; i < len; i++) {
             putchar(p[i]);
         }
         putchar('\n');
         return 0;
     }
-    if (!strcmp(argv[0], "wait")) {
-        double timeout = argc > 3 ? atof(argv[3]) : 60.0;
-        struct timespec t0, t;
+    if (!strcmp(w[0], "wait")) {
+        struct timespec t0, now;
 
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;;) {
             uint64_t i;
 
-            for (i = 0; i < len && p[i] == argv[2][i]; i++) {
+            for (i = 0; i < len && p[i] == w[2][i]; i++) {
             }
             if (i == len) {
                 return 0;
             }
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > timeout) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - t0.tv_sec) +
+                (now.tv_nsec - t0.tv_nsec) / 1e9 > timeout) {
                 fprintf(stderr, "cxlpod-poke: timed out waiting at 0x%llx\n",
                         (unsigned long long)off);
                 return 2;
@@ -138,6 +134,5 @@ int main(int argc, char **argv)
             usleep(1000);
         }
     }
-    usage();
-    return 1;
+    return EXIT_USAGE; /* not reached: the command was checked above */
 }

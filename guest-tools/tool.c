@@ -50,18 +50,31 @@ uint64_t fnv1a(const void *p, size_t n)
 	return h;
 }
 
-uint64_t parse_size_arg(const char *s)
+int parse_size_full(const char *s, uint64_t *out)
 {
 	char *end;
+	unsigned shift = 0;
+	errno = 0;
+	if (*s == '-')
+		return -1;
 	unsigned long long v = strtoull(s, &end, 0);
-	if (end == s)
-		return 0;
+	if (errno || end == s)
+		return -1;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	}
-	return *end ? 0 : v;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+uint64_t parse_size_arg(const char *s)
+{
+	uint64_t v;
+	return parse_size_full(s, &v) ? 0 : v;
 }
 
 /* Busy-poll for a while, then sleep a little so a waiting guest gives its
@@ -211,13 +224,36 @@ range:
 int tool_parse(struct tool *t, int argc, char **argv, const struct topt *opts,
 	       void (*usage)(void), const char **positional)
 {
+	int n = 0;
+	return tool_parse_words(t, argc, argv, opts, usage, positional,
+				positional && !*positional ? 1 : 0, &n);
+}
+
+int tool_parse_words(struct tool *t, int argc, char **argv, const struct topt *opts,
+		     void (*usage)(void), const char **words, int max, int *n)
+{
+	bool dashdash = false;
+	*n = 0;
 	for (int i = 1; i < argc; i++) {
-		int r = tool_common_opt(t, argc, argv, &i);
+		const char *a = argv[i];
+		if (!dashdash && !strcmp(a, "--")) {
+			dashdash = true;
+			continue;
+		}
+		if (dashdash) {
+			if (*n >= max) {
+				fprintf(stderr, "%s: unknown argument %s (--help lists them)\n",
+					t->name, a);
+				return EXIT_USAGE;
+			}
+			words[(*n)++] = a;
+			continue;
+		}
+		int r = t->no_common ? 0 : tool_common_opt(t, argc, argv, &i);
 		if (r < 0)
 			return EXIT_USAGE;
 		if (r)
 			continue;
-		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage();
 			return TOOL_HELP;
@@ -238,8 +274,8 @@ int tool_parse(struct tool *t, int argc, char **argv, const struct topt *opts,
 				return EXIT_USAGE;
 			continue;
 		}
-		if (a[0] != '-' && positional && !*positional) {
-			*positional = a;
+		if (a[0] != '-' && *n < max) {
+			words[(*n)++] = a;
 			continue;
 		}
 		fprintf(stderr, "%s: unknown %s %s (--help lists them)\n", t->name,

@@ -54,6 +54,7 @@ struct tool {
 	struct cxlpod_info info;
 	int rank, nhosts;
 	bool json;
+	bool no_common; /* tool_parse(): no common options (a tool without the pool) */
 	enum cxlpod_method method;
 	bool method_both; /* --method both (litmus) */
 	double timeout_s;
@@ -93,6 +94,11 @@ struct topt {
  * TOOL_HELP, or EXIT_USAGE after printing what is wrong. */
 int tool_parse(struct tool *t, int argc, char **argv, const struct topt *opts,
 	       void (*usage)(void), const char **positional);
+/* The same with up to MAX words (in order, into words[0..*n)); after "--"
+ * every argument is a word, even one that starts with '-'.  t->no_common
+ * leaves the common options out (they are unknown options then). */
+int tool_parse_words(struct tool *t, int argc, char **argv, const struct topt *opts,
+		     void (*usage)(void), const char **words, int max, int *n);
 /* Open the pool, resolve rank/nhosts (options > CXLPOD_HOST_ID/NHOSTS env >
  * device host id / 1).  Returns an exit code (0 ok). */
 int tool_open(struct tool *t);
@@ -116,6 +122,8 @@ uint64_t rand64(void);
 uint64_t splitmix64(uint64_t *s);
 uint64_t fnv1a(const void *p, size_t n);
 uint64_t parse_size_arg(const char *s); /* 0 on error */
+/* N, 0xN, with a K/M/G suffix; 0 is a size too.  0, or -1 on error. */
+int parse_size_full(const char *s, uint64_t *out);
 void poll_pause(unsigned *spins);
 
 /* Library call wrapper: on error print and return EXIT_SETUP. */

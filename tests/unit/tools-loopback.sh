@@ -95,5 +95,76 @@ export CXLPOD_LOOPBACK="$W/pool-loopback:1M:32M"
 run 1 cxlpod-litmus
 expect 1 1 'at least 2 hosts' "litmus refuses 1 host"
 
+# cxlpod-poke and cxlpod-maprace: their own options through tool_parse
+# (no common options), on plain files.  chk NAME RC PATTERN CMD...: CMD
+# exits RC and its output matches PATTERN
+chk() {
+	name=$1 want=$2 pat=$3; shift 3
+	out=$("$@" 2>&1); r=$?
+	if [ "$r" = "$want" ] && printf '%s\n' "$out" | grep -qE -- "$pat"; then
+		ok "$name"
+	else
+		bad "$name"; echo "--- rc=$r (want $want), want /$pat/:"; printf '%s\n' "$out" | tail -5
+	fi
+}
+unset CXLPOD_LOOPBACK
+D=$W/poke.dev
+truncate -s 8M "$D"
+chk "poke write" 0 '' "$B/cxlpod-poke" -d "$D" write 0x100010 hello
+chk "poke read (options after the words)" 0 '^hello$' "$B/cxlpod-poke" read 0x100010 5 -d "$D"
+chk "poke K suffix" 0 '' "$B/cxlpod-poke" -d "$D" write 4K hi
+chk "poke read at 4K" 0 '^hi$' "$B/cxlpod-poke" -d "$D" read 4096 2
+chk "poke wait (there)" 0 '' "$B/cxlpod-poke" -d "$D" wait 0x100010 hello 1
+chk "poke wait times out" 2 'timed out waiting at 0x100010' "$B/cxlpod-poke" -d "$D" wait 0x100010 other 0.2
+chk "poke -- then a string starting with -" 0 '' "$B/cxlpod-poke" -d "$D" -- write 2M -x-
+chk "poke read it back" 0 '^-x-$' "$B/cxlpod-poke" -d "$D" read 2M 3
+chk "poke --help" 0 'usage: cxlpod-poke' "$B/cxlpod-poke" --help
+chk "poke missing STRING" 1 'usage: cxlpod-poke' "$B/cxlpod-poke" -d "$D" write 1M
+chk "poke unknown command" 1 'usage: cxlpod-poke' "$B/cxlpod-poke" -d "$D" frob 0 x
+chk "poke bad LEN" 1 'usage: cxlpod-poke' "$B/cxlpod-poke" -d "$D" read 0 zz
+chk "poke extra word" 1 'usage: cxlpod-poke' "$B/cxlpod-poke" -d "$D" write 0 x y
+chk "poke bad TIMEOUT_S" 1 "TIMEOUT_S 'soon' is not a number" "$B/cxlpod-poke" -d "$D" wait 0 x soon
+chk "poke takes no common option" 1 'unknown option --json' "$B/cxlpod-poke" -d "$D" write 0 x --json
+chk "poke -d needs an argument" 1 '-d needs an argument' "$B/cxlpod-poke" write 0 x -d
+chk "poke missing device" 1 "open $W/missing" "$B/cxlpod-poke" -d "$W/missing" write 0 x
+
+# a fake /sys/bus/pci/devices: the cxl-shm device (class 0x050210, BAR5
+# magic "CXLP"), a register to read, and devices to toggle (one whose name
+# needs JSON escaping)
+S=$W/pci
+mkdir -p "$S/0000:00:05.0" "$S/0000:00:1f.2" "$S/0000:00:09.0" "$S/a\"b"
+echo 0x050210 >"$S/0000:00:05.0/class"
+echo 0x010601 >"$S/0000:00:1f.2/class"
+printf 'CXLP' >"$S/0000:00:05.0/resource5"
+printf '\170\126\064\022' >"$S/0000:00:1f.2/resource5"        # 0x12345678
+for d in 0000:00:09.0 'a"b'; do
+	printf '\000\000\000\000\007\000' >"$S/$d/config"      # command register 7
+done
+chk "maprace on its own device" 0 '"ok":true' env CXLPOD_PCI_SYSFS="$S" \
+	"$B/cxlpod-maprace" --seconds 0.3 --readers 2 --toggle 0000:00:09.0
+printf '%s\n' "$out" | jq -e '.tool == "cxlpod-maprace" and .read == "0000:00:05.0:5" and
+	.value == "0x504c5843" and .toggle == "0000:00:09.0" and .readers == 2 and
+	.map_changes > 0 and .reads > 0 and .wrong == 0 and .last_wrong == "0x00000000" and
+	.seconds >= 0.3' >/dev/null && ok "maprace JSON keys" || { bad "maprace JSON keys"; echo "$out"; }
+[ "$(od -An -tx1 -j4 -N2 "$S/0000:00:09.0/config" | tr -d ' ')" = 0700 ] \
+	&& ok "maprace leaves the command register as it was" || bad "maprace leaves the command register as it was"
+chk "maprace --read, a toggled name with a quote" 0 '"ok":true' env CXLPOD_PCI_SYSFS="$S" \
+	"$B/cxlpod-maprace" --seconds 0.1 --read 0000:00:1f.2:5 --toggle 'a"b'
+printf '%s\n' "$out" | jq -e '.read == "0000:00:1f.2:5" and .value == "0x12345678" and
+	.toggle == "a\"b" and .readers == 1' >/dev/null \
+	&& ok "maprace JSON escapes the names" || { bad "maprace JSON escapes the names"; echo "$out"; }
+chk "maprace --help" 0 'usage: cxlpod-maprace' "$B/cxlpod-maprace" --help
+chk "maprace needs --toggle" 1 '--toggle BDF is required' "$B/cxlpod-maprace" --seconds 1
+chk "maprace --readers 9" 1 '--readers must be 1..8' "$B/cxlpod-maprace" --readers 9 --toggle x
+chk "maprace --readers x" 1 "--readers: 'x' is not a number" "$B/cxlpod-maprace" --readers x --toggle x
+chk "maprace --seconds 0" 1 '--seconds > 0' "$B/cxlpod-maprace" --seconds 0 --toggle x
+chk "maprace --read without BAR" 1 '--read BDF:BAR' "$B/cxlpod-maprace" --read 0000:00:1f.2 --toggle x
+chk "maprace --read BAR 9" 1 '--read BDF:BAR' "$B/cxlpod-maprace" --read 0000:00:1f.2:9 --toggle x
+chk "maprace takes no common option" 1 'unknown option --json' "$B/cxlpod-maprace" --json --toggle x
+chk "maprace --toggle needs an argument" 1 '--toggle needs an argument' "$B/cxlpod-maprace" --toggle
+mkdir -p "$W/nopci"
+chk "maprace without a cxl-shm device" 2 'no cxl-shm device' env CXLPOD_PCI_SYSFS="$W/nopci" \
+	"$B/cxlpod-maprace" --seconds 0.1 --toggle 0000:00:09.0
+
 echo "$fails failures"
 [ $fails = 0 ]
