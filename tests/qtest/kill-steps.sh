@@ -61,7 +61,7 @@ STEPS=(
 BASE=$D/base.pool
 start_host "$BASE" 0; h=$PID
 wait_joined "$BASE" 0 "$h" 1 || { bad "base pool" "$(cat "$D/qemu-0.log")"; finish; }
-kill -TERM "$h"; wait "$h" 2>/dev/null
+stop_host "$h"; wait "$h" 2>/dev/null
 [ "$(json "$BASE" '.hosts[0] | "\(.status) \(.generation)"')" = "left 1" ] || { bad "base pool: host 0 left at generation 1"; finish; }
 
 for row in "${STEPS[@]}"; do
@@ -85,7 +85,7 @@ for row in "${STEPS[@]}"; do
                 bad "$name: the QEMU to kill joins" "$(cat "$D/killed.log")"; continue
             fi
             if [ "${step%%-*}" = leave ]; then
-                kill -TERM "$k"
+                stop_host "$k"
             else
                 qmp "$QMPS" system_reset >/dev/null
             fi
@@ -120,7 +120,7 @@ for row in "${STEPS[@]}"; do
             bad "$name: the next start joins with generation $want" "$(cat "$D/qemu-0.log"; "$TOOL" inspect "$P")"
         fi
         expect "$name: check while it runs" 0 ": ok \(" "$TOOL" check "$P"
-        kill -TERM "$h"; wait "$h" 2>/dev/null
+        stop_host "$h"; wait "$h" 2>/dev/null
         [ "$(json "$P" '.hosts[0].status')" = left ] && ok "$name: it leaves cleanly" || bad "$name: it leaves cleanly"
         rm -f "$P"
     done

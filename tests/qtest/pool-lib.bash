@@ -52,6 +52,24 @@ start_host() {
     env "$@" "$QEMU" $(qemu_args "$pool" "$id") >"$D/qemu-$id.log" 2>&1 &
     PID=$!; PIDS+=("$PID")
 }
+# stop_host PID...: a clean stop (SIGTERM), sent once each QEMU catches it.
+# QEMU installs its SIGTERM handler only after the board is built, i.e.
+# after the device has joined; a SIGTERM in between kills it outright (the
+# host then shows as failed, not left).  On a loaded machine that window
+# is wide enough to be hit: a clean-clone run with a CPU hog beside it saw
+# kill-steps' QEMU die of SIGTERM (exit 143) instead of leaving.
+stop_host() {
+    local p i cgt
+    for p; do
+        for i in $(seq 100); do
+            cgt=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
+            [ -n "$cgt" ] || break                     # gone already
+            (( (0x$cgt >> 14) & 1 )) && break          # SIGTERM (15) caught
+            sleep 0.1
+        done
+        kill -TERM "$p" 2>/dev/null
+    done
+}
 # run_host POOL HOST-ID: a QEMU that is expected to exit (refused); its output
 run_host() {
     # shellcheck disable=SC2046

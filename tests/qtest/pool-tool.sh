@@ -44,7 +44,7 @@ start_host "$P" 1; h1=$PID
 wait_joined "$P" 1 "$h1" 2 && ok "host 1 rejoins after reset-host with generation 2" || bad "host 1 rejoins with generation 2" "$("$TOOL" inspect "$P")"
 
 # 3. clean leave (SIGTERM) = left; with no host live, wipe zeroes the data
-kill -TERM "$h1"; wait "$h1" 2>/dev/null
+stop_host "$h1"; wait "$h1" 2>/dev/null
 [ "$(json "$P" '.hosts[1].status')" = left ] && ok "SIGTERM: host 1 left" || bad "SIGTERM: host 1 left" "$(json "$P" '.hosts[1]')"
 kill -9 "$h0"; wait "$h0" 2>/dev/null
 printf 'cxlpod' | dd of="$P" bs=1 seek=$((META + 4096)) conv=notrunc status=none
@@ -52,14 +52,14 @@ expect "wipe with every host dead or gone" 0 "268435456 bytes of data zeroed" "$
 [ "$(dd if="$P" bs=1 skip=$((META + 4096)) count=6 status=none | tr -d '\0')" = "" ] && ok "wipe: data zero" || bad "wipe: data zero"
 start_host "$P" 0; h0=$PID
 wait_joined "$P" 0 "$h0" 2 && ok "a wiped pool is joined again (generation 2)" || bad "a wiped pool is joined again" "$(cat "$D/qemu-0.log")"
-kill -TERM "$h0"; wait "$h0" 2>/dev/null
+stop_host "$h0"; wait "$h0" 2>/dev/null
 
 # 4. a pool made by the tool: QEMU joins it, or refuses another geometry
 T=$D/t.pool
 "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$T" >/dev/null
 start_host "$T" 2; h2=$PID
 wait_joined "$T" 2 "$h2" 1 && ok "QEMU joins a pool made by cxlpod-pool" || bad "QEMU joins a pool made by cxlpod-pool" "$(cat "$D/qemu-2.log")"
-kill -TERM "$h2"; wait "$h2" 2>/dev/null
+stop_host "$h2"; wait "$h2" 2>/dev/null
 "$TOOL" create --size 256M --coherent-size 64M --max-hosts 2 "$D/t2.pool" >/dev/null
 expect "QEMU refuses a tool pool of another geometry" 1 "has another geometry: pool size=268435456 coherent-size=67108864 max-hosts=2" run_host "$D/t2.pool" 0
 
@@ -72,7 +72,7 @@ expect "check agrees: no header" 1 "has no header" "$TOOL" check "$N"
 expect "cxlpod-pool create repairs it" 0 "had no header" "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$N"
 start_host "$N" 0; h0=$PID
 wait_joined "$N" 0 "$h0" 1 && ok "QEMU joins the repaired pool" || bad "QEMU joins the repaired pool" "$(cat "$D/qemu-0.log")"
-kill -TERM "$h0"; wait "$h0" 2>/dev/null
+stop_host "$h0"; wait "$h0" 2>/dev/null
 
 # 6. a pool= host that opens the file a memdev host's backend has just made
 #    (sized, no header yet: QEMU makes backends before devices) waits for
@@ -86,7 +86,7 @@ wait_joined "$M" 1 "$h1" 1 && ok "the memdev host writes the header and joins" \
     || bad "the memdev host joins" "$(cat "$D/qemu-1.log")"
 wait_joined "$M" 0 "$h0" 1 && ok "the pool= host waited for the header and joins" \
     || bad "the pool= host joins the memdev host's new pool" "$(cat "$D/qemu-0.log")"
-kill -TERM "$h0" "$h1"; wait "$h0" "$h1" 2>/dev/null
+stop_host "$h0" "$h1"; wait "$h0" "$h1" 2>/dev/null
 F=$D/fresh.pool
 truncate -s $((META + 256 * MIB)) "$F"
 t0=$(date +%s)
