@@ -18,40 +18,40 @@ missing=()
 for p in "${PKGS[@]}" "${BPO_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
+
+# deb bookworm-backports (meson >= 1.5, python3-pycotap) and deb-src trixie
+# (QEMU 10.0 source), from the machine's archive, in cxlpod.sources unless
+# the machine's sources already give them (scripts/apt-archive.sh).  Binary
+# trixie packages are never installed: we only add the source entry, and
+# pin nothing from it.  The machine's other sources are not touched.
+read -r ARCHIVE KEYRING < <(debian_archive || true) || true
+NO_BOOKWORM=
+if [ -z "${ARCHIVE:-}" ]; then
+    ARCHIVE=http://deb.debian.org/debian
+    NO_BOOKWORM=1
+fi
+[ -n "${KEYRING:-}" ] || KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES=/etc/apt/sources.list.d/cxlpod.sources
+WANT_SOURCES=$(cxlpod_sources "$ARCHIVE" "$KEYRING" 2>"$LOGDIR/apt-sources.log")
+
 if [ "${#missing[@]}" -eq 0 ] && [ -x /usr/bin/meson ] &&
    dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson)" ge 1.5 &&
-   grep -rqs 'trixie' /etc/apt/sources.list.d/cxlpod.sources; then
+   [ "$WANT_SOURCES" = "$(cat "$SOURCES" 2>/dev/null)" ]; then
     log "dependencies: all present"
     exit 0
 fi
 
-[ "$(id -u)" = 0 ] || die "dependencies missing (${missing[*]}); run as root so apt-get can install them"
+[ "$(id -u)" = 0 ] || die "dependencies missing (${missing[*]}) or $SOURCES out of date; run as root so apt-get can install them"
 grep -qs 'bookworm' /etc/os-release || warn "this is not Debian 12 (bookworm); continuing anyway"
 
-# deb-src for trixie (QEMU 10.0 source) and bookworm-backports (meson >= 1.5,
-# python3-pycotap), from the machine's archive.  Binary trixie packages are
-# never installed: we only add the source entry, and pin nothing from it.
-# The machine's other sources are not touched.
-read -r ARCHIVE KEYRING < <(debian_archive || true) || true
-if [ -z "${ARCHIVE:-}" ]; then
-    ARCHIVE=http://deb.debian.org/debian
-    warn "no bookworm entry in the apt sources; using $ARCHIVE"
-fi
-[ -n "${KEYRING:-}" ] || KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+[ -z "$NO_BOOKWORM" ] || warn "no bookworm entry in the apt sources; using $ARCHIVE"
 log "Debian archive: $ARCHIVE (keyring $KEYRING)"
-cat > /etc/apt/sources.list.d/cxlpod.sources <<SRC
-Types: deb
-URIs: $ARCHIVE
-Suites: bookworm-backports
-Components: main
-Signed-By: $KEYRING
-
-Types: deb-src
-URIs: $ARCHIVE
-Suites: trixie
-Components: main
-Signed-By: $KEYRING
-SRC
+while read -r line; do log "  $line"; done <"$LOGDIR/apt-sources.log"
+if [ -n "$WANT_SOURCES" ]; then
+    printf '%s\n' "$WANT_SOURCES" >"$SOURCES"
+else
+    rm -f "$SOURCES"   # both suites come from the machine's own sources
+fi
 
 log "apt-get update"
 export DEBIAN_FRONTEND=noninteractive
