@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # cxlpod's whole test suite: builds what it needs (scripts/build-all.sh),
 # then runs the unit tests (host only), the qtests (the device, QEMU's
-# libqtest) and the integration tests (booted guests).  The last line is
-# "N passed, N failed"; the exit status is non-zero on any failure.
+# libqtest) and the integration tests (booted guests).  A qtest case that
+# skipped itself (g_test_skip, e.g. no hugetlbfs) is printed as
+# "SKIP  name  (reason)" and counted neither as passed nor as failed.  The
+# last line is "N passed, N failed"; the exit status is non-zero on any
+# failure.
 #
 #   bash scripts/test.sh [PATTERN]   run only tests whose name matches PATTERN
 set -uo pipefail
@@ -11,7 +14,7 @@ set -uo pipefail
 PATTERN=${1:-}
 RESULTS=$BUILD/test-logs
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
-passed=0; failed=0; failures=()
+passed=0; failed=0; failures=(); skipped=()
 
 record() {  # record NAME STATUS SECONDS
     if [ "$2" = 0 ]; then
@@ -19,6 +22,10 @@ record() {  # record NAME STATUS SECONDS
     else
         failed=$((failed + 1)); failures+=("$1"); printf 'FAIL  %-44s %5ss  (log: %s)\n' "$1" "$3" "$RESULTS/$1.log"
     fi
+}
+
+skip() {  # skip NAME REASON: a test that did not run (neither passed nor failed)
+    skipped+=("$1"); printf 'SKIP  %-44s  (%s)\n' "$1" "${2:-no reason given}"
 }
 
 run() {  # run NAME TIMEOUT CMD...: one test, output to its own log
@@ -31,6 +38,9 @@ run() {  # run NAME TIMEOUT CMD...: one test, output to its own log
 }
 
 finish() {
+    if [ "${#skipped[@]}" -gt 0 ]; then
+        echo "skipped (not counted): ${skipped[*]}"
+    fi
     if [ "$failed" -gt 0 ]; then
         echo "failed: ${failures[*]}"
     fi
@@ -70,12 +80,18 @@ while read -r target; do
     [ -z "$PATTERN" ] || [[ $name == *$PATTERN* ]] || continue
     timeout 600 "$bin" --tap -k >"$RESULTS/$name.log" 2>&1
     rc=$?
+    # "ok N CASE # SKIP REASON" is a case that did not run (g_test_skip);
+    # "1..0 # SKIP REASON" a program that ran none
     while read -r line; do
         case $line in
+        "ok "*"# SKIP"*|"1..0 # SKIP"*)
+            reason=${line#*# SKIP}; reason=${reason# }; tcase=${line%% # SKIP*}
+            case $tcase in "ok "*) tcase=$name:${tcase#ok * } ;; *) tcase=$name ;; esac
+            skip "$tcase" "$reason" ;;
         "ok "*)     record "$name:${line#ok * }" 0 - ;;
         "not ok "*) record "$name:${line#not ok * }" 1 - ;;
         esac
-    done < <(grep -E '^(not )?ok ' "$RESULTS/$name.log" | grep -v '# SKIP')
+    done < <(grep -E '^((not )?ok |1\.\.0 # SKIP)' "$RESULTS/$name.log")
     if [ "$rc" != 0 ] && ! grep -q '^not ok' "$RESULTS/$name.log"; then
         record "$name" "$rc" -   # crashed or timed out outside a test case
     fi
