@@ -9,6 +9,11 @@
 
 #include "pool.h"
 
+#ifndef CXLPOOL_VERSIONS_OFFSET
+/* format version 3's page versions, CXLSHM_NR_LOCKS x 8 bytes */
+#define CXLPOOL_VERSIONS_OFFSET 0xa0000
+#endif
+
 typedef struct Report {
     int problems;
     int notes;
@@ -153,7 +158,27 @@ static void check_locks(Pool *p, Report *r)
     }
 }
 
-/* Metadata no cxlpod code writes: must be zero */
+#define RESERVED_RECOVERY \
+    "something other than cxlpod wrote the metadata; the hosts do not read " \
+    "this area, so they still start: find the writer, and make a new pool " \
+    "if in doubt"
+
+/* The first non-zero byte of [start, end) of the metadata, or end */
+static uint64_t first_nonzero(Pool *p, uint64_t start, uint64_t end)
+{
+    uint64_t k;
+
+    for (k = start; k < end && !p->meta[k]; k++) {
+    }
+    return k;
+}
+
+/*
+ * Metadata no cxlpod code writes: must be zero.  The areas the device
+ * writes lie between these gaps: the host table, line locks, undo slots,
+ * page versions, extended statistics, the snoop filter's header and
+ * entries (checked by check_snoop_filter()).
+ */
 static void check_reserved(Pool *p, Report *r)
 {
     static const struct {
@@ -165,25 +190,96 @@ static void check_reserved(Pool *p, Report *r)
         { CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost),
           CXLPOOL_LINELOCK_OFFSET, "the space after the host table" },
         { CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
-          sizeof(CXLShmUndo), CXLPOOL_LOCK_OFFSET,
+          sizeof(CXLShmUndo), CXLPOOL_VERSIONS_OFFSET,
           "the space after the undo slots" },
-        { CXLPOOL_LOCK_OFFSET, CXLPOOL_META_SIZE,
+        { CXLPOOL_VERSIONS_OFFSET + CXLSHM_NR_LOCKS * 8,
+          CXLPOOL_XSTATS_OFFSET, "the space after the page versions" },
+        { CXLPOOL_XSTATS_OFFSET +
+          CXLPOOL_MAX_HOSTS * CXLPOOL_XSTATS_PER_HOST * 8,
+          CXLPOOL_LOCK_OFFSET, "the space after the extended statistics" },
+        { CXLPOOL_LOCK_OFFSET, CXLPOOL_SF_OFFSET,
           "the liveness lock bytes (only ever locked)" },
+        { CXLPOOL_SF_OFFSET + sizeof(CXLPoolSnoopHeader), CXLPOOL_SF_ENTRIES,
+          "the rest of the snoop filter header page" },
+        { CXLPOOL_SF_ENTRIES + CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8,
+          CXLPOOL_META_SIZE, "the space after the snoop filter" },
     };
     size_t i;
-    uint64_t k;
 
     for (i = 0; i < G_N_ELEMENTS(areas); i++) {
-        for (k = areas[i].start; k < areas[i].end; k++) {
-            if (p->meta[k]) {
-                problem(r, "something other than cxlpod wrote the metadata; "
-                        "the hosts do not read this area, so they still "
-                        "start: find the writer, and make a new pool if in "
-                        "doubt", "metadata no cxlpod code writes is not zero: "
-                        "%s (byte 0x%" PRIx64 " is 0x%02x)", areas[i].what,
-                        k, p->meta[k]);
-                break;
-            }
+        uint64_t k = first_nonzero(p, areas[i].start, areas[i].end);
+
+        if (k < areas[i].end) {
+            problem(r, RESERVED_RECOVERY, "metadata no cxlpod code writes is "
+                    "not zero: %s (byte 0x%" PRIx64 " is 0x%02x)",
+                    areas[i].what, k, p->meta[k]);
+        }
+    }
+}
+
+/* The magic of the per-page filter layout of earlier builds, "1SFSNOOP" */
+#define SF_MAGIC_PER_PAGE 0x504f4f4e53465331ULL
+#define SF_RESET_RECOVERY \
+    "something other than cxlpod wrote the snoop filter; the next mode=timed " \
+    "host zeroes it and sets it up again, so the hosts still start: find " \
+    "the writer"
+
+/* The first non-zero snoop-filter entry from @from on, or the end */
+static uint64_t first_entry(const uint64_t *sf, uint64_t from)
+{
+    uint64_t n = (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS;
+
+    while (from < n && !qatomic_read(&sf[from])) {
+        from++;
+    }
+    return from;
+}
+
+/*
+ * The snoop filter (mode=timed): the first timed host zeroes the entries,
+ * writes ways and then the magic; a later timed host of another size is
+ * refused, and one that finds another magic sets the filter up again.
+ */
+static void check_snoop_filter(Pool *p, Report *r)
+{
+    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(p->meta +
+                                                    CXLPOOL_SF_OFFSET);
+    const uint64_t *sf = (const uint64_t *)(p->meta + CXLPOOL_SF_ENTRIES);
+    uint64_t magic = qatomic_read(&sh->magic);
+    uint64_t ways = qatomic_read(&sh->ways);
+    uint64_t n = (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS, e;
+    g_autofree char *wipe = g_strdup_printf(
+        "stop every host, then 'cxlpod-pool wipe %s' (clears the filter; the "
+        "data is lost) or make a new pool", p->path);
+
+    if (magic == 0) {
+        /* no timed host joined, or one was stopped while setting it up */
+        e = first_entry(sf, 0);
+        if (e < n) {
+            problem(r, SF_RESET_RECOVERY, "the snoop filter is not set up "
+                    "(no magic) but entry %" PRIu64 " is 0x%016" PRIx64
+                    ": the device zeroes the entries before it writes the "
+                    "magic", e, qatomic_read(&sf[e]));
+        }
+    } else if (magic == SF_MAGIC_PER_PAGE) {
+        note(r, "the snoop filter has the per-page layout of earlier builds: "
+             "the next mode=timed host sets it up again (nothing to do)");
+    } else if (magic != CXLPOOL_SF_MAGIC) {
+        problem(r, SF_RESET_RECOVERY, "the snoop filter header has magic "
+                "0x%016" PRIx64 " (allowed: 0, or 0x%016" PRIx64
+                " \"2SFSNOOP\")", magic, (uint64_t)CXLPOOL_SF_MAGIC);
+    } else if (ways < 1 || ways > CXLPOOL_SF_MAX_WAYS) {
+        problem(r, wipe, "the snoop filter has %" PRIu64 " ways (allowed: "
+                "1..%d): every mode=timed host is refused", ways,
+                CXLPOOL_SF_MAX_WAYS);
+    } else {
+        e = first_entry(sf, ways * CXLSHM_NR_LOCKS);
+        if (e < n) {
+            problem(r, RESERVED_RECOVERY, "the snoop filter has %" PRIu64
+                    " ways (%" PRIu64 " entries) but entry %" PRIu64 " (byte "
+                    "0x%" PRIx64 ") is 0x%016" PRIx64 ": no cxlpod code "
+                    "writes beyond the filter", ways, ways * CXLSHM_NR_LOCKS,
+                    e, CXLPOOL_SF_ENTRIES + e * 8, qatomic_read(&sf[e]));
         }
     }
 }
@@ -252,6 +348,7 @@ int cmd_check(int argc, char **argv)
         check_hosts(&p, &r);
         check_locks(&p, &r);
         check_reserved(&p, &r);
+        check_snoop_filter(&p, &r);
     }
     if (r.problems) {
         printf("%s: %d problem%s, %d note%s\n", argv[1], r.problems,

@@ -119,8 +119,8 @@ expect "wipe: no live host" 0 "268435456 bytes of data zeroed" "$TOOL" wipe "$D/
 [ "$(stat -c %s "$D/dead.pool")" = $((META + 256 * MIB)) ] && ok "wipe: size kept" || bad "wipe: size kept"
 
 # check: every broken invariant is reported with a recovery
-corrupt() {  # corrupt NAME PATTERN OFFSET HEX
-    cp --sparse=always "$P" "$D/c.pool"; poke "$D/c.pool" "$3" "$4"
+corrupt() {  # [BASE=POOL] corrupt NAME PATTERN OFFSET HEX (a copy of $P or BASE)
+    cp --sparse=always "${BASE:-$P}" "$D/c.pool"; poke "$D/c.pool" "$3" "$4"
     local out rc
     out=$("$TOOL" check "$D/c.pool" 2>&1); rc=$?
     if [ $rc = 1 ] && grep -qE -- "$2" <<<"$out" && grep -q "recovery: " <<<"$out"; then ok "check: $1"
@@ -138,6 +138,32 @@ corrupt "lock word of host 20" "line lock word 6 is 0x9400000000000001" $((0x100
 corrupt "undo slot of another host" "undo slot 0 is armed" $((0x20000)) 0100000000000081
 corrupt "reserved header bytes" "is not zero: the rest of the header page \(byte 0x100 is 0x2a\)" $((0x100)) 2a
 corrupt "liveness lock bytes written" "is not zero: the liveness lock bytes .*\(byte 0x100003 is 0x01\)" $((0x100003)) 01
+# a pool a timed-mode host used: the device writes the page versions, the
+# extended statistics and the snoop filter (header: magic "2SFSNOOP", ways
+# 2; entry w of set s at 0x111000 + (s * ways + w) * 8); check takes them
+# as data, and still reports a byte in the gaps between them
+T=$D/timed.pool
+cp --sparse=always "$P" "$T"
+poke "$T" $((0xa0000 + 8 * 77)) 0500000000000000                  # page version of lock 77
+poke "$T" $((0xc0000 + (32 * 1 + 1) * 8)) 0500000000000000         # host 1: misses
+poke "$T" $((0xc0000 + (32 * 3 + 7) * 8)) 00e1f50500000000         # host 3: charged ns
+poke "$T" $((0x110000)) 325346534e4f4f500200000000000000           # filter header
+poke "$T" $((0x111000 + (5 * 2 + 1) * 8)) 0200000002000080         # set 5 way 1: host 1 owns
+poke "$T" $((0x111000 + (8191 * 2 + 1) * 8)) 03000000000000c0      # the last entry
+expect "check: a pool used in timed mode is ok" 0 ": ok \(size 268435456" "$TOOL" check "$T"
+corrupt "a byte after the page versions" "is not zero: the space after the page versions \(byte 0xb0000 is 0x01\)" $((0xb0000)) 01
+corrupt "a byte after the extended statistics" "is not zero: the space after the extended statistics \(byte 0xc2000 is 0x01\)" $((0xc2000)) 01
+corrupt "a byte after the liveness lock bytes" "is not zero: the liveness lock bytes .*\(byte 0x10fff8 is 0x01\)" $((0x10fff8)) 01
+corrupt "a byte after the snoop filter header" "is not zero: the rest of the snoop filter header page \(byte 0x110010 is 0x01\)" $((0x110010)) 01
+corrupt "a byte after the largest snoop filter" "is not zero: the space after the snoop filter \(byte 0x1f1000 is 0x01\)" $((0x1f1000)) 01
+corrupt "snoop filter entries but no magic" "snoop filter is not set up .* but entry 3 is 0x0000000000000001" $((0x111018)) 01
+corrupt "snoop filter magic" "snoop filter header has magic 0x0000000000000001" $((0x110000)) 01
+BASE=$T corrupt "an entry beyond the filter's ways" "snoop filter has 2 ways \(16384 entries\) but entry 16384 \(byte 0x131000\) is 0x0000000000000001" $((0x111000 + 16384 * 8)) 01
+BASE=$T corrupt "snoop filter ways 15" "snoop filter has 15 ways \(allowed: 1\.\.14\)" $((0x110008)) 0f
+cp --sparse=always "$T" "$D/c.pool"
+poke "$D/c.pool" $((0x110000)) 315346534e4f4f50                   # "1SFSNOOP"
+poke "$D/c.pool" $((0x131000)) 01
+expect "check: a filter of the per-page layout is a note" 0 "note: the snoop filter has the per-page layout" "$TOOL" check "$D/c.pool"
 # a header with a valid checksum but max-hosts 40 (no device makes that)
 cp --sparse=always "$P" "$D/g.pool"
 python3 - "$D/g.pool" <<'PY'
