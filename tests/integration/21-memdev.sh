@@ -3,12 +3,21 @@
 # memory-backend-file on the pool file (memdev=, with prealloc=on), host 1
 # from the device's own backend (pool=).  The pod comes from a key file
 # ([device] pool-backend = memdev, prealloc = true) and the command line
-# puts host 1 back on pool= (--pool-backend 1:file); host 0's backend is
-# bound to host NUMA node 0 (host-nodes = 0: QEMU is built with libnuma;
-# these machines have one node, so the binding is accepted and shown in
-# the QEMU's numa_maps, its effect not measured); a token crosses the
-# pool in both directions, and cxlpod-pool inspect shows both hosts left.
+# puts host 1 back on pool= (--pool-backend 1:file).  The pool file is on
+# tmpfs (/dev/shm), where a NUMA binding takes effect (mbind has none on a
+# disk file's page cache): host 0's backend is bound to host NUMA node 0
+# (host-nodes = 0: QEMU is built with libnuma; these machines have one
+# node, so the binding is accepted and shown in the QEMU's numa_maps, its
+# effect not measured); a token crosses the pool in both directions, and
+# cxlpod-pool inspect shows both hosts left.
 . "$(dirname "$0")/lib.sh"
+
+# the pool on /dev/shm, removed with the work dir
+[ -d /dev/shm ] && [ -w /dev/shm ] || fail "no writable /dev/shm"
+[ "$(stat -f -c %T /dev/shm)" = tmpfs ] || fail "/dev/shm is not tmpfs: $(stat -f -c %T /dev/shm)"
+SHMDIR=$(mktemp -d /dev/shm/cxlpod-21-memdev.XXXXXX)
+trap 'rm -rf "$WORK" "$SHMDIR"' EXIT
+POOL=$SHMDIR/pool.img
 
 t0=$(token); t1=$(token)
 cat > "$WORK/job.sh" <<JOB
@@ -25,6 +34,7 @@ hosts = 2
 
 [device]
 device = cxl-shm
+pool = $POOL
 size = 256M
 pool-backend = memdev
 prealloc = true
@@ -36,11 +46,12 @@ timeout = 400
 json = true
 CONF
 
-# while host 0 runs: its pool mapping is bound to node 0 (numa_maps)
+# while host 0 runs: its mapping of the pool on /dev/shm is bound to
+# node 0 (numa_maps: "ADDR bind:0 file=/dev/shm/.../pool.img ...")
 ( for _ in $(seq 1 600); do
       pid=$(sed -n 's/^cxlpod-launch: host 0: started QEMU pid \([0-9]*\)$/\1/p' "$WORK/stderr" 2>/dev/null)
-      if [ -n "$pid" ] && grep -F "$WORK/pod/pool.img" "/proc/$pid/numa_maps" 2>/dev/null | grep -q ' bind:0 '; then
-          echo bound > "$WORK/numa"; exit 0
+      if [ -n "$pid" ] && grep -F "file=$POOL" "/proc/$pid/numa_maps" 2>/dev/null | grep -q ' bind:0 '; then
+          grep -F "file=$POOL" "/proc/$pid/numa_maps" | grep ' bind:0 ' > "$WORK/numa"; exit 0
       fi
       sleep 0.2
   done ) &
@@ -48,8 +59,9 @@ watcher=$!
 pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" 2> "$WORK/stderr" \
     || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher reported a failure"; }
 kill $watcher 2>/dev/null || true; wait $watcher 2>/dev/null || true
-[ "$(cat "$WORK/numa" 2>/dev/null)" = bound ] \
-    || fail "host 0's pool mapping was never seen bound to node 0 in /proc/PID/numa_maps"
+[ -s "$WORK/numa" ] \
+    || fail "host 0's mapping of $POOL was never seen bound to node 0 in /proc/PID/numa_maps"
+echo "host 0 numa_maps: $(head -n1 "$WORK/numa")"
 cat "$WORK/stderr" >&2
 grep -qE "^cxlpod-launch: host 0: started QEMU pid [0-9]+\$" "$WORK/stderr" \
     || fail "no 'host 0: started QEMU pid N' progress message"
@@ -57,11 +69,11 @@ grep -qF "(cxl-shm, memory backend on hosts 0, 256 MiB)" "$WORK/stderr" \
     || fail "the start message does not say host 0 is on a memory backend"
 
 c0=$(cat "$WORK/pod/host0.cmdline"); c1=$(cat "$WORK/pod/host1.cmdline")
-grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$WORK/pod/pool.img,size=256M,offset=2M,share=on,prealloc=on,host-nodes=0,policy=bind" <<<"$c0" \
+grep -qF -- "-object memory-backend-file,id=cxl-pool0,mem-path=$POOL,size=256M,offset=2M,share=on,prealloc=on,host-nodes=0,policy=bind" <<<"$c0" \
     || fail "host 0 has no memory backend on the pool: $c0"
 grep -qF "cxl-shm,bus=root_port13,id=cxl-shm0,memdev=cxl-pool0,size=256M,host-id=0," <<<"$c0" \
     || fail "host 0's device does not take memdev=: $c0"
-grep -qF "pool=$WORK/pod/pool.img,size=256M,host-id=1," <<<"$c1" \
+grep -qF "pool=$POOL,size=256M,host-id=1," <<<"$c1" \
     || fail "host 1's device does not take pool=: $c1"
 grep -q "memory-backend-file" <<<"$c1" && fail "host 1 got a memory backend: $c1"
 
@@ -71,7 +83,11 @@ json=$(tail -n1 "$WORK/stdout")
 [ "$(jq -r '[.results[].rc] | join(",")' <<<"$json")" = "0,0" ] \
     || fail "JSON line: $json"
 
-# one pool file: the tool reads it, and both hosts left it cleanly
-[ "$(pool_states | cut -d, -f1-2)" = "left,left" ] || fail "pool host table after the run: $(pool_states)"
-pool_check
-pass "tokens $t0 and $t1 crossed one pool between a memdev host and a pool= host"
+# one pool file on tmpfs: the tool reads it, and both hosts left it cleanly
+[ "$(stat -f -c %T "$POOL")" = tmpfs ] || fail "$POOL is not on tmpfs"
+[ ! -e "$WORK/pod/pool.img" ] || fail "a pool was made in the work dir too"
+[ -x "$POOLTOOL" ] || fail "no cxlpod-pool at $POOLTOOL (scripts/build-tools.sh)"
+states=$("$POOLTOOL" inspect --json "$POOL" | jq -r '[.hosts[].status] | join(",")')
+[ "$(cut -d, -f1-2 <<<"$states")" = "left,left" ] || fail "pool host table after the run: $states"
+report=$("$POOLTOOL" check "$POOL" 2>&1) || fail "cxlpod-pool check found problems in the pool after the run: $report"
+pass "tokens $t0 and $t1 crossed one pool on /dev/shm between a memdev host (bound to node 0) and a pool= host"

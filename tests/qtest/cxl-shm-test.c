@@ -14,6 +14,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include "qemu/bswap.h"
 #include "libqtest.h"
@@ -2634,14 +2635,24 @@ static void memdev_see_each_other(Host *a, Host *b, uint64_t v)
     g_assert_cmphex(mem_rq(b, nc), ==, v);
 }
 
-/*
- * Two QEMUs on one memory-backend-file that neither had (the backends
- * create and size the file, the first device writes the header), then a
- * third with the short form pool=PATH on the same file.
- */
-static void test_memdev_two_hosts(void)
+#define TMPFS_MAGIC_FS 0x01021994     /* statfs f_type of tmpfs */
+
+static bool on_tmpfs(const char *path)
 {
-    g_autofree char *pool = pool_path("memdev.pool");
+    struct statfs sf;
+
+    return statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC_FS;
+}
+
+/*
+ * Two QEMUs on one memory-backend-file at @pool that neither had (the
+ * backends create and size the file, the first device writes the
+ * header), then a third with the short form pool=PATH on the same file.
+ * The file is removed once all three joined (they keep it open), so a
+ * failed check leaves no pool behind.
+ */
+static void memdev_two_hosts(const char *pool)
+{
     uint8_t magic[8];
     Host a, b, c;
 
@@ -2651,17 +2662,42 @@ static void test_memdev_two_hosts(void)
     g_assert_cmpuint(r64(&b, R_SIZE), ==, POOL_SIZE);
     pool_pread(pool, 0, magic, sizeof(magic));
     g_assert_cmpmem(magic, 8, "CXLPOOL\0", 8);
+    host_start(&c, pool, 2, true);
+    unlink(pool);
     memdev_see_each_other(&a, &b, 0x1234);
     memdev_see_each_other(&b, &a, 0x5678);
-
-    host_start(&c, pool, 2, true);
     g_assert_cmphex(r64(&c, R_HOST_LIVE), ==, 7);
     memdev_see_each_other(&c, &a, 0x9abc);
     qtest_quit(c.qts);
     qtest_quit(b.qts);
     g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);      /* left */
     qtest_quit(a.qts);
+}
+
+/* ... on a file of the test's temporary directory (a disk file here) */
+static void test_memdev_two_hosts(void)
+{
+    g_autofree char *pool = pool_path("memdev.pool");
+
+    g_test_message("memdev-two-hosts: %s is %s", pool,
+                   on_tmpfs(tmpdir) ? "on tmpfs (no disk file case)" :
+                   "a file on a disk file system");
+    memdev_two_hosts(pool);
+}
+
+/* ... and on tmpfs, /dev/shm (its pages are shared memory, not a cache) */
+static void test_memdev_two_hosts_shm(void)
+{
+    g_autofree char *pool = NULL;
+
+    if (!on_tmpfs("/dev/shm") || access("/dev/shm", W_OK)) {
+        g_test_skip("no writable tmpfs at /dev/shm: the tmpfs case was not "
+                    "run");
+        return;
+    }
+    pool = g_strdup_printf("/dev/shm/cxl-shm-test-%d.pool", getpid());
     unlink(pool);
+    memdev_two_hosts(pool);
 }
 
 /* prealloc=on: the pool's blocks are allocated before the guest runs */
@@ -2835,6 +2871,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);
     qtest_add_func("/cxl-shm/refused-config", test_refused_config);
     qtest_add_func("/cxl-shm/memdev-two-hosts", test_memdev_two_hosts);
+    qtest_add_func("/cxl-shm/memdev-two-hosts-shm",
+                   test_memdev_two_hosts_shm);
     qtest_add_func("/cxl-shm/memdev-prealloc", test_memdev_prealloc);
     qtest_add_func("/cxl-shm/memdev-hugetlbfs", test_memdev_hugetlbfs);
     qtest_add_func("/cxl-shm/memdev-refused", test_memdev_refused);
