@@ -174,7 +174,7 @@ void check_clean_exit(struct host *h, bool quiet)
  * After the run: the host table as the pool file holds it
  * (docs/pool-format.md), which also covers the host that exited last,
  * when no survivor's QMP was left to ask.  Returns the number of entries
- * read into state[] / gen[] (0 if the file is not a pool of version 2).
+ * read into state[] / gen[] (0 if the file is not a pool of version 3).
  */
 #define POOL_MAGIC "CXLPOOL"
 int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
@@ -194,7 +194,7 @@ int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
     memcpy(&max_hosts, hdr + 0x2c, 4);
     memcpy(&hoff, hdr + 0x30, 4);
     memcpy(&hsize, hdr + 0x34, 4);
-    if (version != 2 || hsize < 16 || max_hosts > MAX_HOSTS) {
+    if (version != 3 || hsize < 16 || max_hosts > MAX_HOSTS) {
         close(fd);
         return 0;
     }

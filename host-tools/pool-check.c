@@ -9,11 +9,6 @@
 
 #include "pool.h"
 
-#ifndef CXLPOOL_VERSIONS_OFFSET
-/* format version 3's page versions, CXLSHM_NR_LOCKS x 8 bytes */
-#define CXLPOOL_VERSIONS_OFFSET 0xa0000
-#endif
-
 typedef struct Report {
     int problems;
     int notes;

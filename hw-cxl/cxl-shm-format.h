@@ -20,12 +20,13 @@
 #include "cxl-shm-line.h"
 
 #define CXLPOOL_MAGIC           "CXLPOOL\0"
-#define CXLPOOL_VERSION         2
+#define CXLPOOL_VERSION         3
 #define CXLPOOL_META_SIZE       ((uint64_t)0x200000) /* data starts here */
 #define CXLPOOL_HEADER_SIZE     4096
 #define CXLPOOL_HOSTS_OFFSET    0x1000
 #define CXLPOOL_LINELOCK_OFFSET 0x10000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_UNDO_OFFSET     0x20000     /* [host][bank][slot] undo */
+#define CXLPOOL_VERSIONS_OFFSET 0xa0000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_LOCK_OFFSET     0x100000    /* liveness byte of each host */
 #define CXLPOOL_LINE            CXLSHM_LINE
 #define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS

@@ -48,6 +48,119 @@ static uint64_t *page_lock(CXLShmLines *l, uint64_t offset)
     return &l->locks[(offset / unit) % CXLSHM_NR_LOCKS];
 }
 
+/* The version word beside lock word @word, or NULL without versions */
+static uint64_t *word_version(CXLShmLines *l, const uint64_t *word)
+{
+    return l->versions ? &l->versions[word - l->locks] : NULL;
+}
+
+/* What a version will be once the writer at work (odd) releases it */
+static inline uint64_t settled(uint64_t v)
+{
+    return v + (v & 1);
+}
+
+static uint64_t *page_seen(CXLShmLines *l, uint64_t off)
+{
+    return &l->seen[(off - l->coherent_size) / CXLSHM_LOCK_PAGE];
+}
+
+/*
+ * Is this host's twin of the page of @off (non-coherent) known equal to
+ * the pool: has no other host written the page since this host last knew
+ * it was?  @locked: the page's lock is held, and the answer is exact; the
+ * version may then also have moved by this host's own writes to other
+ * pages under the same word (its run).  Without the lock a hint that
+ * looks only for the very version, as good as a comparison of the pool
+ * without the lock (line_needs_work()).
+ */
+static bool page_in_sync(CXLShmLines *l, uint64_t off, bool locked)
+{
+    uint64_t *word, cur, seen;
+    const CXLShmRun *r;
+
+    if (!l->versions || !l->seen || !l->runs) {
+        return false;
+    }
+    word = page_lock(l, off);
+    cur = settled(qatomic_load_acquire(word_version(l, word)));
+    seen = qatomic_read(page_seen(l, off));
+    if (!seen) {
+        return false;
+    }
+    if (seen - 1 == cur) {
+        return true;
+    }
+    r = &l->runs[word - l->locks];
+    return locked && r->to == cur && r->from <= seen - 1 && seen - 1 <= cur;
+}
+
+/*
+ * The page of @off stays in sync through this host's own pool write (the
+ * pool line and the twin line took the same bytes); its lock is held.
+ */
+static void page_keep_in_sync(CXLShmLines *l, uint64_t off)
+{
+    uint64_t *ver = word_version(l, page_lock(l, off));
+
+    if (!ver || !l->seen || !l->runs) {
+        return;
+    }
+    qatomic_set(page_seen(l, off), settled(qatomic_read(ver)) + 1);
+}
+
+/*
+ * A pool line under the lock @word (held) is about to change.  @own: a
+ * write of this host's line operations, which give the twin the same
+ * bytes and so keep every in-sync page in sync; otherwise (a media write,
+ * a rollback) this host's run on the word ends.
+ */
+static void pool_will_change(CXLShmLines *l, uint64_t *word, bool own)
+{
+    uint64_t *ver = word_version(l, word);
+    CXLShmRun *r = l->runs ? &l->runs[word - l->locks] : NULL;
+    uint64_t v;
+
+    if (!ver) {
+        return;
+    }
+    v = qatomic_read(ver);
+    if (!(v & 1)) {
+        qatomic_set(ver, v + 1);
+        smp_wmb();  /* odd before the pool changes, as a seqlock */
+    }
+    if (!r) {
+        return;
+    }
+    if (!own) {
+        r->from = r->to = UINT64_MAX;
+    } else if (!(v & 1)) {
+        if (r->to != v) {
+            r->from = v;        /* another host wrote since our last write */
+        }
+        r->to = v + 2;
+    } else if (r->to != v + 1) {
+        /* odd, but not by us: a dead writer's write, rolled back */
+        r->from = r->to = v + 1;
+    }
+}
+
+/* Free the lock @word; a version left odd by its writes becomes even */
+static void word_release(CXLShmLines *l, uint64_t *word)
+{
+    uint64_t *ver = word_version(l, word);
+    uint64_t v;
+
+    if (ver) {
+        v = qatomic_read(ver);
+        if (v & 1) {
+            smp_wmb();  /* the pool lines before the version (seqlock) */
+            qatomic_set(ver, v + 1);
+        }
+    }
+    qatomic_store_release(word, 0);
+}
+
 static CXLShmUndo *undo_slot(CXLShmLines *l, uint32_t host, uint64_t gen,
                              int slot)
 {
@@ -56,11 +169,14 @@ static CXLShmUndo *undo_slot(CXLShmLines *l, uint32_t host, uint64_t gen,
 
 static inline void read8(const uint64_t *src, uint64_t *dst)
 {
-    int i;
-
-    for (i = 0; i < CXLSHM_LINE_WORDS; i++) {
-        dst[i] = qatomic_read(&src[i]);
-    }
+    dst[0] = qatomic_read(&src[0]);
+    dst[1] = qatomic_read(&src[1]);
+    dst[2] = qatomic_read(&src[2]);
+    dst[3] = qatomic_read(&src[3]);
+    dst[4] = qatomic_read(&src[4]);
+    dst[5] = qatomic_read(&src[5]);
+    dst[6] = qatomic_read(&src[6]);
+    dst[7] = qatomic_read(&src[7]);
 }
 
 static inline void write8(uint64_t *dst, const uint64_t *src)
@@ -91,18 +207,27 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
 static void snapshot(const uint64_t *img, uint64_t *snap)
 {
     uint64_t diff;
-    int tries, w;
+    int tries;
 
     read8(img, snap);
     for (tries = 0; tries < 64; tries++) {
         smp_rmb();  /* the second read is not hoisted above the first */
         diff = 0;
-        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-            uint64_t v = qatomic_read(&img[w]);
-
-            diff |= v ^ snap[w];
-            snap[w] = v;
-        }
+        /* by hand: this runs for every line written back or fetched */
+#define SNAP_WORD(i) do {                               \
+            uint64_t v = qatomic_read(&img[i]);         \
+            diff |= v ^ snap[i];                        \
+            snap[i] = v;                                \
+        } while (0)
+        SNAP_WORD(0);
+        SNAP_WORD(1);
+        SNAP_WORD(2);
+        SNAP_WORD(3);
+        SNAP_WORD(4);
+        SNAP_WORD(5);
+        SNAP_WORD(6);
+        SNAP_WORD(7);
+#undef SNAP_WORD
         if (!diff) {
             return;
         }
@@ -155,6 +280,7 @@ static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
      */
     if (off % CXLSHM_LINE == 0 && off >= l->coherent_size &&
         off < l->size && page_lock(l, off) == word) {
+        pool_will_change(l, word, false);
         write8((uint64_t *)(l->pool + off), (const uint64_t *)u->old);
     }
     smp_wmb();  /* the line is restored before the log is disarmed */
@@ -207,16 +333,17 @@ static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
 
 static void unlock_page(CXLShmLines *l, Held *h)
 {
-    qatomic_store_release(h->word, 0);
+    word_release(l, h->word);
     qatomic_store_release(&l->slot_busy[h->slot], 0);
 }
 
 /*
  * Write one pool line, logged so that a death half-way is rolled back.
- * @old is the line's current pool content (the caller has read it).
+ * @old is the line's current pool content (the caller has read it, or
+ * knows it equal to its twin).  @own: as for pool_will_change().
  */
 static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
-                       const uint64_t *src, const uint64_t *old)
+                       const uint64_t *src, const uint64_t *old, bool own)
 {
     CXLShmUndo *u = undo_slot(l, l->host_id, l->generation, h->slot);
     uint64_t *pool = (uint64_t *)(l->pool + off);
@@ -225,6 +352,7 @@ static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
     memcpy(u->old, old, CXLSHM_LINE);
     smp_wmb();  /* offset and old bytes are logged before the log is armed */
     qatomic_set(&u->armed, h->tag);
+    pool_will_change(l, h->word, own);
     smp_wmb();  /* armed before the pool line changes */
     memcpy(pool, src, CXLSHM_LINE);
     smp_wmb();  /* the whole line is written before the log is disarmed */
@@ -264,9 +392,13 @@ static void report_conflict(CXLShmLines *l, uint64_t off,
 /*
  * One non-coherent line, its page lock held.  @force: the line is dirty
  * whatever its bytes (written back even when they equal the twin's).
+ * @sync: page_in_sync() of the line's page, with the lock held (the pool
+ * line is the twin); the caller keeps the page in sync once its lines are
+ * done (page_keep_in_sync()).
  */
 static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
-                        uint64_t off, bool force, CXLShmLineCount *n)
+                        uint64_t off, bool force, bool sync,
+                        CXLShmLineCount *n)
 {
     uint64_t i = off - l->coherent_size;
     uint64_t *img = (uint64_t *)(l->image + i);
@@ -277,16 +409,31 @@ static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
 
     snapshot(img, snap);
     if (op != CXLSHM_LINE_DROP && (force || !same8(snap, twin))) {
-        if (!same8(pool, twin)) {
-            report_conflict(l, off, twin, pool, snap, n);
+        if (sync) {
+            /* nobody wrote the page since: no conflict, the old line is ours */
+            pool_write(l, h, off, snap, twin, true);
+            n->in_sync++;
+        } else {
+            if (!same8(pool, twin)) {
+                report_conflict(l, off, twin, pool, snap, n);
+            }
+            pool_write(l, h, off, snap, pool, true);
         }
-        pool_write(l, h, off, snap, pool);
         /* the pool before the twin: a line whose twin is new is in the pool */
         smp_wmb();
         memcpy(twin, snap, CXLSHM_LINE);
         n->written++;
     }
     if (op == CXLSHM_LINE_WRITEBACK) {
+        return;
+    }
+    if (sync) {
+        /* the pool line is the twin: only the image's own bytes go back */
+        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+            if (snap[w] != twin[w]) {
+                qatomic_cmpxchg(&img[w], snap[w], twin[w]);
+            }
+        }
         return;
     }
     for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
@@ -349,13 +496,17 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
     uint64_t cur[CXLSHM_LINE_WORDS], merged[CXLSHM_LINE_WORDS];
     uint8_t *nb = (uint8_t *)merged, *tb = (uint8_t *)twin;
     const uint8_t *sb = (const uint8_t *)snap;
+    bool sync = page_in_sync(l, off, true);
     int b;
 
     snapshot(img, snap);
     memcpy(base, twin, CXLSHM_LINE);
     if (force || differ_outside(snap, base, mask)) {
         /* a modified line leaves the cache whole, the NT bytes with it */
-        line_locked(l, h, CXLSHM_LINE_WRITEBACK, off, true, n);
+        line_locked(l, h, CXLSHM_LINE_WRITEBACK, off, true, sync, n);
+        if (sync) {
+            page_keep_in_sync(l, off);
+        }
         return;
     }
     memcpy(cur, pool, CXLSHM_LINE);
@@ -368,7 +519,7 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
     if (!same8(cur, base)) {
         report_conflict(l, off, base, cur, merged, n);
     }
-    pool_write(l, h, off, merged, cur);
+    pool_write(l, h, off, merged, cur, true);
     smp_wmb();  /* the pool before the twin, as in line_locked() */
     for (b = 0; b < CXLSHM_LINE; b++) {
         if (mask & (1ULL << b)) {
@@ -376,6 +527,10 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
         }
     }
     n->written++;
+    if (sync) {
+        /* the pool was the twin; both took the same bytes */
+        page_keep_in_sync(l, off);
+    }
 }
 
 void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
@@ -393,8 +548,12 @@ void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
     unlock_line(l, hp, &h);
 }
 
-/* Does the line need the lock?  Reads only; see the header */
-static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off)
+/*
+ * Does the line need the lock?  Reads only; see the header.  @sync: the
+ * page is in sync (page_in_sync()), so the pool line is the twin.
+ */
+static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off,
+                            bool sync)
 {
     uint64_t i = off - l->coherent_size;
     const uint64_t *img = (const uint64_t *)(l->image + i);
@@ -403,7 +562,7 @@ static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off)
     if (!same8(img, twin)) {
         return true;
     }
-    return op != CXLSHM_LINE_WRITEBACK &&
+    return op != CXLSHM_LINE_WRITEBACK && !sync &&
            !same8((const uint64_t *)(l->pool + off), twin);
 }
 
@@ -422,21 +581,45 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     }
     for (page = start; page < end;
          page = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) + CXLSHM_LOCK_PAGE) {
-        uint64_t stop = MIN(end, QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) +
-                                 CXLSHM_LOCK_PAGE);
+        uint64_t next = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) +
+                        CXLSHM_LOCK_PAGE;
+        uint64_t stop = MIN(end, next);
+        uint64_t *ver = word_version(l, page_lock(l, page));
+        uint64_t v0 = ver ? qatomic_load_acquire(ver) : 1;
+        bool sync = page_in_sync(l, page, false);
+        /*
+         * A whole page fetched ends with its twin equal to the pool: every
+         * line was either compared equal or fetched, all while the version
+         * stayed v0 (seqlock) or under the lock.
+         */
+        bool whole = op != CXLSHM_LINE_WRITEBACK && l->seen &&
+                     page == next - CXLSHM_LOCK_PAGE && stop == next &&
+                     !(v0 & 1);
         Held h = { NULL };
 
         for (off = page; off < stop; off += CXLSHM_LINE) {
-            if (!line_needs_work(l, op, off)) {
+            if (!line_needs_work(l, op, off, sync)) {
                 continue;
             }
             if (!h.word) {
                 lock_page(l, off, &h);
+                if (whole && qatomic_read(ver) != v0) {
+                    whole = false;  /* the lines compared so far may be old */
+                }
+                sync = page_in_sync(l, off, true);
             }
-            line_locked(l, &h, op, off, false, n);
+            line_locked(l, &h, op, off, false, sync, n);
         }
         if (h.word) {
+            if (whole || sync) {
+                page_keep_in_sync(l, page);
+            }
             unlock_page(l, &h);
+        } else if (whole) {
+            smp_rmb();  /* the comparisons before the second read */
+            if (qatomic_read(ver) == v0) {
+                qatomic_set(page_seen(l, page), v0 + 1);
+            }
         }
     }
 }
@@ -445,6 +628,7 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n)
 {
     Held h, *hp;
+    bool sync;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
@@ -454,7 +638,11 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
         return;
     }
     hp = lock_line(l, offset, held, &h);
-    line_locked(l, hp, op, offset, dirty, n);
+    sync = page_in_sync(l, offset, true);
+    line_locked(l, hp, op, offset, dirty, sync, n);
+    if (sync) {
+        page_keep_in_sync(l, offset);
+    }
     unlock_line(l, hp, &h);
 }
 
@@ -500,7 +688,8 @@ void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
     lock_page(l, offset, &h);
     if (offset >= l->coherent_size) {
         memcpy(old, l->pool + offset, CXLSHM_LINE);
-        pool_write(l, &h, offset, src, old);
+        /* the version moves: every host's twin of the page is now old */
+        pool_write(l, &h, offset, src, old, false);
     } else {
         /* no undo log: see rollback(); a death here may tear the line */
         write8((uint64_t *)(l->pool + offset), src);
@@ -531,6 +720,9 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
                 write8((uint64_t *)(l->twin + i), cur);
             }
         }
+        if (page + CXLSHM_LOCK_PAGE <= end) {
+            page_keep_in_sync(l, page);
+        }
         unlock_page(l, &h);
     }
 }
@@ -550,7 +742,7 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
             /* take it over, roll the dead writer back, then free it */
             if (qatomic_cmpxchg(word, old, mine) == old) {
                 rollback(l, word, old);
-                qatomic_store_release(word, 0);
+                word_release(l, word);
             }
         }
     }

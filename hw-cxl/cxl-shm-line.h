@@ -23,6 +23,13 @@
  *   kept (it happened after the fetch) and leaves the line dirty.
  * - Dirtiness is "image differs from twin", the twin being the pool's
  *   line as this host last fetched or wrote it.
+ * - Each lock word has a version word beside it, bumped by every pool
+ *   write made under that lock (odd while the writer is at work, as a
+ *   seqlock).  A host remembers, per page, the version at which it last
+ *   knew its twin of the whole page equal to the pool; while the version
+ *   has not moved, no host wrote the page since, so a writeback need not
+ *   read the pool (no conflict is possible, the old line is the twin) and
+ *   an invalidate need not compare it.
  *
  * The engine has no QEMU dependencies beyond qemu/atomic.h, so the unit
  * tests build it for the host and run it from several processes.
@@ -45,6 +52,16 @@ typedef struct CXLShmUndo {
     uint8_t old[CXLSHM_LINE];   /* the line before the write */
     uint8_t reserved[48];
 } CXLShmUndo;
+
+/*
+ * Versions of one lock word that only this host's own writes moved: every
+ * bump from @from to @to (the version its last write left) was a write of
+ * this host's that kept its in-sync pages in sync
+ */
+typedef struct CXLShmRun {
+    uint64_t from;
+    uint64_t to;
+} CXLShmRun;
 
 /* A page lock held by one thread (cxl_shm_lines_lock) */
 typedef struct CXLShmLineLock {
@@ -72,6 +89,7 @@ typedef struct CXLShmLineCount {
     uint64_t written;           /* lines copied to the pool */
     uint64_t fetched;           /* lines dropped and fetched again */
     uint64_t conflicts;         /* writebacks over another host's data */
+    uint64_t in_sync;           /* of written: without reading the pool */
 } CXLShmLineCount;
 
 typedef struct CXLShmLines {
@@ -82,6 +100,20 @@ typedef struct CXLShmLines {
     uint64_t size;
     uint64_t *locks;            /* CXLSHM_NR_LOCKS words, shared */
     CXLShmUndo *undo;           /* [host][bank][slot], shared */
+    /*
+     * Optional (all or none): versions[i], shared, counts the pool writes
+     * made under locks[i] (odd while one is in progress); seen[p],
+     * private, one word per 4 KiB page of the non-coherent area, is the
+     * version + 1 at which this host's twin of page p was last known equal
+     * to the pool's (0: not known), zeroed by the owner when the twin is
+     * (a host reset); runs[i], private, CXLSHM_NR_LOCKS entries, zeroed
+     * at start: this host's own writes under locks[i], so that a write to
+     * one page does not take the host's other pages under the same lock
+     * word out of sync.
+     */
+    uint64_t *versions;
+    uint64_t *seen;
+    CXLShmRun *runs;
     uint32_t host_id;
     uint64_t generation;
     /* is the owner (host, generation) of a held lock still running? */

@@ -485,6 +485,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
      */
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
     s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
+    s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
     s->lines.host_id = s->host_id;
     s->lines.generation = s->generation;
     s->lines.coherent_size = s->coherent_size;

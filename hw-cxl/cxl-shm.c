@@ -1227,9 +1227,15 @@ static void cxl_shm_load_image(CXLShmState *s)
     }
 }
 
+/* Bytes of the per-page "in sync" words (cxl-shm-line.h) */
+static size_t cxl_shm_seen_size(CXLShmState *s)
+{
+    return s->nc_size / CXLSHM_LOCK_PAGE * sizeof(uint64_t);
+}
+
 static bool cxl_shm_make_image(CXLShmState *s, Error **errp)
 {
-    void *twin;
+    void *twin, *seen;
 
     s->nc_size = s->size - s->coherent_size;
     if (!s->nc_size) {
@@ -1248,6 +1254,17 @@ static bool cxl_shm_make_image(CXLShmState *s, Error **errp)
         object_unparent(OBJECT(&s->image_mr));
         return false;
     }
+    seen = mmap(NULL, cxl_shm_seen_size(s), PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (seen == MAP_FAILED) {
+        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the page "
+                         "versions of the non-coherent area");
+        munmap(twin, s->nc_size);
+        object_unparent(OBJECT(&s->image_mr));
+        return false;
+    }
+    s->lines.seen = seen;
+    s->lines.runs = g_new0(CXLShmRun, CXLSHM_NR_LOCKS);
     s->twin = twin;
     s->image = memory_region_get_ram_ptr(&s->image_mr);
     s->lines.image = s->image;
@@ -1274,6 +1291,12 @@ static void cxl_shm_drop_image(CXLShmState *s)
         munmap(s->twin, s->nc_size);
         s->twin = NULL;
     }
+    if (s->lines.seen) {
+        munmap(s->lines.seen, cxl_shm_seen_size(s));
+        s->lines.seen = NULL;
+    }
+    g_free(s->lines.runs);
+    s->lines.runs = NULL;
 }
 
 /*
@@ -1536,6 +1559,10 @@ static void cxl_shm_host_reset(CXLShmState *s)
     if (s->nc_size) {
         ram_block_discard_range(s->image_mr.ram_block, 0, s->nc_size);
         qemu_madvise(s->twin, s->nc_size, QEMU_MADV_DONTNEED);
+        /* a twin of zeros is in sync with nothing */
+        qemu_madvise(s->lines.seen, cxl_shm_seen_size(s),
+                     QEMU_MADV_DONTNEED);
+        memset(s->lines.runs, 0, CXLSHM_NR_LOCKS * sizeof(CXLShmRun));
         cxl_shm_load_image(s);
     }
     qatomic_inc(&s->stats[CXLSHM_STAT_RESETS]);

@@ -23,7 +23,9 @@
  *     a writeback leaves every line clean, an invalidate or flush leaves
  *     image, twin and pool equal
  *   - host B's image never changes; no page lock is left held and no undo
- *     slot left armed
+ *     slot left armed, every page version is even
+ *   - a page either host takes as in sync (its seen word is the page
+ *     version + 1) has its twin equal to the pool
  * AddressSanitizer (allocations of the exact sizes) catches any access
  * outside the pool, the images and the metadata; UBSan any undefined
  * arithmetic.  scripts/fuzz.sh builds and runs it.
@@ -42,7 +44,7 @@
 
 static uint8_t *pool, *pool_before, *img_a_before, *twin_a_before;
 static uint8_t *img_b_expect;
-static uint64_t *locks;
+static uint64_t *locks, *versions;
 static CXLShmUndo *undo;
 static CXLShmLines host_a, host_b;
 static CXLShmDoorbellRegs regs;
@@ -66,6 +68,9 @@ static void host_init(CXLShmLines *l, uint32_t id)
     l->size = SIZE;
     l->locks = locks;
     l->undo = undo;
+    l->versions = versions;
+    l->seen = calloc(NC / CXLSHM_LOCK_PAGE, sizeof(uint64_t));
+    l->runs = calloc(CXLSHM_NR_LOCKS, sizeof(CXLShmRun));
     l->host_id = id;
     l->generation = 1;
 }
@@ -80,6 +85,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     twin_a_before = malloc(NC);
     img_b_expect = malloc(NC);
     locks = calloc(CXLSHM_NR_LOCKS, sizeof(*locks));
+    versions = calloc(CXLSHM_NR_LOCKS, sizeof(*versions));
     undo = calloc(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS, sizeof(*undo));
     host_init(&host_a, 0);
     host_init(&host_b, 1);
@@ -97,6 +103,30 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n)
     return v;
 }
 
+/*
+ * A page the host takes as in sync (cxl-shm-line.c page_in_sync(), with
+ * the lock) has its twin equal to the pool
+ */
+static void check_in_sync(CXLShmLines *l, const char *who)
+{
+    uint64_t pg;
+
+    for (pg = 0; pg < NC / CXLSHM_LOCK_PAGE; pg++) {
+        uint64_t off = COH + pg * CXLSHM_LOCK_PAGE;
+        uint64_t w = (off / CXLSHM_LOCK_PAGE) % CXLSHM_NR_LOCKS;
+        uint64_t v = versions[w], s = l->seen[pg];
+        const CXLShmRun *r = &l->runs[w];
+
+        if (s && (s - 1 == v ||
+                  (r->to == v && r->from <= s - 1 && s - 1 <= v))) {
+            CHECK(!memcmp(l->twin + pg * CXLSHM_LOCK_PAGE, pool + off,
+                          CXLSHM_LOCK_PAGE), "host %s takes page 0x%llx as "
+                  "in sync, but its twin differs from the pool", who,
+                  (unsigned long long)off);
+        }
+    }
+}
+
 static void check_metadata(void)
 {
     size_t i;
@@ -110,6 +140,11 @@ static void check_metadata(void)
     }
     CHECK(!memcmp(host_b.image, img_b_expect, NC),
           "host B's image changed by host A's doorbell");
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
+        CHECK(!(versions[i] & 1), "page version %zu left odd", i);
+    }
+    check_in_sync(&host_a, "A");
+    check_in_sync(&host_b, "B");
 }
 
 /* bytes of @a and @b differ only inside [lo, hi) */
@@ -191,6 +226,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memset(pool, 0, SIZE);
     memset(locks, 0, CXLSHM_NR_LOCKS * sizeof(*locks));
+    memset(versions, 0, CXLSHM_NR_LOCKS * sizeof(*versions));
+    memset(host_a.seen, 0, NC / CXLSHM_LOCK_PAGE * sizeof(uint64_t));
+    memset(host_b.seen, 0, NC / CXLSHM_LOCK_PAGE * sizeof(uint64_t));
+    memset(host_a.runs, 0, CXLSHM_NR_LOCKS * sizeof(CXLShmRun));
+    memset(host_b.runs, 0, CXLSHM_NR_LOCKS * sizeof(CXLShmRun));
     memset(undo, 0, CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS * sizeof(*undo));
     memset(host_a.image, 0, NC);
     memset(host_a.twin, 0, NC);

@@ -1006,7 +1006,7 @@ typedef enum {
     POOL_MISSING,
     POOL_TEXT,          /* some other file */
     POOL_BAD_MAGIC,
-    POOL_VERSION,       /* version 3 with a valid checksum */
+    POOL_VERSION,       /* version 4 with a valid checksum */
     POOL_CORRUPT,       /* geometry changed, checksum not */
     POOL_SHORT,         /* truncated data */
     POOL_LIVE,          /* host 0 is held by a running QEMU */
@@ -1168,7 +1168,7 @@ static const struct {
     { "bad-magic", POOL_BAD_MAGIC, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "bad magic" },
     { "version", POOL_VERSION, "pool=%s,size=256M,coherent-size=64M,"
-      "max-hosts=4", "has format version 3" },
+      "max-hosts=4", "has format version 4" },
     { "corrupt", POOL_CORRUPT, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "corrupt header" },
     { "truncated", POOL_SHORT, "pool=%s,size=256M,coherent-size=64M,"
@@ -1288,9 +1288,9 @@ static void test_refused_config(void)
         if (refused[i].kind == POOL_BAD_MAGIC) {
             patch_pool(pool, 0, "XXXX", 4);
         } else if (refused[i].kind == POOL_VERSION) {
-            /* version 3, checksum made valid: a future format */
+            /* version 4, checksum made valid: a future format */
             uint8_t hdr[0x48];
-            uint32_t ver = 3, crc;
+            uint32_t ver = 4, crc;
             g_autofree char *ck = NULL;
 
             pool_pread(pool, 0, hdr, sizeof(hdr));

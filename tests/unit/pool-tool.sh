@@ -68,7 +68,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 # inspect
-[ "$(json "$P" '.size, .coherent_size, .max_hosts, .line_size, .version' | tr '\n' ' ')" = "268435456 67108864 4 64 2 " ] \
+[ "$(json "$P" '.size, .coherent_size, .max_hosts, .line_size, .version' | tr '\n' ' ')" = "268435456 67108864 4 64 3 " ] \
     && ok "inspect --json: geometry" || bad "inspect --json: geometry" "$("$TOOL" inspect --json "$P")"
 [ "$(json "$P" '[.hosts[] | .status] | join(",")')" = "free,free,free,free" ] \
     && ok "inspect --json: four free hosts" || bad "inspect --json: four free hosts"
@@ -127,7 +127,7 @@ corrupt() {  # [BASE=POOL] corrupt NAME PATTERN OFFSET HEX (a copy of $P or BASE
     else bad "check: $1" "exit $rc: $out"; fi
 }
 corrupt "bad magic" "bad magic" 0 58585858
-corrupt "future version" "format version 3|corrupt header" 8 03000000
+corrupt "future version" "format version 4|corrupt header" 8 04000000
 corrupt "checksum" "corrupt header \(checksum mismatch\)" $((0x20)) 00000008
 corrupt "state 7" "host 2 has state 7" $((0x1000 + 256)) 07000000
 corrupt "live with generation 0" "host 0 is live but has generation 0" $((0x1000)) 01000000

@@ -378,7 +378,7 @@ static void test_pool_hosts(void)
             uint32_t u32;
             uint64_t u64;
             memcpy(meta, "CXLPOOL", 8);
-            u32 = 2;
+            u32 = 3;                            /* the format's version */
             memcpy(meta + 0x08, &u32, 4);
             u32 = 3;
             memcpy(meta + 0x2c, &u32, 4);

@@ -13,6 +13,17 @@
  *                with the right mask
  *   exact        only dirty lines are written back; a fetch sees others'
  *                writebacks
+ *   in-sync      a page whose version has not moved since the host last
+ *                knew its twin equal to the pool is written back without
+ *                reading the pool; any other host's write, a media write
+ *                or a rollback moves the version, and a writer at work
+ *                (odd version) keeps a page from being taken as in sync
+ *   in-sync-run  pages 32 MiB apart share a lock word and its version: a
+ *                host's own writes to one keep the other in sync, another
+ *                host's write or a media write does not
+ *
+ * Every test but in-sync runs twice: without the page versions (the
+ * engine reads the pool for every line) and with them.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -44,8 +55,9 @@ static int failures;
     } while (0)
 
 static uint8_t *pool;
-static uint64_t *locks;
+static uint64_t *locks, *versions;
 static CXLShmUndo *undo;
+static bool use_versions;
 
 static void *shared(size_t len)
 {
@@ -67,6 +79,7 @@ static void pod_reset(void)
 {
     memset(pool, 0, SIZE);
     memset(locks, 0, CXLSHM_NR_LOCKS * 8);
+    memset(versions, 0, CXLSHM_NR_LOCKS * 8);
     memset(undo, 0, CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
            sizeof(CXLShmUndo));
 }
@@ -88,26 +101,44 @@ static bool dead_hosts_alive(void *opaque, uint32_t host, uint64_t gen)
     return host != 7;   /* host 7 is the one that "died" */
 }
 
-static void host_init(CXLShmLines *l, uint32_t id)
+/* A host on the pool @p of @size bytes (the coherent window is COH) */
+static void host_init_on(CXLShmLines *l, uint32_t id, uint8_t *p,
+                         uint64_t size)
 {
     memset(l, 0, sizeof(*l));
-    l->pool = pool;
-    l->image = private(NC);
-    l->twin = private(NC);
+    l->pool = p;
+    l->image = private(size - COH);
+    l->twin = private(size - COH);
     l->coherent_size = COH;
-    l->size = SIZE;
+    l->size = size;
     l->locks = locks;
     l->undo = undo;
+    if (use_versions) {
+        l->versions = versions;
+        l->seen = private((size - COH) / CXLSHM_LOCK_PAGE * 8);
+        l->runs = private(CXLSHM_NR_LOCKS * sizeof(CXLShmRun));
+    }
     l->host_id = id;
     l->generation = 1;
     l->owner_alive = dead_hosts_alive;
     l->conflict = on_conflict;
 }
 
+static void host_init(CXLShmLines *l, uint32_t id)
+{
+    host_init_on(l, id, pool, SIZE);
+}
+
 static void host_free(CXLShmLines *l)
 {
-    munmap(l->image, NC);
-    munmap(l->twin, NC);
+    uint64_t nc = l->size - COH;
+
+    munmap(l->image, nc);
+    munmap(l->twin, nc);
+    if (l->seen) {
+        munmap(l->seen, nc / CXLSHM_LOCK_PAGE * 8);
+        munmap(l->runs, CXLSHM_NR_LOCKS * sizeof(CXLShmRun));
+    }
 }
 
 static uint64_t *img_word(CXLShmLines *l, uint64_t off, int w)
@@ -592,12 +623,157 @@ static void test_media_write(void)
     host_free(&a);
 }
 
-int main(void)
+/* --- in-sync ---------------------------------------------------------- */
+
+static uint64_t *version_of(uint64_t off)
 {
-    pool = shared(SIZE);
-    locks = shared(CXLSHM_NR_LOCKS * 8);
-    undo = shared(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
-                  sizeof(CXLShmUndo));
+    return &versions[lock_word(off) - locks];
+}
+
+/* One dirty line of @l written back: was it in sync (no pool read)? */
+static bool wb_in_sync(CXLShmLines *l, uint64_t off, uint64_t val)
+{
+    CXLShmLineCount n = { 0 };
+
+    *img_word(l, off, 5) = val;
+    cxl_shm_lines_op(l, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    CHECK(n.written == 1, "line 0x%llx not written back",
+          (unsigned long long)off);
+    return n.in_sync == 1;
+}
+
+static void test_in_sync(void)
+{
+    CXLShmLines a, b;
+    CXLShmLineCount n = { 0 };
+    uint64_t page = COH + 40 * 4096, v;
+    CXLShmUndo *u;
+
+    pod_reset();
+    host_init(&a, 0);
+    host_init(&b, 1);
+    conflicts_seen = 0;
+
+    /* never fetched: not in sync, the pool is read */
+    CHECK(!wb_in_sync(&a, page, 1), "a page never fetched is in sync");
+    /* a whole page fetched is; it stays so through a's own writebacks */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    CHECK(wb_in_sync(&a, page + 64, 2), "a fetched page is not in sync");
+    CHECK(wb_in_sync(&a, page + 128, 3), "own writeback left sync");
+    CHECK(*(uint64_t *)(pool + page + 128 + 40) == 3, "in-sync line lost");
+    v = *version_of(page);
+    CHECK(v && !(v & 1), "version %llu after writes", (unsigned long long)v);
+
+    /* b writes a line of the page: a is out of sync and sees b's line */
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    CHECK(wb_in_sync(&b, page + 192, 0xb0b), "b's fetched page not in sync");
+    CHECK(*version_of(page) == v + 2, "b's write did not move the version");
+    cxl_shm_lines_op(&a, CXLSHM_LINE_DROP, page, 4096, &n);
+    CHECK(*img_word(&a, page + 192, 5) == 0xb0b, "a's invalidate of an "
+          "in-sync page missed b's writeback");
+    /* that whole-page fetch made a in sync again; b now conflicts */
+    CHECK(wb_in_sync(&a, page + 192, 0xa0a), "refetched page not in sync");
+    *img_word(&b, page + 192, 6) = 0xbad;
+    n = (CXLShmLineCount){ 0 };
+    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, page + 192, 64, &n);
+    CHECK(n.conflicts == 1 && n.in_sync == 0,
+          "b wrote over a's newer line: %llu conflicts, %llu in sync",
+          (unsigned long long)n.conflicts, (unsigned long long)n.in_sync);
+
+    /* a write to a page under another lock word leaves a page in sync */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page + 4096, 4096, &n);
+    CHECK(wb_in_sync(&a, page, 4), "not in sync after a flush");
+    CHECK(wb_in_sync(&b, page + 4096, 5), "a's write to another page took "
+          "b's page out of sync");
+
+    /* a media write moves the version: the writer's own twin is old too */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    {
+        uint8_t data[CXLSHM_LINE];
+
+        memset(data, 0x5e, sizeof(data));
+        cxl_shm_lines_media_write(&a, page + 256, data);
+    }
+    CHECK(!wb_in_sync(&a, page + 320, 6), "in sync after a media write");
+    cxl_shm_lines_op(&a, CXLSHM_LINE_DROP, page + 256, 64, &n);
+    CHECK(*img_word(&a, page + 256, 0) == 0x5e5e5e5e5e5e5e5eULL,
+          "media write not fetched");
+
+    /* a writer at work (odd version): a fetch must not take it as in sync */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    (*version_of(page))++;
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    (*version_of(page))++;
+    CHECK(!wb_in_sync(&b, page + 384, 7), "in sync while a writer was at "
+          "work");
+    CHECK(!wb_in_sync(&a, page + 448, 8), "a in sync across b's write");
+
+    /* a dead writer rolled back moves the version */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    v = *version_of(page);
+    u = dead_half_write(page + 512, 5, 4);
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page + 512, 64, &n);
+    CHECK(u->armed == 0 && *version_of(page) == v + 2, "rollback: armed "
+          "%llx, version %llu -> %llu", (unsigned long long)u->armed,
+          (unsigned long long)v, (unsigned long long)*version_of(page));
+    CHECK(!wb_in_sync(&a, page + 576, 9), "in sync across a rollback");
+    CHECK(locks[lock_word(page) - locks] == 0, "lock left held");
+    printf("in-sync: skipped pool reads only while no other write moved "
+           "the version\n");
+    host_free(&a);
+    host_free(&b);
+}
+
+static void test_in_sync_run(void)
+{
+    const uint64_t size = COH + 33 * 1024 * 1024;
+    const uint64_t p1 = COH + 4096 * 3;
+    const uint64_t p2 = p1 + (uint64_t)CXLSHM_NR_LOCKS * 4096;
+    uint8_t *big = shared(size);
+    CXLShmLines a, b;
+    CXLShmLineCount n = { 0 };
+    uint8_t data[CXLSHM_LINE];
+
+    memset(locks, 0, CXLSHM_NR_LOCKS * 8);
+    memset(versions, 0, CXLSHM_NR_LOCKS * 8);
+    host_init_on(&a, 0, big, size);
+    host_init_on(&b, 1, big, size);
+    CHECK(lock_word(p1) == lock_word(p2), "pages not on one lock word");
+
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
+    /* a's writes to p1 move the version p2 shares: p2 stays in sync */
+    CHECK(wb_in_sync(&a, p1, 1) && wb_in_sync(&a, p1 + 64, 2),
+          "p1 not in sync");
+    CHECK(wb_in_sync(&a, p2, 3), "a's own write to p1 took p2 out of sync");
+    CHECK(wb_in_sync(&a, p1 + 128, 4), "a's own write to p2 took p1 out");
+    /* b's write to p1: a's run ends, neither page is in sync for a */
+    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    CHECK(wb_in_sync(&b, p1 + 192, 5), "b's fetched page not in sync");
+    CHECK(!wb_in_sync(&a, p2 + 64, 6), "p2 in sync across b's write");
+    n = (CXLShmLineCount){ 0 };
+    *((uint64_t *)(a.image + p1 + 192 - COH) + 6) = 7;
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, p1 + 192, 64, &n);
+    CHECK(n.in_sync == 0 && n.conflicts == 1, "a wrote over b's line in "
+          "sync (%llu) or without a conflict (%llu)",
+          (unsigned long long)n.in_sync, (unsigned long long)n.conflicts);
+    /* a media write of a's ends the run too */
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
+    CHECK(wb_in_sync(&a, p1, 8), "p1 not in sync after a flush");
+    memset(data, 0x77, sizeof(data));
+    cxl_shm_lines_media_write(&a, p1 + 256, data);
+    CHECK(!wb_in_sync(&a, p2 + 128, 9), "p2 in sync across a media write");
+    printf("in-sync-run: a host's own writes keep its pages on one lock "
+           "word in sync, nobody else's do\n");
+    host_free(&a);
+    host_free(&b);
+    munmap(big, size);
+}
+
+static void run_all(void)
+{
     test_exact();
     test_conflict();
     test_rollback();
@@ -605,6 +781,22 @@ int main(void)
     test_torn();
     test_media_write();
     test_nt();
+}
+
+int main(void)
+{
+    pool = shared(SIZE);
+    locks = shared(CXLSHM_NR_LOCKS * 8);
+    versions = shared(CXLSHM_NR_LOCKS * 8);
+    undo = shared(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
+                  sizeof(CXLShmUndo));
+    printf("-- without page versions\n");
+    run_all();
+    printf("-- with page versions\n");
+    use_versions = true;
+    run_all();
+    test_in_sync();
+    test_in_sync_run();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

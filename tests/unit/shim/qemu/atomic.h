@@ -4,6 +4,7 @@
 #define qatomic_read(p) __atomic_load_n(p, __ATOMIC_RELAXED)
 #define qatomic_set(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
 #define qatomic_store_release(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#define qatomic_load_acquire(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define qatomic_xchg(p, v) __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST)
 #define qatomic_fetch_inc(p) __atomic_fetch_add(p, 1, __ATOMIC_SEQ_CST)
 #define qatomic_cmpxchg(p, o, n) ({ \
