@@ -24,6 +24,7 @@
 #include "qemu/main-loop.h"
 #include "qapi/error.h"
 #include "qapi/visitor.h"
+#include "qapi/qapi-types-cxl.h"
 #include "qom/object_interfaces.h"
 #include "hw/qdev-properties.h"
 #include "hw/pci/pci.h"
@@ -1064,15 +1065,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
                    "'lsa' and 'num-dc-regions' must not be set");
         return false;
     }
-    if (!s->mode || !strcmp(s->mode, "direct")) {
-        s->timed = false;
-    } else if (!strcmp(s->mode, "timed")) {
-        s->timed = true;
-    } else {
-        error_setg(errp, "cxl-shm: property 'mode' is '%s' (allowed: direct, "
-                   "timed)", s->mode);
-        return false;
-    }
+    s->timed = s->mode == CXL_SHM_MODE_TIMED;
     if (!s->size || s->size % (256 * MiB) || s->size > CXLSHM_SIZE_MAX) {
         error_setg(errp, "cxl-shm: property 'size' is %" PRIu64 " (allowed: "
                    "a multiple of 256 MiB in [256 MiB, 1 TiB])", s->size);
@@ -1104,15 +1097,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
                    "[1, %d])", s->bandwidth_mbs, CXLSHM_BANDWIDTH_MAX);
         return false;
     }
-    if (!s->writeback || !strcmp(s->writeback, "deferred")) {
-        s->wb_deferred = true;
-    } else if (!strcmp(s->writeback, "immediate")) {
-        s->wb_deferred = false;
-    } else {
-        error_setg(errp, "cxl-shm: property 'writeback' is '%s' (allowed: "
-                   "deferred, immediate)", s->writeback);
-        return false;
-    }
+    s->wb_deferred = s->writeback == CXL_SHM_WRITEBACK_DEFERRED;
     if (s->evict_rate > CXLSHM_EVICT_MAX) {
         error_setg(errp, "cxl-shm: property 'evict-rate' is %u (allowed: "
                    "[0, %d] lines per millisecond)", s->evict_rate,
@@ -1693,13 +1678,59 @@ static const PropertyInfo cxl_shm_prop_latency = {
     .realized_set_allowed = true,
 };
 
+/* Enum properties of the QAPI types that query-cxl-shm reports them as */
+static void cxl_shm_get_enum(Object *obj, Visitor *v, const char *name,
+                             void *opaque, Error **errp)
+{
+    const Property *prop = opaque;
+    int *ptr = object_field_prop_ptr(obj, prop);
+
+    visit_type_enum(v, name, ptr, prop->info->enum_table, errp);
+}
+
+static void cxl_shm_set_enum(Object *obj, Visitor *v, const char *name,
+                             void *opaque, Error **errp)
+{
+    const Property *prop = opaque;
+    int *ptr = object_field_prop_ptr(obj, prop);
+
+    visit_type_enum(v, name, ptr, prop->info->enum_table, errp);
+}
+
+static void cxl_shm_enum_default(ObjectProperty *op, const Property *prop)
+{
+    object_property_set_default_str(op,
+        qapi_enum_lookup(prop->info->enum_table, prop->defval.i));
+}
+
+static const PropertyInfo cxl_shm_prop_mode = {
+    .type = "CxlShmMode",
+    .description = "direct (the pool mapped as RAM) or timed (every access "
+                   "through the cache model)",
+    .enum_table = &CxlShmMode_lookup,
+    .get = cxl_shm_get_enum,
+    .set = cxl_shm_set_enum,
+    .set_default_value = cxl_shm_enum_default,
+};
+
+static const PropertyInfo cxl_shm_prop_writeback = {
+    .type = "CxlShmWriteback",
+    .description = "deferred (clwb/clflushopt take effect at the next "
+                   "fence) or immediate (at the instruction)",
+    .enum_table = &CxlShmWriteback_lookup,
+    .get = cxl_shm_get_enum,
+    .set = cxl_shm_set_enum,
+    .set_default_value = cxl_shm_enum_default,
+};
+
 #define DEFINE_PROP_LATENCY(name, field, def) \
     DEFINE_PROP_UNSIGNED(name, CXLShmState, field, def, \
                          cxl_shm_prop_latency, uint32_t)
 
 static const Property cxl_shm_props[] = {
     DEFINE_PROP_STRING("pool", CXLShmState, pool_path),
-    DEFINE_PROP_STRING("mode", CXLShmState, mode),
+    DEFINE_PROP_SIGNED("mode", CXLShmState, mode, CXL_SHM_MODE_DIRECT,
+                       cxl_shm_prop_mode, CxlShmMode),
     DEFINE_PROP_SIZE("size", CXLShmState, size, 0),
     DEFINE_PROP_SIZE("coherent-size", CXLShmState, coherent_size, 0),
     DEFINE_PROP_UINT32("host-id", CXLShmState, host_id, 0),
@@ -1707,7 +1738,9 @@ static const Property cxl_shm_props[] = {
     DEFINE_PROP_LATENCY("latency-ns", latency_ns, 0),
     DEFINE_PROP_UINT32("bandwidth-mbs", CXLShmState, bandwidth_mbs, 16000),
     DEFINE_PROP_UINT32("pool-mode", CXLShmState, pool_mode, 0600),
-    DEFINE_PROP_STRING("writeback", CXLShmState, writeback),
+    DEFINE_PROP_SIGNED("writeback", CXLShmState, writeback,
+                       CXL_SHM_WRITEBACK_DEFERRED, cxl_shm_prop_writeback,
+                       CxlShmWriteback),
     DEFINE_PROP_UINT32("evict-rate", CXLShmState, evict_rate, 0),
     DEFINE_PROP_UINT64("evict-seed", CXLShmState, evict_seed, 1),
     DEFINE_PROP_STRING("conflict-log", CXLShmState, conflict_log),

@@ -11,6 +11,7 @@
 
 #include "hw/cxl/cxl.h"
 #include "system/hostmem.h"
+#include "qapi/qapi-types-cxl.h"
 #include "qemu/notify.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
@@ -106,7 +107,7 @@ struct CXLShmState {
 
     /* properties */
     char *pool_path;
-    char *mode;
+    CxlShmMode mode;
     uint64_t size;
     uint64_t coherent_size;
     uint32_t host_id;
@@ -114,7 +115,7 @@ struct CXLShmState {
     uint32_t latency_ns;
     uint32_t bandwidth_mbs;
     uint32_t pool_mode;
-    char *writeback;
+    CxlShmWriteback writeback;
     uint32_t evict_rate;
     uint64_t evict_seed;
     char *conflict_log;

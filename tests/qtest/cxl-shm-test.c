@@ -1124,7 +1124,7 @@ static const struct {
     { "host-id-range", POOL_GOOD, "pool=%s,size=256M,max-hosts=4,host-id=4",
       "property 'host-id' is 4 (allowed: [0, max-hosts-1=3])" },
     { "mode-bogus", POOL_GOOD, "pool=%s,size=256M,mode=fast",
-      "property 'mode' is 'fast' (allowed: direct, timed)" },
+      "Parameter 'mode' does not accept value 'fast'" },
     { "timed-latency-ns", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
       "latency-ns=100", "with mode=timed set miss-latency-ns" },
     { "timed-evict-rate", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
@@ -1150,7 +1150,7 @@ static const struct {
     { "pool-mode", POOL_GOOD, "pool=%s,size=256M,pool-mode=0400",
       "property 'pool-mode'" },
     { "writeback", POOL_GOOD, "pool=%s,size=256M,writeback=later",
-      "property 'writeback' is 'later' (allowed: deferred, immediate)" },
+      "Parameter 'writeback' does not accept value 'later'" },
     { "evict-rate", POOL_GOOD, "pool=%s,size=256M,evict-rate=100001",
       "property 'evict-rate' is 100001" },
     { "conflict-log", POOL_GOOD, "pool=%s,size=256M,"
