@@ -50,6 +50,7 @@
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
 #include "qemu/main-loop.h"
+#include "qemu/rcu.h"
 #include "qapi/error.h"
 #include "hw/core/cpu.h"
 #include "exec/memory.h"
@@ -1074,21 +1075,46 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     return true;
 }
 
+/*
+ * What a vCPU may still be using when the device goes away: the atomic
+ * step hook is an RCU reader (patch 0009) and the MMIO path runs without
+ * the BQL, so the cache, the per-vCPU locks and the device itself are
+ * released only after a grace period.
+ */
+typedef struct CXLShmTimedRelease {
+    struct rcu_head rcu;
+    CXLShmState *s;
+    CXLShmWay *way;
+    CXLShmLineLock *held;
+} CXLShmTimedRelease;
+
+static void timed_release(CXLShmTimedRelease *r)
+{
+    qemu_mutex_destroy(&r->s->t.lock);
+    qemu_mutex_destroy(&r->s->t.stale_lock);
+    g_free(r->way);
+    g_free(r->held);
+    object_unref(OBJECT(r->s));
+    g_free(r);
+}
+
 void cxl_shm_timed_fini(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
+    CXLShmTimedRelease *r;
 
-    if (!s->timed || !t->way) {
+    if (!s->timed || !t->way || t->released) {
         return;
     }
+    t->released = true;
     if (tcg_enabled()) {
         tcg_atomic_step_hook_remove(timed_step_done, s);
     }
     object_unparent(OBJECT(&t->io));
-    g_free(t->way);
-    t->way = NULL;
-    g_free(t->held);
-    t->held = NULL;
-    qemu_mutex_destroy(&t->lock);
-    qemu_mutex_destroy(&t->stale_lock);
+    r = g_new0(CXLShmTimedRelease, 1);
+    r->s = s;
+    r->way = t->way;
+    r->held = t->held;
+    object_ref(OBJECT(s));
+    call_rcu(r, timed_release, rcu);
 }

@@ -89,6 +89,7 @@ typedef struct CXLShmTimed {
     /* per vCPU: the coherent line lock held over an atomic's accesses */
     CXLShmLineLock *held;
     uint32_t nr_held;
+    bool released;              /* cxl_shm_timed_fini() ran */
     FILE *stale_fp;
     QemuMutex stale_lock;
     MemoryRegion io;            /* the whole device; decoders alias it */
