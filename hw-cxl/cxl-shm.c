@@ -1824,6 +1824,12 @@ static void cxl_shm_class_init(ObjectClass *oc, void *data)
     cvc->build_cdat_table = cxl_shm_build_cdat;
     cvc->free_cdat_table = cxl_shm_free_cdat;
     dc->desc = "CXL 3.0 multi-host shared memory pod device (cxlpod)";
+    /*
+     * A host joins the pod with its machine and leaves with its QEMU
+     * (docs/failure-model.md): the join, the direct map and the TCG hooks
+     * are set up before any vCPU runs
+     */
+    dc->hotpluggable = false;
     device_class_set_props(dc, cxl_shm_props);
 }
 

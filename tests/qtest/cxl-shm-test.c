@@ -312,6 +312,22 @@ static void test_identify(void)
         g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0x1122334455667788ULL);
     }
 
+    /*
+     * The host joins the pod with its machine and leaves with its QEMU:
+     * no hot-unplug (nor hot-plug) of the device
+     */
+    {
+        QDict *rsp = qtest_qmp(h.qts, "{'execute': 'device_del', "
+                               "'arguments': {'id': 'shm0'}}");
+        QDict *err = qdict_get_qdict(rsp, "error");
+
+        g_assert_nonnull(err);
+        g_assert_nonnull(strstr(qdict_get_str(err, "desc"),
+                                "does not support hotplugging"));
+        qobject_unref(rsp);
+        g_assert_cmpuint(r32(&h, R_HOST_STATE(2)), ==, 1);
+    }
+
     /* a reset clears the decoders: the mapping goes away */
     qtest_qmp_assert_success(h.qts, "{'execute': 'system_reset'}");
     host_enable(&h, false);
