@@ -177,8 +177,18 @@ static void cxl_shm_calibrate_wait(void)
     rate = ((uint64_t)(c1 - c0) << 32) / (t1 - t0);
     qatomic_set(&wait_ticks_per_ns_q32, rate);
 
-    /* the median of what a short charge takes beyond its length */
+    /*
+     * What a short charge takes beyond its length and beyond the spin's
+     * overshoot (which the carry pays back anyway), after a millisecond
+     * of spinning so that the core is out of the sleep's low clock; the
+     * 10th percentile, so that a slow stretch of the host does not make
+     * every later wait too short
+     */
     len = ns_to_ticks(CXLSHM_CAL_WAIT_NS, rate);
+    c0 = cpu_get_host_ticks();
+    while (cpu_get_host_ticks() - c0 < ns_to_ticks(1000 * 1000, rate)) {
+        /* warm up */
+    }
     extra = g_new(int64_t, CXLSHM_CAL_WAITS);
     for (i = 0; i < CXLSHM_CAL_WAITS; i++) {
         wait_overrun = 0;
@@ -186,12 +196,12 @@ static void cxl_shm_calibrate_wait(void)
         qatomic_add(&scratch, CXLSHM_CAL_WAIT_NS);
         cxl_shm_pass_time(CXLSHM_CAL_WAIT_NS);
         c1 = cpu_get_host_ticks();
-        extra[i] = c1 - c0 - len;
+        extra[i] = c1 - c0 - len - wait_overrun;
     }
     wait_overrun = 0;
     qsort(extra, CXLSHM_CAL_WAITS, sizeof(*extra), cmp_int64);
     qatomic_set(&wait_cost_ticks,
-                MIN(MAX(extra[CXLSHM_CAL_WAITS / 2], 0), len / 2));
+                MIN(MAX(extra[CXLSHM_CAL_WAITS / 10], 0), len / 2));
     trace_cxl_shm_wait_calibrated(rate * 1000 >> 32,
                                   qatomic_read(&wait_cost_ticks));
 }
