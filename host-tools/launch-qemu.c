@@ -344,7 +344,13 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
     arg(a, "-device");
     arg(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
     arg(a, "-device");
-    arg(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2");
+    /*
+     * hotplug=off: a guest that powered the slot off would unplug the
+     * device, which cxl-shm refuses to be (it joins and leaves the pod
+     * with its QEMU)
+     */
+    arg(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2,"
+        "hotplug=off");
 
     switch (o->device) {
     case DEV_CXL_TYPE3:
@@ -446,9 +452,19 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
      * behind, the clocksource watchdog marks the TSC unstable in the middle
      * of early boot and the guest falls back to jiffies timekeeping, where
      * boots were seen to stall (issue 9; docs/launcher.md).
+     *
+     * no_timer_check: the kernel's boot-time test of the timer interrupt
+     * (timer_irq_works() in arch/x86/kernel/apic/io_apic.c) wants five
+     * PIT ticks within a busy-wait of 160 M TSC cycles (59 ms here).  A
+     * TCG vCPU descheduled for part of that window takes fewer (the ticks
+     * coalesce), and the kernel then reroutes IRQ0 through the 8259A,
+     * a virtual wire, and finally ExtINT, which fails under QEMU: "IO-APIC +
+     * timer doesn't work!" and a panic.  Under KVM, VMware and Hyper-V the
+     * kernel skips the test by itself; with -hypervisor it cannot tell it
+     * runs in a virtual machine (docs/launcher.md).
      */
     arg(a, "-append");
-    argf(a, "console=ttyS0 quiet tsc=reliable cxlpod.host=%d "
+    argf(a, "console=ttyS0 quiet tsc=reliable no_timer_check cxlpod.host=%d "
               "cxlpod.nhosts=%d%s%s",
               host, o->nhosts, o->append ? " " : "", o->append ? o->append : "");
     add_pool_device_args(a, o, host);

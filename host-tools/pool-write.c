@@ -331,7 +331,8 @@ int cmd_wipe(int argc, char **argv)
         return 1;
     }
     /*
-     * Undo records of the old data must never be replayed over the new;
+     * Undo records of the old data must never be replayed over the new
+     * (the page versions, between them, start again at zero);
      * the extended statistics go with them, and the snoop filter tracks
      * lines that no host holds any more (the next timed host sets it up).
      */
@@ -345,9 +346,9 @@ int cmd_wipe(int argc, char **argv)
         pool_close(&p);
         return 1;
     }
-    printf("pool '%s': %" PRIu64 " bytes of data zeroed, line locks, undo "
-           "slots, extended statistics and snoop filter cleared, host table "
-           "kept\n", argv[1],
+    printf("pool '%s': %" PRIu64 " bytes of data zeroed, line locks, page "
+           "versions, undo slots, extended statistics and snoop filter "
+           "cleared, host table kept\n", argv[1],
            p.hdr->data_size);
     pool_close(&p);
     return 0;

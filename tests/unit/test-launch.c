@@ -258,6 +258,9 @@ static void test_device_args(void)
                       "size=512M,host-id=2,max-hosts=3,coherent-size=64M,"
                       "latency-ns=200,mode=timed"));
     g_assert_true(strstr(cmd, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
+    /* the guest cannot power the slot off (that would unplug the device) */
+    g_assert_true(strstr(cmd, "cxl-rp,port=0,bus=cxl.1,id=root_port13,"
+                      "chassis=0,slot=2,hotplug=off"));
     g_assert_true(!strstr(cmd, "memory-backend-file"));
     g_free(cmd);
     g_ptr_array_set_size(a, 0);
