@@ -1735,18 +1735,12 @@ static const PropertyInfo cxl_shm_prop_latency = {
     .realized_set_allowed = true,
 };
 
-/* Enum properties of the QAPI types that query-cxl-shm reports them as */
-static void cxl_shm_get_enum(Object *obj, Visitor *v, const char *name,
-                             void *opaque, Error **errp)
-{
-    const Property *prop = opaque;
-    int *ptr = object_field_prop_ptr(obj, prop);
-
-    visit_type_enum(v, name, ptr, prop->info->enum_table, errp);
-}
-
-static void cxl_shm_set_enum(Object *obj, Visitor *v, const char *name,
-                             void *opaque, Error **errp)
+/*
+ * Enum properties of the QAPI types that query-cxl-shm reports them as;
+ * the visitor reads or writes the field (get and set alike)
+ */
+static void cxl_shm_visit_enum(Object *obj, Visitor *v, const char *name,
+                               void *opaque, Error **errp)
 {
     const Property *prop = opaque;
     int *ptr = object_field_prop_ptr(obj, prop);
@@ -1765,8 +1759,8 @@ static const PropertyInfo cxl_shm_prop_mode = {
     .description = "direct (the pool mapped as RAM) or timed (every access "
                    "through the cache model)",
     .enum_table = &CxlShmMode_lookup,
-    .get = cxl_shm_get_enum,
-    .set = cxl_shm_set_enum,
+    .get = cxl_shm_visit_enum,
+    .set = cxl_shm_visit_enum,
     .set_default_value = cxl_shm_enum_default,
 };
 
@@ -1775,8 +1769,8 @@ static const PropertyInfo cxl_shm_prop_writeback = {
     .description = "deferred (clwb/clflushopt take effect at the next "
                    "fence) or immediate (at the instruction)",
     .enum_table = &CxlShmWriteback_lookup,
-    .get = cxl_shm_get_enum,
-    .set = cxl_shm_set_enum,
+    .get = cxl_shm_visit_enum,
+    .set = cxl_shm_visit_enum,
     .set_default_value = cxl_shm_enum_default,
 };
 
