@@ -8,6 +8,10 @@
 
 #include "launch.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 /* repository root and default paths                                   */
 
 static bool looks_like_top(const char *dir)
@@ -409,6 +413,94 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
     g_free(winsz);
 }
 
+/* the guest's TSC frequency                                           */
+
+#if defined(__x86_64__) || defined(__i386__)
+/*
+ * One (TSC, CLOCK_MONOTONIC) pair: of 64 tries, the one whose clock read
+ * the two TSC reads bracket closest, so a preemption in the middle of a
+ * try does not count.
+ */
+static void tsc_clock_pair(uint64_t *tsc, int64_t *ns, uint64_t *err)
+{
+    *err = UINT64_MAX;
+    for (int i = 0; i < 64; i++) {
+        struct timespec ts;
+        uint64_t t0 = __rdtsc();
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t1 = __rdtsc();
+        if (t1 > t0 && t1 - t0 < *err) {
+            *err = t1 - t0;
+            *tsc = t0 + (t1 - t0) / 2;
+            *ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+    }
+}
+
+/* The host's TSC rate against CLOCK_MONOTONIC over 50 ms, in kHz; 0 if
+ * three tries gave nothing sane. */
+static unsigned long host_tsc_khz(void)
+{
+    for (int i = 0; i < 3; i++) {
+        uint64_t c0, c1, e0, e1;
+        int64_t n0, n1;
+
+        tsc_clock_pair(&c0, &n0, &e0);
+        g_usleep(50 * 1000);
+        tsc_clock_pair(&c1, &n1, &e1);
+        if (e0 == UINT64_MAX || e1 == UINT64_MAX || c1 <= c0 || n1 <= n0) {
+            continue;
+        }
+        /* the brackets must be well under 0.1% of the span */
+        if ((e0 + e1) * 1000 > c1 - c0) {
+            continue;
+        }
+        double khz = (double)(c1 - c0) * 1e6 / (double)(n1 - n0);
+        if (khz >= 100e3 && khz <= 20e6) {
+            return (unsigned long)(khz + 0.5);
+        }
+    }
+    return 0;
+}
+#else
+static unsigned long host_tsc_khz(void)
+{
+    return 0;
+}
+#endif
+
+static bool has_icount(const struct opts *o)
+{
+    for (guint i = 0; i < o->qemu_args->len; i++) {
+        const char *w = g_ptr_array_index(o->qemu_args, i);
+        if (!strcmp(w, "-icount") || !strcmp(w, "--icount")) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The frequency of the guest's TSC, in kHz, for tsc_early_khz=: under
+ * icount QEMU counts it in nanoseconds of virtual time (1 GHz); otherwise
+ * TCG reads the host's TSC and KVM passes it through, so it runs at the
+ * host's rate, measured once.  0: unknown (the guest calibrates).
+ */
+static unsigned long guest_tsc_khz(const struct opts *o)
+{
+    static unsigned long khz;
+    static bool measured;
+
+    if (has_icount(o)) {
+        return 1000000;
+    }
+    if (!measured) {
+        khz = host_tsc_khz();
+        measured = true;
+    }
+    return khz;
+}
+
 void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,
@@ -458,15 +550,28 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
      * PIT ticks within a busy-wait of 160 M TSC cycles (59 ms here).  A
      * TCG vCPU descheduled for part of that window takes fewer (the ticks
      * coalesce), and the kernel then reroutes IRQ0 through the 8259A,
-     * a virtual wire, and finally ExtINT, which fails under QEMU: "IO-APIC +
-     * timer doesn't work!" and a panic.  Under KVM, VMware and Hyper-V the
-     * kernel skips the test by itself; with -hypervisor it cannot tell it
-     * runs in a virtual machine (docs/launcher.md).
+     * a virtual wire, and finally ExtINT, which rarely passes under QEMU:
+     * "IO-APIC + timer doesn't work!" and a panic.  Under KVM, VMware and
+     * Hyper-V the kernel skips the test by itself; with -hypervisor it
+     * cannot tell it runs in a virtual machine (docs/launcher.md).
+     *
+     * tsc_early_khz: the TSC's frequency, so the guest does not measure
+     * it.  Its measurement prefers the PIT's value to the PM timer's when
+     * the two disagree, and a vCPU descheduled between starting the PIT
+     * count and its first TSC read sees only the end of the count: the
+     * guest took 72 MHz for 2.7 GHz, its clock ran ~37 times too fast,
+     * and RCU stalls and soft lockups followed (issue 9).  The kernel
+     * still refines the value against the PM timer.
      */
+    unsigned long tsc_khz = guest_tsc_khz(o);
+    char *tsc_arg = tsc_khz ? g_strdup_printf(" tsc_early_khz=%lu", tsc_khz)
+                            : g_strdup("");
     arg(a, "-append");
-    argf(a, "console=ttyS0 quiet tsc=reliable no_timer_check cxlpod.host=%d "
-              "cxlpod.nhosts=%d%s%s",
-              host, o->nhosts, o->append ? " " : "", o->append ? o->append : "");
+    argf(a, "console=ttyS0 quiet tsc=reliable no_timer_check%s "
+              "cxlpod.host=%d cxlpod.nhosts=%d%s%s",
+              tsc_arg, host, o->nhosts, o->append ? " " : "",
+              o->append ? o->append : "");
+    g_free(tsc_arg);
     add_pool_device_args(a, o, host);
     arg(a, "-chardev");
     argf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
