@@ -1,6 +1,29 @@
 # Sourced by scripts/deps.sh (and tests/unit/apt-archive.sh): find the
 # machine's Debian archive.  APT_ETC replaces /etc/apt (for the test).
 
+# awk: the fields of deb822 stanzas; each stanza ends in flush(), which the
+# program defines (types, suites, uris, key, enabled are its fields)
+DEB822_STANZAS='
+             /^[ \t]*#/ { next }
+             /^[ \t]*$/ { flush(); next }
+             { k = tolower($1); sub(/:$/, "", k); $1 = ""; sub(/^ +/, "")
+               if (k == "types") types = $0
+               else if (k == "suites") suites = $0
+               else if (k == "uris") uris = $0
+               else if (k == "signed-by") key = $0
+               else if (k == "enabled") enabled = tolower($0) }
+             END { if (!found) flush() }'
+# awk: in a one-line "deb [options] URI SUITE" entry, set key (signed-by)
+# and i, the field of the URI
+ONE_LINE_ENTRY='
+                 key = ""; i = 2
+                 if ($2 ~ /^\[/) {
+                     for (; i <= NF; i++) {
+                         if ($i ~ /^\[?signed-by=/) { key = $i; sub(/^\[?signed-by=/, "", key); sub(/\]$/, "", key) }
+                         if ($i ~ /\]$/) { i++; break }
+                     }
+                 }'
+
 # The machine's own Debian archive for bookworm: its URI and keyring, from
 # /etc/apt/sources.list.d/*.sources (deb822) or the one-line lists, so that a
 # mirror or a proxy in front of the archive keeps working.  Prints
@@ -9,30 +32,15 @@ debian_archive() {
     local f
     for f in "${APT_ETC:-/etc/apt}"/sources.list.d/*.sources; do
         [ -f "$f" ] && [ "$(basename "$f")" != cxlpod.sources ] || continue
-        awk 'function flush() {
+        awk 'function flush(  u) {
+                 split(uris, u, " ")
                  if (types ~ /(^| )deb( |$)/ && suites ~ /(^| )bookworm( |$)/ &&
-                     enabled != "no" && uri != "") { print uri, key; found = 1; exit }
-                 types = suites = uri = key = enabled = "" }
-             /^[ \t]*#/ { next }
-             /^[ \t]*$/ { flush(); next }
-             { k = tolower($1); sub(/:$/, "", k); $1 = ""; sub(/^ +/, "")
-               if (k == "types") types = $0
-               else if (k == "suites") suites = $0
-               else if (k == "uris") { split($0, u, " "); uri = u[1] }
-               else if (k == "signed-by") key = $0
-               else if (k == "enabled") enabled = tolower($0) }
-             END { if (!found) flush() }' "$f" | head -n1 | grep . && return 0
+                     enabled != "no" && u[1] != "") { print u[1], key; found = 1; exit }
+                 types = suites = uris = key = enabled = "" }'"$DEB822_STANZAS" "$f" | head -n1 | grep . && return 0
     done
     for f in "${APT_ETC:-/etc/apt}"/sources.list "${APT_ETC:-/etc/apt}"/sources.list.d/*.list; do
         [ -f "$f" ] || continue
-        awk '$1 == "deb" {
-                 key = ""; i = 2
-                 if ($2 ~ /^\[/) {
-                     for (; i <= NF; i++) {
-                         if ($i ~ /^\[?signed-by=/) { key = $i; sub(/^\[?signed-by=/, "", key); sub(/\]$/, "", key) }
-                         if ($i ~ /\]$/) { i++; break }
-                     }
-                 }
+        awk '$1 == "deb" {'"$ONE_LINE_ENTRY"'
                  if ($(i + 1) == "bookworm") { print $i, key; exit }
              }' "$f" | head -n1 | grep . && return 0
     done
@@ -58,28 +66,12 @@ apt_entry() {
                          if (u[i] == want) { print file "\t" types "\t" key; found = 1; exit }
                      }
                  }
-                 types = suites = uris = key = enabled = "" }
-             /^[ \t]*#/ { next }
-             /^[ \t]*$/ { flush(); next }
-             { k = tolower($1); sub(/:$/, "", k); $1 = ""; sub(/^ +/, "")
-               if (k == "types") types = $0
-               else if (k == "suites") suites = $0
-               else if (k == "uris") uris = $0
-               else if (k == "signed-by") key = $0
-               else if (k == "enabled") enabled = tolower($0) }
-             END { if (!found) flush() }' "$f" | head -n1 | grep . && return 0
+                 types = suites = uris = key = enabled = "" }'"$DEB822_STANZAS" "$f" | head -n1 | grep . && return 0
     done
     for f in "${APT_ETC:-/etc/apt}"/sources.list "${APT_ETC:-/etc/apt}"/sources.list.d/*.list; do
         [ -f "$f" ] || continue
         awk -v type="$type" -v suite="$suite" -v want="$uri" -v file="$f" '
-             ($1 == "deb" || $1 == "deb-src") && (type == "any" || $1 == type) {
-                 key = ""; i = 2
-                 if ($2 ~ /^\[/) {
-                     for (; i <= NF; i++) {
-                         if ($i ~ /^\[?signed-by=/) { key = $i; sub(/^\[?signed-by=/, "", key); sub(/\]$/, "", key) }
-                         if ($i ~ /\]$/) { i++; break }
-                     }
-                 }
+             ($1 == "deb" || $1 == "deb-src") && (type == "any" || $1 == type) {'"$ONE_LINE_ENTRY"'
                  u = $i; sub(/\/$/, "", u)
                  if (u == want && $(i + 1) == suite) { print file "\t" $1 "\t" key; exit }
              }' "$f" | head -n1 | grep . && return 0
