@@ -60,6 +60,12 @@ static inline uint64_t settled(uint64_t v)
     return v + (v & 1);
 }
 
+/* Does this host keep page versions (versions, seen and runs: all or none)? */
+static inline bool has_versions(const CXLShmLines *l)
+{
+    return l->versions && l->seen && l->runs;
+}
+
 static uint64_t *page_seen(CXLShmLines *l, uint64_t off)
 {
     return &l->seen[(off - l->coherent_size) / CXLSHM_LOCK_PAGE];
@@ -79,7 +85,7 @@ static bool page_in_sync(CXLShmLines *l, uint64_t off, bool locked)
     uint64_t *word, cur, seen;
     const CXLShmRun *r;
 
-    if (!l->versions || !l->seen || !l->runs) {
+    if (!has_versions(l)) {
         return false;
     }
     word = page_lock(l, off);
@@ -101,11 +107,12 @@ static bool page_in_sync(CXLShmLines *l, uint64_t off, bool locked)
  */
 static void page_keep_in_sync(CXLShmLines *l, uint64_t off)
 {
-    uint64_t *ver = word_version(l, page_lock(l, off));
+    uint64_t *ver;
 
-    if (!ver || !l->seen || !l->runs) {
+    if (!has_versions(l)) {
         return;
     }
+    ver = word_version(l, page_lock(l, off));
     qatomic_set(page_seen(l, off), settled(qatomic_read(ver)) + 1);
 }
 
@@ -592,7 +599,7 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
          * line was either compared equal or fetched, all while the version
          * stayed v0 (seqlock) or under the lock.
          */
-        bool whole = op != CXLSHM_LINE_WRITEBACK && l->seen &&
+        bool whole = op != CXLSHM_LINE_WRITEBACK && has_versions(l) &&
                      page == next - CXLSHM_LOCK_PAGE && stop == next &&
                      !(v0 & 1);
         Held h = { NULL };
