@@ -1550,6 +1550,40 @@ fail_log:
     }
 }
 
+/*
+ * What a vCPU may still be using after the unplug: a cache-maintenance
+ * instruction or an MMIO access that looked the device up before it was
+ * unmapped reaches the image, the twin, the queues and the pool until the
+ * end of its RCU read-side critical section.  So they go after a grace
+ * period, and the host leaves the pod then (or at exit, if QEMU quits
+ * first: the exit notifier stays until here, and leaving twice is a no-op).
+ */
+static void cxl_shm_release(struct rcu_head *head)
+{
+    CXLShmState *s = container_of(head, CXLShmState, release_rcu);
+
+    cxl_shm_timed_close_log(s);
+    if (s->conflict_fp) {
+        fclose(s->conflict_fp);
+        s->conflict_fp = NULL;
+    }
+    qemu_mutex_destroy(&s->conflict_lock);
+    g_free(s->queues);
+    s->queues = NULL;
+    cxl_shm_drop_image(s);
+    cxl_shm_drop_backend(s);
+    cxl_shm_pool_leave(s);
+    qemu_remove_exit_notifier(&s->exit_notifier);
+    object_unref(OBJECT(s));
+}
+
+/*
+ * Unrealize can run inside an RCU read-side critical section: a guest
+ * that powers the root port's slot off unplugs the device from its own
+ * config write.  Nothing here may wait for a grace period (a reader that
+ * calls synchronize_rcu() never returns): what readers may still use is
+ * released by cxl_shm_release(), after one.
+ */
 static void cxl_shm_exit(PCIDevice *pci_dev)
 {
     CXLShmState *s = CXL_SHM(pci_dev);
@@ -1559,28 +1593,16 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     for (i = 0; i < CXLSHM_MAX_DECODERS; i++) {
         cxl_shm_unmap(s, i);
     }
-    /* a cache-maintenance callback may still run until a grace period */
-    synchronize_rcu();
     cxl_shm_timed_fini(s);
     if (s->evict_timer) {
         timer_free(s->evict_timer);
         s->evict_timer = NULL;
     }
     migrate_del_blocker(&s->migration_blocker);
-    qemu_remove_exit_notifier(&s->exit_notifier);
     sc->parent_exit(pci_dev);
-    cxl_shm_timed_close_log(s);
-    if (s->conflict_fp) {
-        fclose(s->conflict_fp);
-        s->conflict_fp = NULL;
-    }
-    qemu_mutex_destroy(&s->conflict_lock);
-    g_free(s->queues);
-    s->queues = NULL;
     s->parent_obj.hostvmem = NULL;
-    cxl_shm_drop_image(s);
-    cxl_shm_drop_backend(s);
-    cxl_shm_pool_leave(s);
+    object_ref(OBJECT(s));
+    call_rcu1(&s->release_rcu, cxl_shm_release);
 }
 
 /*

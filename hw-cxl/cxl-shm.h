@@ -173,6 +173,7 @@ struct CXLShmState {
 
     Notifier exit_notifier;
     Error *migration_blocker;
+    struct rcu_head release_rcu;    /* cxl_shm_exit() to cxl_shm_release() */
 };
 
 struct CXLShmClass {

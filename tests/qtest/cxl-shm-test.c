@@ -341,6 +341,80 @@ static void test_identify(void)
 }
 
 /*
+ * A guest that powers its root port's slot off unplugs the device:
+ * pcie_cap_slot_write_config() does not ask it (hotpluggable=false stops
+ * device_del only).  The unplug runs inside the guest's config write, in
+ * an RCU read-side critical section, so the teardown must not wait for a
+ * grace period there (it did: synchronize_rcu() in a reader never
+ * returns).  The host then leaves the pod as a clean shutdown does, the
+ * others keep its written-back data, and this QEMU goes on running.
+ */
+static void slot_power_off_hung(int sig)
+{
+    static const char msg[] = "slot-power-off: QEMU did not answer within "
+                              "60 s after the slot power-off\n";
+
+    if (write(2, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to say */
+    }
+    abort();    /* libqtest's abort hook kills the QEMUs */
+}
+
+static void test_slot_power_off(void)
+{
+    g_autofree char *pool = pool_path("slot.pool");
+    uint64_t nc = COH_SIZE + 0x40000;
+    struct sigaction sa = { 0 }, old;
+    QDict *rsp;
+    Host a, b;
+    uint32_t ctl;
+    int cap, i;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    mem_wq(&b, 0x2000, 0x77);                       /* coherent window */
+    mem_wq(&b, nc, 0x88);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, LINE), ==, 0);
+
+    /* the root port's PCI Express capability (ID 10h) */
+    cap = cfg_readl(b.qts, PXB_BUS, 0, 0x34) & 0xfc;
+    while (cap && (cfg_readl(b.qts, PXB_BUS, 0, cap) & 0xff) != 0x10) {
+        cap = (cfg_readl(b.qts, PXB_BUS, 0, cap) >> 8) & 0xfc;
+    }
+    g_assert_cmpint(cap, !=, 0);
+    /* Slot Capabilities: power controller present */
+    g_assert_cmphex(cfg_readl(b.qts, PXB_BUS, 0, cap + 0x14) & 0x2, ==, 0x2);
+
+    /* Slot Control: power indicator off (9:8 = 11b), power off (bit 10) */
+    ctl = cfg_readl(b.qts, PXB_BUS, 0, cap + 0x18) & 0xffff;
+    sa.sa_handler = slot_power_off_hung;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    alarm(60);
+    cfg_writel(b.qts, PXB_BUS, 0, cap + 0x18, ctl | 0x0700);
+    rsp = qtest_qmp(b.qts, "{'execute': 'qom-get', 'arguments': "
+                    "{'path': '/machine/peripheral/shm0', "
+                    "'property': 'type'}}");
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    g_assert_true(qdict_haskey(rsp, "error"));      /* the device is gone */
+    qobject_unref(rsp);
+
+    /* b left (its pool state goes after a grace period: poll up to 5 s) */
+    for (i = 0; i < 500 && r32(&a, R_HOST_STATE(1)) != 3; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmphex(mem_rq(&a, 0x2000), ==, 0x77);
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0x88);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+/*
  * A 2-way interleaved decoder is not mapped: accesses take the MMIO path
  * (cxl_type3_read/write), which must see the same image and pool.  With
  * one device behind a passthrough host bridge, HPA offset 2 * D reaches
@@ -2877,6 +2951,7 @@ int main(int argc, char **argv)
     g_assert_nonnull(tmpdir);
 
     qtest_add_func("/cxl-shm/identify", test_identify);
+    qtest_add_func("/cxl-shm/slot-power-off", test_slot_power_off);
     qtest_add_func("/cxl-shm/mmio-path", test_mmio_path);
     qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
     qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
