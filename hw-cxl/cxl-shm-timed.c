@@ -1076,32 +1076,15 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
 }
 
 /*
- * What a vCPU may still be using when the device goes away: the atomic
- * step hook is an RCU reader (patch 0009) and the MMIO path runs without
- * the BQL, so the cache, the per-vCPU locks and the device itself are
- * released only after a grace period.
+ * The device goes away (an unplug, or a failed realize): no new atomic
+ * step hook call.  A vCPU may still be in an access or in a step (the
+ * hook is an RCU reader, patch 0009, and the MMIO path runs without the
+ * BQL): the cache, the per-vCPU locks and the region go only in
+ * cxl_shm_timed_release(), after a grace period.
  */
-typedef struct CXLShmTimedRelease {
-    struct rcu_head rcu;
-    CXLShmState *s;
-    CXLShmWay *way;
-    CXLShmLineLock *held;
-} CXLShmTimedRelease;
-
-static void timed_release(CXLShmTimedRelease *r)
-{
-    qemu_mutex_destroy(&r->s->t.lock);
-    qemu_mutex_destroy(&r->s->t.stale_lock);
-    g_free(r->way);
-    g_free(r->held);
-    object_unref(OBJECT(r->s));
-    g_free(r);
-}
-
 void cxl_shm_timed_fini(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
-    CXLShmTimedRelease *r;
 
     if (!s->timed || !t->way || t->released) {
         return;
@@ -1110,11 +1093,33 @@ void cxl_shm_timed_fini(CXLShmState *s)
     if (tcg_enabled()) {
         tcg_atomic_step_hook_remove(timed_step_done, s);
     }
+}
+
+/*
+ * After cxl_shm_timed_fini() and a grace period, with the BQL; before the
+ * host leaves its pod.  A line lock a vCPU took at an atomic's load and
+ * whose hook no longer ran (the hook was removed in between) is given
+ * back, as a reset does.
+ */
+void cxl_shm_timed_release(CXLShmState *s)
+{
+    CXLShmTimed *t = &s->t;
+    uint32_t i;
+
+    if (!s->timed || !t->way) {
+        return;
+    }
+    assert(t->released);
+    for (i = 0; i < t->nr_held; i++) {
+        if (t->held[i].word && s->joined) {
+            cxl_shm_lines_unlock(&s->lines, &t->held[i]);
+        }
+    }
     object_unparent(OBJECT(&t->io));
-    r = g_new0(CXLShmTimedRelease, 1);
-    r->s = s;
-    r->way = t->way;
-    r->held = t->held;
-    object_ref(OBJECT(s));
-    call_rcu(r, timed_release, rcu);
+    qemu_mutex_destroy(&t->lock);
+    qemu_mutex_destroy(&t->stale_lock);
+    g_free(t->way);
+    t->way = NULL;
+    g_free(t->held);
+    t->held = NULL;
 }

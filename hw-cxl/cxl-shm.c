@@ -1377,11 +1377,41 @@ static bool cxl_shm_no_swap(void)
     return sysinfo(&si) == 0 && si.totalswap == 0;
 }
 
+/*
+ * The devices of this QEMU that are in their pod, for one exit notifier
+ * that makes them leave at exit.  A notifier per device could not be
+ * removed safely after an unplug: QEMU runs the exit notifiers from
+ * exit() without the BQL, while the deferred release (cxl_shm_release)
+ * runs under it on the RCU thread.  The list, and every leave, are under
+ * cxl_shm_live_lock.
+ */
+static QemuMutex cxl_shm_live_lock;
+static QLIST_HEAD(, CXLShmState) cxl_shm_live =
+    QLIST_HEAD_INITIALIZER(cxl_shm_live);
+static Notifier cxl_shm_exit_notifier;
+
 static void cxl_shm_exit_notify(Notifier *n, void *data)
 {
-    CXLShmState *s = container_of(n, CXLShmState, exit_notifier);
+    CXLShmState *s;
 
-    cxl_shm_pool_leave(s);
+    qemu_mutex_lock(&cxl_shm_live_lock);
+    QLIST_FOREACH(s, &cxl_shm_live, live) {
+        cxl_shm_pool_leave(s);
+    }
+    qemu_mutex_unlock(&cxl_shm_live_lock);
+}
+
+/* At the end of a successful realize, with the BQL */
+static void cxl_shm_live_add(CXLShmState *s)
+{
+    if (!cxl_shm_exit_notifier.notify) {
+        qemu_mutex_init(&cxl_shm_live_lock);
+        cxl_shm_exit_notifier.notify = cxl_shm_exit_notify;
+        qemu_add_exit_notifier(&cxl_shm_exit_notifier);
+    }
+    qemu_mutex_lock(&cxl_shm_live_lock);
+    QLIST_INSERT_HEAD(&cxl_shm_live, s, live);
+    qemu_mutex_unlock(&cxl_shm_live_lock);
 }
 
 /*
@@ -1528,15 +1558,15 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         timer_mod(s->evict_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + SCALE_MS);
     }
-    s->exit_notifier.notify = cxl_shm_exit_notify;
-    qemu_add_exit_notifier(&s->exit_notifier);
+    cxl_shm_live_add(s);
     return;
 
 fail_parent:
     sc->parent_exit(pci_dev);
     ct3d->hostvmem = NULL;
 fail_image:
-    cxl_shm_timed_fini(s);
+    cxl_shm_timed_fini(s);      /* no vCPU has run: no grace period */
+    cxl_shm_timed_release(s);
     cxl_shm_drop_image(s);
 fail_backend:
     cxl_shm_drop_backend(s);
@@ -1552,16 +1582,22 @@ fail_log:
 
 /*
  * What a vCPU may still be using after the unplug: a cache-maintenance
- * instruction or an MMIO access that looked the device up before it was
- * unmapped reaches the image, the twin, the queues and the pool until the
- * end of its RCU read-side critical section.  So they go after a grace
- * period, and the host leaves the pod then (or at exit, if QEMU quits
- * first: the exit notifier stays until here, and leaving twice is a no-op).
+ * instruction, an atomic step or an MMIO access that looked the device up
+ * before it was unmapped reaches the timed-mode cache, the image, the
+ * twin, the queues and the pool until the end of its RCU read-side
+ * critical section.  So they go after a grace period, with the BQL, and
+ * the host leaves the pod then, as at a clean exit (or at exit, if QEMU
+ * quits first: then the exit notifier made it leave, and leaving again
+ * does nothing).
  */
 static void cxl_shm_release(struct rcu_head *head)
 {
     CXLShmState *s = container_of(head, CXLShmState, release_rcu);
 
+    trace_cxl_shm_release(s->pool_path, s->host_id);
+    qemu_mutex_lock(&cxl_shm_live_lock);
+    QLIST_REMOVE(s, live);
+    cxl_shm_timed_release(s);
     cxl_shm_timed_close_log(s);
     if (s->conflict_fp) {
         fclose(s->conflict_fp);
@@ -1573,7 +1609,7 @@ static void cxl_shm_release(struct rcu_head *head)
     cxl_shm_drop_image(s);
     cxl_shm_drop_backend(s);
     cxl_shm_pool_leave(s);
-    qemu_remove_exit_notifier(&s->exit_notifier);
+    qemu_mutex_unlock(&cxl_shm_live_lock);
     object_unref(OBJECT(s));
 }
 

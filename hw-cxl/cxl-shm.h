@@ -171,7 +171,7 @@ struct CXLShmState {
     uint32_t db_status;
     uint64_t stats[CXLSHM_STAT_NR];
 
-    Notifier exit_notifier;
+    QLIST_ENTRY(CXLShmState) live;  /* in the pod: cxl_shm_live */
     Error *migration_blocker;
     struct rcu_head release_rcu;    /* cxl_shm_exit() to cxl_shm_release() */
 };
@@ -199,6 +199,7 @@ bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp);
 void cxl_shm_timed_close_log(CXLShmState *s);
 bool cxl_shm_timed_init(CXLShmState *s, Error **errp);
 void cxl_shm_timed_fini(CXLShmState *s);
+void cxl_shm_timed_release(CXLShmState *s);
 void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d);
 void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
                          uint64_t len, CXLShmLineCount *n);
