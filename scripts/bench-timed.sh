@@ -5,8 +5,9 @@
 #   - the dependent-load latency a guest measures for configured miss
 #     latencies 150, 250 and 400 ns under -icount shift=0 (two runs each:
 #     exact and identical), and 500, 1000 and 2000 ns without icount
-#     (approximate: fastest of 9 runs, less the fastest of 9 of the same
-#     chase without latency, the two alternated).
+#     (approximate: in one QEMU per row, the fastest of 15 runs with the
+#     latency less the fastest of 15 of the same chase without, the two
+#     alternated).
 # The guest is the bare-metal firmware of tests/qtest/cxl-shm-test.c
 # (test_timed_bench).  A benchmark: it prints numbers and exits 0 unless
 # the build or the run fails.  About a minute.
