@@ -2131,21 +2131,23 @@ typedef struct ChaseResult {
     uint64_t misses;
 } ChaseResult;
 
-static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
+/*
+ * Start a host on firmware @code (fw_chase or a variant) whose chase
+ * cycles through n lines of the non-coherent area from 0x200000 (its
+ * pointers written into the pool file), halted before the first
+ * instruction
+ */
+static void chase_start(Host *h, const char *pool, uint32_t n,
+                        const uint8_t *code, size_t code_len,
+                        const char *extra, const char *opts)
 {
-    g_autofree char *pool = pool_path("chase.pool");
-    g_autofree char *extra = g_strdup_printf(TIMED ",miss-latency-ns=%u",
-                                             miss_ns);
     uint32_t params[2] = { 0x200000, n };
     g_autofree uint32_t *chain = g_new0(uint32_t, n * (LINE / 4));
-    ChaseResult r;
-    int64_t t0;
     uint32_t i;
     int fd;
-    Host h;
 
     g_assert_cmpuint(n * LINE, <=, 2 * MiB);
-    fw_host_start_code(&h, pool, 0, fw_chase, sizeof(fw_chase), extra, opts);
+    fw_host_start_code(h, pool, 0, code, code_len, extra, opts);
     for (i = 0; i < n; i++) {
         chain[i * (LINE / 4)] = 0x200000 + ((i + 1) % n) * LINE;
     }
@@ -2154,7 +2156,19 @@ static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
     g_assert_cmpint(pwrite(fd, chain, n * LINE, META_SIZE + COH_SIZE), ==,
                     n * LINE);
     close(fd);
-    qtest_memwrite(h.qts, 0x5004, params, sizeof(params));
+    qtest_memwrite(h->qts, 0x5004, params, sizeof(params));
+}
+
+static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
+{
+    g_autofree char *pool = pool_path("chase.pool");
+    g_autofree char *extra = g_strdup_printf(TIMED ",miss-latency-ns=%u",
+                                             miss_ns);
+    ChaseResult r;
+    int64_t t0;
+    Host h;
+
+    chase_start(&h, pool, n, fw_chase, sizeof(fw_chase), extra, opts);
     t0 = g_get_monotonic_time();
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
     /* every 1 ms: fewer polls disturb the vCPU's timing less */
@@ -2646,27 +2660,14 @@ static void chase_paired(unsigned miss_ns, uint32_t n, int rounds,
                          uint32_t *path, uint32_t *lat)
 {
     g_autofree char *pool = pool_path("chase.pool");
-    uint32_t params[2] = { 0x200000, n };
-    g_autofree uint32_t *chain = g_new0(uint32_t, n * (LINE / 4));
     uint8_t code[sizeof(fw_chase)];
     uint64_t misses;
-    uint32_t i;
-    int fd, run;
+    int run;
     Host h;
 
-    g_assert_cmpuint(n * LINE, <=, 2 * MiB);
     fw_chase_again(code);
-    fw_host_start_code(&h, pool, 0, code, sizeof(code),
-                       TIMED ",cache-size=64K", NULL);
-    for (i = 0; i < n; i++) {
-        chain[i * (LINE / 4)] = 0x200000 + ((i + 1) % n) * LINE;
-    }
-    fd = open(pool, O_WRONLY);
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(pwrite(fd, chain, n * LINE, META_SIZE + COH_SIZE), ==,
-                    n * LINE);
-    close(fd);
-    qtest_memwrite(h.qts, 0x5004, params, sizeof(params));
+    chase_start(&h, pool, n, code, sizeof(code), TIMED ",cache-size=64K",
+                NULL);
     *path = *lat = UINT32_MAX;
     for (run = -1; run < 2 * rounds; run++) {
         unsigned ns = run >= 0 && ((run + 1) / 2) % 2 ? miss_ns : 0;
