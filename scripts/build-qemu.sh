@@ -103,6 +103,12 @@ CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
 [ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
 [ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)
 csum=$( (printf '%s\n' "${CONF[@]}"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
+# A build folder configured from another source tree (copied or moved from
+# another clone) is configured again: meson regenerates from the path it
+# was configured with.
+if [ -f "$OUT/build.ninja" ] && ! grep -qF -- "--internal regenerate $SRC " "$OUT/build.ninja"; then
+    rm -f "$OUT/.cxlpod-config"
+fi
 if [ "$(cat "$OUT/.cxlpod-config" 2>/dev/null)" != "$csum" ]; then
     log "configuring QEMU in $OUT"
     rm -rf "$OUT"; mkdir -p "$OUT"
