@@ -70,7 +70,7 @@ export QTEST_QEMU_BINARY=$CXLPOD_QEMU
 
 # 1. Unit tests, one meson test each.
 while read -r t; do
-    [ -n "$t" ] && run "unit-${t##* / }" 300 meson test -C "$BUILD/meson" --no-rebuild --print-errorlogs "${t##* / }"
+    [ -n "$t" ] && run "unit-${t##* / }" 300 meson test -C "$BUILD/meson" --no-rebuild --verbose "${t##* / }"
 done < <(meson test -C "$BUILD/meson" --list 2>/dev/null)
 
 # 2. qtests: the GLib test programs built inside the QEMU tree (one result
