@@ -96,28 +96,6 @@ static int64_t timed_now(void)
                             : get_clock();
 }
 
-/*
- * Charge @ns on the calling vCPU (cxl_shm_pass_time(): under -icount
- * exactly, at the instruction making the access, else a wait on the
- * host's ticks).  Never with a lock of ours held except an atomic's line lock
- * (the line is busy meanwhile, as on hardware).
- */
-void cxl_shm_timed_charge(CXLShmState *s, int64_t ns)
-{
-    if (ns <= 0) {
-        return;
-    }
-    qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
-    if (!icount_enabled() && bql_locked()) {
-        /*
-         * A fence at interrupt delivery, under the BQL: never wait there
-         * (the time is counted, not waited; docs/device.md).
-         */
-        return;
-    }
-    cxl_shm_pass_time(ns);
-}
-
 /* Lines moved over the device's link: wait while it is busy */
 static void timed_moved(CXLShmState *s, Cost *c)
 {
@@ -704,7 +682,7 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     qemu_mutex_unlock(&s->t.lock);
     if (cpu) {
         /* no vCPU waits for a DMA or debugger access: guest time stays */
-        cxl_shm_timed_charge(s, c.ns);
+        cxl_shm_charge_ns(s, c.ns);
     }
     return ret;
 }
@@ -818,7 +796,7 @@ void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
     qemu_mutex_unlock(&s->t.lock);
     n->written += m.written;
     n->conflicts += m.conflicts;
-    cxl_shm_timed_charge(s, c.ns);
+    cxl_shm_charge_ns(s, c.ns);
 }
 
 /*
@@ -867,7 +845,7 @@ void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     qemu_mutex_unlock(&t->lock);
     n->written += m.written;
     n->conflicts += m.conflicts;
-    cxl_shm_timed_charge(s, c.ns);
+    cxl_shm_charge_ns(s, c.ns);
 }
 
 /* wbinvd, wbnoinvd, invd: every cached line */
@@ -894,7 +872,7 @@ void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
     n->written += m.written;
     n->fetched += m.fetched;
     n->conflicts += m.conflicts;
-    cxl_shm_timed_charge(s, c.ns);
+    cxl_shm_charge_ns(s, c.ns);
 }
 
 /* A host reset: the cache is lost, dirty lines included; vCPUs stopped */

@@ -263,13 +263,37 @@ void cxl_shm_pass_time(int64_t ns)
     wait_overrun_at = now;
 }
 
-/* Charge the configured latency for @lines lines (never under the BQL) */
+/*
+ * Charge @ns on the calling vCPU, in both modes: counted in
+ * STAT_CHARGED_NS, then passed (cxl_shm_pass_time(): under -icount
+ * exactly, at the instruction making the access, else a wait on the
+ * host's ticks).  Never with a lock of ours held except an atomic's line
+ * lock (the line is busy meanwhile, as on hardware).
+ */
+void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
+{
+    if (ns <= 0) {
+        return;
+    }
+    qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
+    if (!icount_enabled() && bql_locked()) {
+        /*
+         * A fence at interrupt delivery, under the BQL: never wait there,
+         * the time is counted, not waited (docs/device.md, "Latency").
+         */
+        trace_cxl_shm_charge_unwaited(s->host_id, ns);
+        return;
+    }
+    cxl_shm_pass_time(ns);
+}
+
+/* Direct mode: the configured latency for @lines non-coherent lines */
 static void cxl_shm_charge(CXLShmState *s, uint64_t lines)
 {
     uint32_t lat = qatomic_read(&s->latency_ns);
 
     if (lat && lines) {
-        cxl_shm_pass_time((int64_t)MIN(lines * lat, INT64_MAX / 2));
+        cxl_shm_charge_ns(s, (int64_t)MIN(lines * lat, INT64_MAX / 2));
     }
 }
 

@@ -208,7 +208,7 @@ void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
 void cxl_shm_timed_reset(CXLShmState *s);
 void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
 void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n);
-void cxl_shm_timed_charge(CXLShmState *s, int64_t ns);
+void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
 void cxl_shm_pass_time(int64_t ns);
 void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
                                 uint32_t *write_ns);

@@ -69,6 +69,7 @@
 #define R_STAT_NT_LINES 0x848
 #define R_STAT_DEFERRED 0x850
 #define R_STAT_RESETS   0x858
+#define R_STAT_CHARGED  0x898
 #define R_WB_MODE       0x030
 #define R_EVICT_RATE    0x034
 
@@ -667,6 +668,8 @@ static void test_doorbell(void)
         /* 1000 lines x 10 us */
         g_assert_cmpint(g_get_monotonic_time() - t0, >=, 10000);
     }
+    /* and counted, as in timed mode (STAT_CHARGED_NS: both modes) */
+    g_assert_cmpuint(r64(&h, R_STAT_CHARGED), ==, 1000 * 10000);
 
     qtest_quit(h.qts);
 }
@@ -781,7 +784,6 @@ static void test_two_hosts(void)
 #define R_STAT_SNOOPS   0x880
 #define R_STAT_SFEVICT  0x888
 #define R_STAT_STALE    0x890
-#define R_STAT_CHARGED  0x898
 
 static void timed_start(Host *h, const char *pool, int host_id,
                         const char *extra)
