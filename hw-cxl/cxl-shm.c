@@ -61,6 +61,8 @@
 #define CXLSHM_LATENCY_MAX      65535
 #define CXLSHM_BANDWIDTH_MAX    65535
 #define CXLSHM_EVICT_MAX        100000
+#define CXLSHM_EVICT_CHUNK      1024    /* lines per hold of the BQL */
+#define CXLSHM_EVICT_WINDOW     (256 * MiB)
 
 static const char *const op_names[] = {
     [CXLSHM_OP_WRITEBACK] = "writeback",
@@ -629,23 +631,20 @@ static uint64_t cxl_shm_rand(CXLShmState *s)
     return x * 0x2545f4914f6cdd1dULL;
 }
 
-static void cxl_shm_evict_tick(void *opaque)
+/*
+ * The candidates: the pages this host holds (image pages present), in a
+ * window of at most CXLSHM_EVICT_WINDOW of the area that moves at random.
+ */
+static void cxl_shm_evict_scan(CXLShmState *s)
 {
-    CXLShmState *s = opaque;
-    const uint64_t chunk = 2 * MiB, window = 256 * MiB;
-    uint64_t span = MIN(s->nc_size, window);
+    const uint64_t chunk = 2 * MiB;
+    uint64_t span = MIN(s->nc_size, CXLSHM_EVICT_WINDOW);
     uint64_t first = 0, pos;
     g_autofree unsigned char *vec = g_malloc(chunk / CXLSHM_PAGE);
-    g_autofree uint32_t *res = g_new(uint32_t, span / CXLSHM_PAGE);
-    size_t nres = 0, i;
-    uint32_t k;
-    CXLShmLineCount n = { 0 };
+    size_t i;
 
-    /*
-     * Candidates: the pages this host holds (image pages present), in a
-     * window of at most 256 MiB of the area that moves at random.
-     */
-    if (s->nc_size > window) {
+    s->evict_npages = 0;
+    if (s->nc_size > CXLSHM_EVICT_WINDOW) {
         first = (cxl_shm_rand(s) % (s->nc_size / chunk)) * chunk;
     }
     for (pos = 0; pos < span; pos += chunk) {
@@ -657,13 +656,36 @@ static void cxl_shm_evict_tick(void *opaque)
         }
         for (i = 0; i < len / CXLSHM_PAGE; i++) {
             if (vec[i] & 1) {
-                res[nres++] = (off / CXLSHM_PAGE) + i;
+                s->evict_pages[s->evict_npages++] = (off / CXLSHM_PAGE) + i;
             }
         }
     }
-    for (k = 0; nres && k < s->evict_rate; k++) {
+}
+
+/*
+ * One chunk of a millisecond's evictions.  The timer runs under the BQL,
+ * so a rate above CXLSHM_EVICT_CHUNK lines is worked through in chunks
+ * spread evenly over the millisecond (issue 9: no long hold of the BQL);
+ * the candidates are found once per millisecond.  Every millisecond
+ * evicts exactly evict-rate lines, in the same seeded order whatever the
+ * chunking.
+ */
+static void cxl_shm_evict_tick(void *opaque)
+{
+    CXLShmState *s = opaque;
+    CXLShmLineCount n = { 0 };
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), next;
+    uint32_t k, count;
+
+    if (!s->evict_left) {
+        s->evict_period = now;
+        cxl_shm_evict_scan(s);
+        s->evict_left = s->evict_npages ? s->evict_rate : 0;
+    }
+    count = MIN(s->evict_left, CXLSHM_EVICT_CHUNK);
+    for (k = 0; k < count; k++) {
         uint64_t r = cxl_shm_rand(s);
-        uint64_t page = res[r % nres];
+        uint64_t page = s->evict_pages[r % s->evict_npages];
         uint64_t line = (r >> 32) % (CXLSHM_PAGE / CXLPOOL_LINE);
         uint64_t dpa = s->coherent_size + page * CXLSHM_PAGE +
                        line * CXLPOOL_LINE;
@@ -673,14 +695,23 @@ static void cxl_shm_evict_tick(void *opaque)
         cxl_shm_range(s, CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
         trace_cxl_shm_evict(s->host_id, dpa, n.written - before);
     }
-    if (nres) {
-        qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], s->evict_rate);
+    s->evict_left -= count;
+    if (count) {
+        trace_cxl_shm_evict_chunk(s->host_id, count, s->evict_left);
+        qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], count);
         n.fetched = 0;      /* evictions are not invalidations */
         cxl_shm_count(s, &n);
         cxl_shm_pool_sync_stats(s);
     }
-    timer_mod(s->evict_timer,
-              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + SCALE_MS);
+    /*
+     * The next chunk at its share of the millisecond, the next
+     * millisecond at its start; never at or before now, so that the main
+     * loop (and the BQL) gets a turn between chunks.
+     */
+    next = s->evict_period + (s->evict_left ?
+            (int64_t)muldiv64(SCALE_MS, s->evict_rate - s->evict_left,
+                              s->evict_rate) : SCALE_MS);
+    timer_mod(s->evict_timer, MAX(next, now + 1));
 }
 
 /* BAR5 register block */
@@ -1577,6 +1608,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         if (!s->evict_state) {
             s->evict_state = 1;
         }
+        s->evict_pages = g_new(uint32_t, MIN(s->nc_size,
+                                             CXLSHM_EVICT_WINDOW) /
+                                         CXLSHM_PAGE);
         s->evict_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL,
                                       cxl_shm_evict_tick, s);
         timer_mod(s->evict_timer,
@@ -1658,6 +1692,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
         timer_free(s->evict_timer);
         s->evict_timer = NULL;
     }
+    g_clear_pointer(&s->evict_pages, g_free);
     migrate_del_blocker(&s->migration_blocker);
     sc->parent_exit(pci_dev);
     s->parent_obj.hostvmem = NULL;

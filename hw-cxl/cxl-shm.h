@@ -150,6 +150,10 @@ struct CXLShmState {
     uint32_t nr_queues;
     QEMUTimer *evict_timer;
     uint64_t evict_state;
+    uint32_t *evict_pages;      /* this millisecond's candidate pages */
+    size_t evict_npages;
+    uint32_t evict_left;        /* lines still to evict this millisecond */
+    int64_t evict_period;       /* when this millisecond began */
     FILE *conflict_fp;
     QemuMutex conflict_lock;
     bool reset_once;
