@@ -1039,6 +1039,48 @@ static void test_failure_rejoin(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * Migration and savevm are refused at run time by the migration blocker:
+ * a clear error, and the host goes on as before, live with the same
+ * generation and its dirty line still its own (docs/failure-model.md)
+ */
+static void test_migration_refused(void)
+{
+    g_autofree char *pool = pool_path("migrate.pool");
+    const char *why = "cannot be migrated or snapshotted";
+    uint64_t nc = COH_SIZE + 0x40000;
+    QDict *rsp;
+    char *out;
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    mem_wq(&a, nc, 0x1234);                         /* dirty in a */
+
+    rsp = qtest_qmp(a.qts, "{'execute': 'migrate', 'arguments': "
+                    "{'uri': 'exec:cat >/dev/null'}}");
+    g_assert_true(qdict_haskey(rsp, "error"));
+    g_assert_nonnull(strstr(qdict_get_str(qdict_get_qdict(rsp, "error"),
+                                          "desc"), why));
+    qobject_unref(rsp);
+    out = qtest_hmp(a.qts, "savevm snap0");
+    g_assert_nonnull(strstr(out, why));
+    g_free(out);
+    rsp = qtest_qmp(a.qts, "{'execute': 'query-migrate'}");
+    g_assert_false(qdict_haskey(qdict_get_qdict(rsp, "return"), "status"));
+    qobject_unref(rsp);
+
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);     /* live */
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0x1234);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0x1234);
+    qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
 /* Refused configurations: error text, and the pool left byte-identical */
 
 /* Digest of the content (holes read as zeros), mode and size of a file */
@@ -3106,6 +3148,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/conflict", test_conflict);
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
+    qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
     qtest_add_func("/cxl-shm/timed-noncoherent", test_timed_noncoherent);
     qtest_add_func("/cxl-shm/timed-coherent", test_timed_coherent);
     qtest_add_func("/cxl-shm/timed-filter-sets", test_timed_filter_sets);
