@@ -14,6 +14,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <sys/file.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include "qemu/bswap.h"
@@ -1036,6 +1037,65 @@ static void test_failure_rejoin(void)
 
     /* a host id held by a live QEMU is refused: see refused-config */
     qtest_quit(b.qts);
+    qtest_quit(a.qts);
+}
+
+static void table_read_hung(int sig)
+{
+    static const char msg[] = "table-read-locked: a host-table read waited "
+                              "30 s for the pool lock\n";
+
+    if (write(2, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to say */
+    }
+    abort();    /* libqtest's abort hook kills the QEMUs */
+}
+
+/*
+ * A host-table read (BAR5 under the BQL, or query-cxl-shm) never waits
+ * for the pool lock: while another process holds it, a dead host reads
+ * as the table has it (still live) at once, and the first read after the
+ * lock is free marks it failed.  Watched: a read that waited for the
+ * lock would wait for this test, which holds it.
+ */
+static void test_table_read_locked(void)
+{
+    g_autofree char *pool = pool_path("table-locked.pool");
+    struct sigaction sa = { 0 }, old;
+    QDict *rsp, *h1;
+    QList *hosts;
+    Host a, b;
+    pid_t pid;
+    int fd, status;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    pid = qtest_pid(b.qts);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+
+    fd = open(pool, O_RDWR);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(flock(fd, LOCK_EX), ==, 0);
+    sa.sa_handler = table_read_hung;
+    sigaction(SIGALRM, &sa, &old);
+    alarm(30);
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 1);     /* not reaped */
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
+    rsp = qtest_qmp(a.qts, "{'execute': 'query-cxl-shm'}");
+    hosts = qdict_get_qlist(qobject_to(QDict, qlist_peek(
+                                qdict_get_qlist(rsp, "return"))), "hosts");
+    qlist_pop(hosts);
+    h1 = qobject_to(QDict, qlist_peek(hosts));
+    g_assert_cmpstr(qdict_get_str(h1, "state"), ==, "live");
+    qobject_unref(rsp);
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    g_assert_cmpint(flock(fd, LOCK_UN), ==, 0);
+    close(fd);
+
+    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 2);     /* failed */
+    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
     qtest_quit(a.qts);
 }
 
@@ -3149,6 +3209,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
     qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
+    qtest_add_func("/cxl-shm/table-read-locked", test_table_read_locked);
     qtest_add_func("/cxl-shm/timed-noncoherent", test_timed_noncoherent);
     qtest_add_func("/cxl-shm/timed-coherent", test_timed_coherent);
     qtest_add_func("/cxl-shm/timed-filter-sets", test_timed_filter_sets);
