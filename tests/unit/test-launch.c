@@ -240,6 +240,61 @@ static void test_options(void)
     }
 }
 
+/* -append of host @host's QEMU command line */
+static char *kernel_cmdline(const struct opts *o, int host)
+{
+    struct host_paths hp;
+    g_autoptr(GPtrArray) a = argv_new();
+    char *append = NULL;
+
+    host_paths_init(&hp, "/tmp/cxlpod-test-wd", host);
+    g_assert_nonnull(o->pool);     /* main() fills these in */
+    build_qemu_argv(a, o, ACCEL_TCG, host, &hp, false, false);
+    for (guint i = 0; i + 1 < a->len; i++) {
+        if (!g_strcmp0(g_ptr_array_index(a, i), "-append")) {
+            append = g_strdup(g_ptr_array_index(a, i + 1));
+        }
+    }
+    g_assert_nonnull(append);
+    return append;
+}
+
+/*
+ * The guest kernel's command line carries the boot-stall fixes (issue 9,
+ * docs/launcher.md): the TSC trusted and its frequency given, the
+ * boot-time timer check skipped.
+ */
+static void test_kernel_cmdline(void)
+{
+    struct opts o, oi;
+    g_autofree char *c = NULL, *ci = NULL;
+    const char *k;
+
+    parse_line("-n 2 -- true", &o);
+    o.pool = g_strdup("/tmp/p.pool");
+    c = kernel_cmdline(&o, 1);
+    g_assert_nonnull(strstr(c, "console=ttyS0 quiet tsc=reliable "
+                               "no_timer_check"));
+    g_assert_nonnull(strstr(c, " cxlpod.host=1 cxlpod.nhosts=2"));
+    /* the host's TSC rate, measured; absent only if it cannot be */
+    k = strstr(c, " tsc_early_khz=");
+    if (k) {
+        unsigned long khz = strtoul(k + strlen(" tsc_early_khz="), NULL, 10);
+
+        g_assert_cmpuint(khz, >=, 100000);
+        g_assert_cmpuint(khz, <=, 20000000);
+    } else {
+        g_test_message("the host's TSC rate could not be measured: the "
+                       "guest calibrates it");
+    }
+    /* under icount the guest's TSC counts virtual ns: 1 GHz, exactly */
+    parse_line("-n 2 --qemu-arg -icount --qemu-arg shift=0 -- true", &oi);
+    oi.pool = g_strdup("/tmp/p.pool");
+    ci = kernel_cmdline(&oi, 0);
+    g_assert_nonnull(strstr(ci, "tsc=reliable no_timer_check "
+                                "tsc_early_khz=1000000 cxlpod.host=0"));
+}
+
 /* the pool device arguments of both devices */
 static void test_device_args(void)
 {
@@ -714,6 +769,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/log", test_log);
     g_test_add_func("/launch/options", test_options);
     g_test_add_func("/launch/device-args", test_device_args);
+    g_test_add_func("/launch/kernel-cmdline", test_kernel_cmdline);
     g_test_add_func("/launch/memdev-args", test_memdev_args);
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/restarted", test_restarted);
