@@ -22,13 +22,29 @@ bash "$TOP/scripts/build-guest.sh" >/dev/null || die "guest image build failed"
 
 SAN=$BUILD/qemu-san
 R=$BUILD/test-logs-san
-rm -rf "$R"; mkdir -p "$R"
-export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=0
+rm -rf "$R"; mkdir -p "$R/reports"
+# Every report also goes to a file of its own in $R/reports (log_path):
+# the shell tests and the launcher keep a QEMU's stderr where this script
+# does not look.  Leak detection is off: QEMU leaves much allocated at
+# exit on purpose (QOM objects, the machine), which is not a device bug.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=0:log_path=$R/reports/asan
 # one upstream QEMU report is let pass; the file says which and why
-export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$TOP/tests/ubsan-suppressions.txt
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$TOP/tests/ubsan-suppressions.txt:log_path=$R/reports/ubsan
 export QTEST_QEMU_BINARY=$SAN/qemu-system-x86_64
 export CXLPOD_QEMU=$QTEST_QEMU_BINARY CXLPOD_TOP=$TOP
 passed=0 failed=0
+# reports written since the last call: fail the test that made them
+new_reports() {
+    local f found=1
+    for f in "$R"/reports/*; do
+        [ -e "$f" ] || continue
+        found=0
+        echo "FAIL  sanitizer report ($1): $f"
+        head -n 20 "$f"
+        mv "$f" "$R/$(basename "$f").$1"
+    done
+    return $found
+}
 while read -r target; do
     log="$R/qtest-$(basename "$target").log"
     timeout 1800 "$SAN/$target" --tap -k >"$log" 2>&1
@@ -45,7 +61,19 @@ while read -r target; do
     elif [ "$rc" != 0 ] && ! grep -q '^not ok' "$log"; then
         failed=$((failed + 1)); echo "FAIL  $(basename "$target") exited $rc (log: $log)"
     fi
+    ! new_reports "$(basename "$target")" || failed=$((failed + 1))
 done < <(sed -n 's/^#\s*qtest:\s*//p' "$TOP/hw-cxl/cxlpod-devices.mak")
+# the shell qtests (kill-steps, pool-tool) on the same QEMU
+for t in "$TOP"/tests/qtest/*.sh; do
+    n=qtest-$(basename "$t" .sh)
+    [ -z "$PATTERN" ] || [[ $n == *$PATTERN* ]] || continue
+    if timeout 1800 bash "$t" >"$R/$n.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS  $n"
+    else
+        failed=$((failed + 1)); echo "FAIL  $n (log: $R/$n.log)"
+    fi
+    ! new_reports "$n" || failed=$((failed + 1))
+done
 if [ $INTEGRATION = 1 ]; then
     for t in "$TOP"/tests/integration/[0-9]*.sh; do
         n=$(basename "$t" .sh)
@@ -56,6 +84,7 @@ if [ $INTEGRATION = 1 ]; then
         else
             failed=$((failed + 1)); echo "FAIL  int-$n (log: $R/int-$n.log)"
         fi
+        ! new_reports "int-$n" || failed=$((failed + 1))
     done
 fi
 echo "$passed passed, $failed failed"
