@@ -272,6 +272,15 @@ void cxl_shm_pass_time(int64_t ns)
  * host's ticks).  Never with a lock of ours held except an atomic's line
  * lock (the line is busy meanwhile, as on hardware).
  */
+/*
+ * What this thread was charged under the BQL and has not waited yet: a
+ * fence point at interrupt or exception delivery runs under it, and no
+ * wait may hold it.  Waited with this thread's next charge outside the
+ * BQL; at most CXLSHM_OWED_MAX_NS is carried.
+ */
+#define CXLSHM_OWED_MAX_NS      (1000 * 1000)
+static __thread int64_t charge_owed_ns;
+
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
 {
     if (ns <= 0) {
@@ -279,13 +288,12 @@ void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
     }
     qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
     if (!icount_enabled() && bql_locked()) {
-        /*
-         * A fence at interrupt delivery, under the BQL: never wait there,
-         * the time is counted, not waited (docs/device.md, "Latency").
-         */
-        trace_cxl_shm_charge_unwaited(s->host_id, ns);
+        charge_owed_ns = MIN(charge_owed_ns + ns, CXLSHM_OWED_MAX_NS);
+        trace_cxl_shm_charge_owed(s->host_id, ns, charge_owed_ns);
         return;
     }
+    ns += charge_owed_ns;
+    charge_owed_ns = 0;
     cxl_shm_pass_time(ns);
 }
 
@@ -640,7 +648,7 @@ static void cxl_shm_evict_scan(CXLShmState *s)
     const uint64_t chunk = 2 * MiB;
     uint64_t span = MIN(s->nc_size, CXLSHM_EVICT_WINDOW);
     uint64_t first = 0, pos;
-    g_autofree unsigned char *vec = g_malloc(chunk / CXLSHM_PAGE);
+    unsigned char vec[2 * MiB / CXLSHM_PAGE];
     size_t i;
 
     s->evict_npages = 0;
@@ -666,19 +674,24 @@ static void cxl_shm_evict_scan(CXLShmState *s)
  * One chunk of a millisecond's evictions.  The timer runs under the BQL,
  * so a rate above CXLSHM_EVICT_CHUNK lines is worked through in chunks
  * spread evenly over the millisecond (issue 9: no long hold of the BQL);
- * the candidates are found once per millisecond.  Every millisecond
- * evicts exactly evict-rate lines, in the same seeded order whatever the
- * chunking.
+ * the candidates are found once per millisecond.  Milliseconds follow a
+ * grid of guest time, each evicting evict-rate lines in the same seeded
+ * order whatever the chunking.  A host too slow for the rate (a chunk
+ * late for its share) spaces the chunks to leave the BQL free at least
+ * as long as each held it: the rate is then a ceiling, a millisecond's
+ * evictions run late and the grid starts again when they are done.
  */
 static void cxl_shm_evict_tick(void *opaque)
 {
     CXLShmState *s = opaque;
     CXLShmLineCount n = { 0 };
-    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), next;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), next, end;
     uint32_t k, count;
 
     if (!s->evict_left) {
-        s->evict_period = now;
+        next = s->evict_period + SCALE_MS;
+        s->evict_period = s->evict_period && now >= next &&
+                          now - next < SCALE_MS ? next : now;
         cxl_shm_evict_scan(s);
         s->evict_left = s->evict_npages ? s->evict_rate : 0;
     }
@@ -701,17 +714,26 @@ static void cxl_shm_evict_tick(void *opaque)
         qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], count);
         n.fetched = 0;      /* evictions are not invalidations */
         cxl_shm_count(s, &n);
-        cxl_shm_pool_sync_stats(s);
+        if (!s->evict_left) {
+            cxl_shm_pool_sync_stats(s);
+        }
     }
     /*
      * The next chunk at its share of the millisecond, the next
-     * millisecond at its start; never at or before now, so that the main
-     * loop (and the BQL) gets a turn between chunks.
+     * millisecond at its start; never at or before the end of this one,
+     * so that the main loop (and the BQL) gets a turn between chunks,
+     * and without icount (guest time is the host's) not before as long
+     * again as this chunk took.  Under icount the grid alone decides, so
+     * that runs repeat.
      */
+    end = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     next = s->evict_period + (s->evict_left ?
             (int64_t)muldiv64(SCALE_MS, s->evict_rate - s->evict_left,
                               s->evict_rate) : SCALE_MS);
-    timer_mod(s->evict_timer, MAX(next, now + 1));
+    if (!icount_enabled()) {
+        next = MAX(next, end + (end - now));
+    }
+    timer_mod(s->evict_timer, MAX(next, end + 1));
 }
 
 /* BAR5 register block */
@@ -1713,6 +1735,8 @@ static void cxl_shm_host_reset(CXLShmState *s)
     for (i = 0; i < s->nr_queues; i++) {
         s->queues[i].len = 0;
     }
+    /* evictions start a new millisecond, on the pages held from now on */
+    s->evict_left = 0;
     cxl_shm_pool_rejoin(s);
     cxl_shm_timed_reset(s);
     if (s->nc_size) {
