@@ -33,14 +33,18 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$TOP/tests/
 export QTEST_QEMU_BINARY=$SAN/qemu-system-x86_64
 export CXLPOD_QEMU=$QTEST_QEMU_BINARY CXLPOD_TOP=$TOP
 passed=0 failed=0
-# reports written since the last call: fail the test that made them
+# reports written since the last call: fail the test that made them (the
+# files also hold ASan's warnings, e.g. on QEMU's coroutine stacks, which
+# are not reports)
 new_reports() {
     local f found=1
     for f in "$R"/reports/*; do
         [ -e "$f" ] || continue
-        found=0
-        echo "FAIL  sanitizer report ($1): $f"
-        head -n 20 "$f"
+        if grep -qE 'ERROR: AddressSanitizer|runtime error:|^SUMMARY: ' "$f"; then
+            found=0
+            echo "FAIL  sanitizer report ($1): $R/$(basename "$f").$1"
+            grep -E -A5 'ERROR: AddressSanitizer|runtime error:' "$f" | head -n 20
+        fi
         mv "$f" "$R/$(basename "$f").$1"
     done
     return $found
