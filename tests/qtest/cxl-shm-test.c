@@ -2770,15 +2770,15 @@ static void test_hostile_registers(const void *data)
 
         switch (r % 8) {
         case 0:
-        case 1:                     /* 32-bit write anywhere */
-            addr &= ~3u;
-            qtest_writel(a.qts, BAR5_ADDR + addr, v);
-            rang = addr == R_DB_OP;
-            op = v;
-            break;
-        case 2:                     /* 64-bit write anywhere */
-            addr &= ~7u;
-            qtest_writeq(a.qts, BAR5_ADDR + addr, v);
+        case 1:
+        case 2:                     /* a 32- or 64-bit write anywhere */
+            if (r % 8 == 2) {
+                addr &= ~7u;
+                qtest_writeq(a.qts, BAR5_ADDR + addr, v);
+            } else {
+                addr &= ~3u;
+                qtest_writel(a.qts, BAR5_ADDR + addr, v);
+            }
             rang = addr == R_DB_OP;
             op = v;
             break;
