@@ -13,6 +13,15 @@ set -uo pipefail
 
 PATTERN=${1:-}
 RESULTS=$BUILD/test-logs
+# One run per clone: a second would delete this one's logs and rebuild
+# under it.  A pid file, not a lock QEMUs started by the tests would
+# inherit (one left behind would then refuse every later run).
+mkdir -p "$BUILD"
+if other=$(cat "$BUILD/.test.pid" 2>/dev/null) && [ "$other" != $$ ] &&
+   tr '\0' ' ' <"/proc/$other/cmdline" 2>/dev/null | grep -q 'scripts/test\.sh'; then
+    die "another scripts/test.sh (pid $other) is running in this clone ($TOP): wait for it, or run from another clone"
+fi
+echo $$ >"$BUILD/.test.pid"
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 passed=0; failed=0; failures=(); skipped=()
 
