@@ -266,13 +266,6 @@ void cxl_shm_pass_time(int64_t ns)
 }
 
 /*
- * Charge @ns on the calling vCPU, in both modes: counted in
- * STAT_CHARGED_NS, then passed (cxl_shm_pass_time(): under -icount
- * exactly, at the instruction making the access, else a wait on the
- * host's ticks).  Never with a lock of ours held except an atomic's line
- * lock (the line is busy meanwhile, as on hardware).
- */
-/*
  * What this thread was charged under the BQL and has not waited yet: a
  * fence point at interrupt or exception delivery runs under it, and no
  * wait may hold it.  Waited with this thread's next charge outside the
@@ -281,6 +274,14 @@ void cxl_shm_pass_time(int64_t ns)
 #define CXLSHM_OWED_MAX_NS      (1000 * 1000)
 static __thread int64_t charge_owed_ns;
 
+/*
+ * Charge @ns on the calling vCPU, in both modes: counted in
+ * STAT_CHARGED_NS, then passed (cxl_shm_pass_time(): under -icount
+ * exactly, at the instruction making the access, else a wait on the
+ * host's ticks) together with what this thread owes, or owed if the BQL
+ * is held.  Never with a lock of ours held except an atomic's line lock
+ * (the line is busy meanwhile, as on hardware).
+ */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
 {
     if (ns <= 0) {
