@@ -2,8 +2,10 @@
 # The device under AddressSanitizer and UndefinedBehaviorSanitizer: builds
 # QEMU with both (scripts/build-qemu.sh --sanitize, into build/qemu-san: a
 # second full QEMU build, about as long as the first), then runs every
-# cxl-shm qtest case on it, and with --integration also the integration
-# tests (their guests then run on the sanitized QEMU, several times slower).
+# cxl-shm qtest case and the shell qtests (kill-steps, pool-tool) on it,
+# and with --integration also the integration tests (their guests then
+# run on the sanitized QEMU, several times slower).  Reports are found in
+# the per-process report files (new_reports below), not in test output.
 # Any sanitizer report fails the run: ASan aborts, UBSan is made fatal
 # (but for the upstream QEMU report listed in tests/ubsan-suppressions.txt).
 # Not part of scripts/test.sh (it doubles the build); run it after a device
@@ -59,10 +61,7 @@ while read -r target; do
         "not ok "*) failed=$((failed + 1)); echo "FAIL  ${line#not ok * }" ;;
         esac
     done < <(grep -E '^(not )?ok ' "$log" | grep -v '# SKIP' | grep -- "$PATTERN")
-    if grep -qE 'ERROR: AddressSanitizer|runtime error:' "$log"; then
-        failed=$((failed + 1)); echo "FAIL  sanitizer report in $log:"
-        grep -E -A5 'ERROR: AddressSanitizer|runtime error:' "$log" | head -n 20
-    elif [ "$rc" != 0 ] && ! grep -q '^not ok' "$log"; then
+    if [ "$rc" != 0 ] && ! grep -q '^not ok' "$log"; then
         failed=$((failed + 1)); echo "FAIL  $(basename "$target") exited $rc (log: $log)"
     fi
     ! new_reports "$(basename "$target")" || failed=$((failed + 1))
@@ -82,8 +81,7 @@ if [ $INTEGRATION = 1 ]; then
     for t in "$TOP"/tests/integration/[0-9]*.sh; do
         n=$(basename "$t" .sh)
         [ -z "$PATTERN" ] || [[ $n == *$PATTERN* ]] || continue
-        if timeout 1800 bash "$t" >"$R/int-$n.log" 2>&1 &&
-           ! grep -rqE 'ERROR: AddressSanitizer|runtime error:' "$R/int-$n.log"; then
+        if timeout 1800 bash "$t" >"$R/int-$n.log" 2>&1; then
             passed=$((passed + 1)); echo "PASS  int-$n"
         else
             failed=$((failed + 1)); echo "FAIL  int-$n (log: $R/int-$n.log)"
