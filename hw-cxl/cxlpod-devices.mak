@@ -8,6 +8,9 @@ CONFIG_CXL_MEM_DEVICE=y
 CONFIG_VIRTIO_PCI=y
 CONFIG_VIRTIO_SERIAL=y
 CONFIG_VIRTIO_BLK=y
+# host-userland guests: the pod network and the host's root file system
+CONFIG_VIRTIO_NET=y
+CONFIG_VIRTIO_9P=y
 # cxlpod's multi-host shared-memory pod device (hw-cxl/)
 CONFIG_CXL_SHM=y
 # qtest: tests/qtest/cxl-shm-test

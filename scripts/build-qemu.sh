@@ -99,6 +99,7 @@ CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
       --without-default-features --without-default-devices
       --with-devices-x86_64=cxlpod
       --enable-tcg --enable-kvm --enable-numa --disable-docs --disable-install-blobs
+      --enable-vde --enable-attr --enable-virtfs
       --disable-werror)
 [ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
 [ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)

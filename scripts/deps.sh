@@ -11,7 +11,15 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       seabios qemu-system-data busybox-static cpio xz-utils zstd kmod
       libelf1 libnuma-dev
       python3-venv python3-setuptools python3-wheel python3-yaml
-      ca-certificates git file jq clang libclang-rt-14-dev)
+      ca-certificates git file jq clang libclang-rt-14-dev
+      libattr1-dev libvdeplug-dev vde2
+      openssh-client openssh-server openmpi-bin libopenmpi-dev
+      python3 socat iperf3)
+# libattr1-dev: QEMU's virtio-9p (host-userland guests' root file system);
+# libvdeplug-dev + vde2: -netdev vde and vde_switch (the pod network);
+# openssh-server, openmpi-bin, python3, socat, iperf3: run inside
+# host-userland guests, whose root file system is this machine's own
+# (docs/your-software.md); their services are never started on the host.
 BPO_PKGS=(meson python3-pycotap)
 
 missing=()
@@ -60,6 +68,15 @@ timeout 600 apt-get -o Acquire::Retries=2 -o Acquire::http::Timeout=30 update -q
 if grep -qE '^(Err|W: Failed)' "$LOGDIR/apt-update.log"; then
     grep -E '^(Err|W: Failed)' "$LOGDIR/apt-update.log" >&2
     die "apt-get update could not reach part of the Debian archive; see $LOGDIR/apt-update.log"
+fi
+# Packages with a service (openssh-server) must not start it on this
+# machine: they are installed for the guests.  Debian's policy-rc.d
+# convention tells their maintainer scripts not to start anything; ours is
+# removed again afterwards (one the machine already has is left alone).
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# cxlpod deps.sh: no service starts during the install\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 log "apt-get install ${PKGS[*]}"
 timeout 1200 apt-get install -y -q --no-install-recommends "${PKGS[@]}" >"$LOGDIR/apt-install.log" 2>&1 \
