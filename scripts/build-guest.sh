@@ -168,6 +168,18 @@ done
 for m in "${ORDER[@]}"; do
     case $(basename "$m") in kmem.ko*) die "module list would contain kmem ($m); refusing" ;; esac
 done
+# Modules of the pod network and of host-userland guests (the host's root
+# file system over virtio-9p under an overlay), loaded only by guests that
+# use them (cxlpod-launch --net / --userland host): a list of their own.
+WANT_NET=(virtio_net 9pnet_virtio 9p overlay)
+NET_FIRST=${#ORDER[@]}
+for w in "${WANT_NET[@]}"; do
+    if [ -n "${PATHOF[$w]:-}" ]; then
+        visit "${PATHOF[$w]}"
+    elif ! builtin "$w"; then
+        warn "kernel $KREL has no module $w: host-userland guests and the pod network will not work"
+    fi
+done
 
 # ---------------------------------------------------------------- cache module
 # guest-tools/kmod/ (cxlpod_cache.ko: /proc/cxlpod-cache runs wbinvd, wbnoinvd
@@ -253,7 +265,7 @@ if [ -n "$KMOD" ]; then KMOD_STATUS="built $KREL"; else KMOD_STATUS="not built: 
 # ---------------------------------------------------------------- inputs hash
 TOOLS=()
 if [ -d "$TOOLS_DIR" ]; then
-    while IFS= read -r f; do TOOLS+=("$f"); done < <(find "$TOOLS_DIR" -maxdepth 1 -type f -perm -u+x | sort)
+    while IFS= read -r f; do TOOLS+=("$f"); done < <(find "$TOOLS_DIR" -maxdepth 1 -type f -name 'cxlpod-*' -perm -u+x | sort)
 fi
 [ ${#TOOLS[@]} -gt 0 ] || warn "no guest tools in $TOOLS_DIR yet; the image will have an empty /cxlpod/bin"
 inputs_hash() {
@@ -292,7 +304,12 @@ else
     # the kernel opens /dev/console before /init runs
     mknod -m 600 "$stage/dev/console" c 5 1 2>/dev/null || warn "cannot mknod dev/console (not root?); init redirects itself"
     : >"$stage/cxlpod/modules"
+    : >"$stage/cxlpod/modules-net"
+    list=$stage/cxlpod/modules
+    n=0
     for m in "${ORDER[@]}"; do
+        [ $n -lt "$NET_FIRST" ] || list=$stage/cxlpod/modules-net
+        n=$((n + 1))
         mkdir -p "$stage/lib/modules/$KREL/$(dirname "$m")"
         # decompressed here: busybox insmod would first hand the .ko.xz to
         # finit_module (which refuses it) before decompressing it itself
@@ -302,7 +319,7 @@ else
             *.ko.gz)  gzip -dc "$MODDIR/$m" >"$stage/lib/modules/$KREL/${m%.gz}"; m=${m%.gz} ;;
             *)        cp "$MODDIR/$m" "$stage/lib/modules/$KREL/$m" ;;
         esac
-        echo "/lib/modules/$KREL/$m" >>"$stage/cxlpod/modules"
+        echo "/lib/modules/$KREL/$m" >>"$list"
     done
     if [ -n "$KMOD" ]; then
         mkdir -p "$stage/lib/modules/$KREL/extra"
