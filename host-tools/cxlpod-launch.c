@@ -19,6 +19,12 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "qmp")) {
         return qmp_main(argc, argv);
     }
+    if (argc >= 2 && !strcmp(argv[1], "ssh")) {
+        return ssh_main(argc, argv);
+    }
+    if (argc >= 2 && !strcmp(argv[1], "proxy")) {
+        return proxy_main(argc, argv);
+    }
     struct opts o;
     parse_args(argc, argv, &o);
     resolve_paths(&o);

@@ -36,7 +36,8 @@ static const struct key_def pod_keys[] = {
     { "hosts", K_VALUE }, { "workdir", K_PATH }, { "qemu", K_PATH },
     { "kernel", K_PATH }, { "initrd", K_PATH }, { "accel", K_VALUE },
     { "mem", K_VALUE }, { "smp", K_VALUE }, { "append", K_VALUE },
-    { "stagger", K_VALUE }, { "qemu-arg", K_LIST }, { NULL, 0 },
+    { "stagger", K_VALUE }, { "qemu-arg", K_LIST }, { "userland", K_VALUE },
+    { "net", K_BOOL }, { NULL, 0 },
 };
 
 static const struct key_def device_keys[] = {
@@ -53,6 +54,7 @@ static const struct key_def job_keys[] = {
     { "stall-timeout", K_VALUE }, { "kill", K_LIST }, { "restart", K_LIST },
     { "restarts", K_VALUE }, { "seed", K_VALUE }, { "follow", K_BOOL },
     { "json", K_BOOL }, { "dry-run", K_BOOL }, { "quiet", K_BOOL },
+    { "keep-going", K_BOOL },
     { NULL, 0 },
 };
 

@@ -79,6 +79,7 @@ void cleanup_children(void)
 void atexit_cleanup(void)
 {
     cleanup_children();
+    pod_switch_stop();
 }
 
 void describe_status(int st, char *out, size_t n)
@@ -220,6 +221,7 @@ static void qemu_child_setup(gpointer data)
 bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
                        bool has_job)
 {
+    has_job = has_job && h->has_job;
     if (h->runs > 0 && has_job) {
         mark_job_restarted(h, h->runs);
     }
@@ -267,8 +269,8 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     memset(h->kill_anchor, 0, sizeof(h->kill_anchor));
     h->exit_state[0] = '\0';
     h->exit_seen_by = -1;
-    h->t_ready = h->t_end = 0;
-    h->ready_announced = h->end_announced = false;
+    h->t_ready = h->t_end = h->t_up = 0;
+    h->ready_announced = h->end_announced = h->up_announced = false;
     h->term_sent = false;
     h->end = END_NONE;
     h->errs_reported = 0;
@@ -485,8 +487,14 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
             }
             any = true;
         }
+        hosts[h].has_job = data != NULL;
         g_free(own);
     }
     g_free(common);
+    /* a host without a job of its own serves (ssh, MPI ranks, the pool)
+     * until every job has ended */
+    for (int h = 0; h < o->nhosts; h++) {
+        hosts[h].serve = any && !hosts[h].has_job;
+    }
     return any;
 }

@@ -19,6 +19,7 @@ void usage(FILE *f)
 "       " PROG " --config FILE [OPTIONS]     a pod described in FILE\n"
 "       " PROG " console WORKDIR I           attach to host I's console\n"
 "       " PROG " qmp WORKDIR I CMD [ARGS]     one QMP command to host I\n"
+"       " PROG " ssh WORKDIR I [COMMAND]      log into host I (--userland host)\n"
 "\n"
 "Guests and paths:\n"
 "      --config FILE       read the pod from a key file first (groups [pod],\n"
@@ -39,6 +40,12 @@ void usage(FILE *f)
 "      --append ARGS       extra kernel command line\n"
 "      --qemu-arg ARG      extra QEMU argument (repeatable)\n"
 "      --stagger MS        delay between guest starts (default 0)\n"
+"      --userland initramfs|host  what the guests run (default initramfs):\n"
+"                          host = this machine's root file system,\n"
+"                          read-only, the current directory read-write at\n"
+"                          its own path, ssh between guests, the pod network\n"
+"      --net               the pod network for initramfs guests too\n"
+"                          (hosts host0.. at " POD_NET_PREFIX ".1.., no route off it)\n"
 "\n"
 "Pool:\n"
 "      --pool PATH         pool file (default WORKDIR/pool.img)\n"
@@ -77,6 +84,8 @@ void usage(FILE *f)
 "                          clock; printed, so a run can be replayed)\n"
 "      --stall-timeout SECONDS  stop a guest whose job has printed nothing\n"
 "                          this long (default 0 = off)\n"
+"      --keep-going        a host whose QEMU exits without a result does\n"
+"                          not stop the others (default: it stops the pod)\n"
 "  -f, --follow            stream job output while it runs\n"
 "      --json              print a JSON result line last on stdout\n"
 "      --dry-run           print the QEMU command lines and exit\n"
@@ -94,7 +103,7 @@ enum {
     OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
     OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
-    OPT_PREALLOC, OPT_HOST_NODES,
+    OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */
@@ -141,6 +150,9 @@ static const struct opt_def long_opts[] = {
     { "dry-run", OPT_DRY_RUN, false },
     { "quiet", 'q', false },
     { "config", OPT_CONFIG, true },
+    { "userland", OPT_USERLAND, true },
+    { "net", OPT_NET, false },
+    { "keep-going", OPT_KEEP_GOING, false },
     { "help", 'h', false },
     { NULL, 0, false },
 };
@@ -362,6 +374,21 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
     }
     case OPT_INTERACTIVE:
         o->interactive = true;
+        break;
+    case OPT_USERLAND:
+        if (!strcmp(optarg, "initramfs")) {
+            o->userland = USERLAND_INITRAMFS;
+        } else if (!strcmp(optarg, "host")) {
+            o->userland = USERLAND_HOST;
+        } else {
+            BAD("--userland", "expected initramfs or host");
+        }
+        break;
+    case OPT_NET:
+        o->net = true;
+        break;
+    case OPT_KEEP_GOING:
+        o->keep_going = true;
         break;
     case OPT_TIMEOUT:
         if (!parse_seconds(optarg, &o->timeout_s)) {
@@ -642,18 +669,10 @@ void parse_args(int argc, char **argv, struct opts *o)
                 o->host_jobs[i].host, o->nhosts, o->nhosts - 1);
         }
     }
-    if (o->n_host_jobs > 0 && !o->job_file && !o->job_cmd->len) {
-        /* every host needs a job */
-        for (int h = 0; h < o->nhosts; h++) {
-            bool found = false;
-            for (int i = 0; i < o->n_host_jobs; i++) {
-                found |= o->host_jobs[i].host == h;
-            }
-            if (!found) {
-                die(EXIT_USAGE, "host %d has no job: give --job-host %d:FILE "
-                    "or a common --job / -- COMMAND", h, h);
-            }
-        }
+    /* hosts without a job of their own (--job-host alone) serve until
+     * every job has ended */
+    if (o->userland == USERLAND_HOST) {
+        o->jobdir = g_get_current_dir();
     }
     for (int i = 0; i < o->n_kills; i++) {
         if (o->kills[i].host >= o->nhosts) {

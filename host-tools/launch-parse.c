@@ -291,6 +291,14 @@ void parse_log(const char *log, size_t len, struct guest_report *r)
             r->dax[n] = '\0';
         }
     }
+    p = memmem_str(log, len, MARK_UP);
+    if (p) {
+        /* the pod network / host userland are set up: a complete line */
+        const char *q = p + strlen(MARK_UP), *lim = log + len;
+        const char *eol = memchr(q, '\n', (size_t)(lim - q));
+        const char *close = memmem_str(q, (size_t)(lim - q), "@@");
+        r->up = close && eol && close < eol;
+    }
     p = memmem_str(log, len, MARK_BEGIN);
     if (!p) {
         return;

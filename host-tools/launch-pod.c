@@ -17,8 +17,71 @@ struct pod_run {
     int started;                /* hosts started so far */
     bool timed_out, interrupted;
     bool wait_header;           /* host 0 alone until the pool has a header */
+    bool stopping;              /* a host failed: the others are stopped */
     GMainLoop *loop;
 };
+
+/*
+ * Host h failed to start or gave no result: the others would wait for it
+ * (a peer that never comes), so the pod is stopped at once, unless
+ * --keep-going or --interactive.
+ */
+static void stop_pod_for(struct pod_run *r, struct host *h, double t)
+{
+    struct opts *o = r->o;
+    bool any = false;
+
+    if (o->keep_going || o->interactive || r->stopping) {
+        return;
+    }
+    r->stopping = true;
+    for (int i = 0; i < o->nhosts; i++) {
+        struct host *x = &g_hosts[i];
+        if (x != h && x->pid > 0 && !x->term_sent) {
+            x->end = END_STOPPED;
+            send_term(x, t);
+            any = true;
+        }
+    }
+    if (any || r->started < o->nhosts) {
+        msg("host %d failed: stopping the pod (--keep-going lets the other "
+            "hosts go on)", h->id);
+    }
+}
+
+/*
+ * Hosts that serve without a job of their own are stopped once every
+ * host with a job has ended (and will not be restarted).
+ */
+static void stop_servers(struct pod_run *r, double t)
+{
+    struct opts *o = r->o;
+    bool jobs = false;
+
+    if (r->started < o->nhosts) {
+        return;
+    }
+    for (int i = 0; i < o->nhosts; i++) {
+        const struct host *h = &g_hosts[i];
+        if (h->has_job) {
+            if (h->pid > 0 || h->runs == 0) {
+                return;     /* a job still runs (or has not started) */
+            }
+            jobs = true;
+        }
+    }
+    for (int i = 0; jobs && i < o->nhosts; i++) {
+        struct host *h = &g_hosts[i];
+        if (h->serve && h->pid > 0 && !h->term_sent) {
+            if (!o->quiet) {
+                msg("host %d: every job has ended; stopping it (it served "
+                    "without a job)", h->id);
+            }
+            h->end = END_SERVED;
+            send_term(h, t);
+        }
+    }
+}
 
 /* SIGINT, SIGTERM, SIGHUP: the next tick shuts the guests down. */
 static gboolean on_unix_signal(gpointer data)
@@ -49,11 +112,13 @@ static gboolean tick(gpointer data)
                       read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
     }
     while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
+           !r->stopping &&
            !(r->wait_header && r->started == 1) &&
            t - t0 >= r->started * (o->stagger_ms / 1000.0)) {
         struct host *h = &g_hosts[r->started];
         if (!spawn_qemu(h, o, accel, has_job)) {
             h->end = END_SPAWN_FAILED;
+            stop_pod_for(r, h, t);
         } else if (!o->quiet) {
             msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
         }
@@ -102,12 +167,29 @@ static gboolean tick(gpointer data)
                     h->rep.dax[0] ? h->rep.dax : "?", t - h->t_start);
             }
         }
+        if (h->pid > 0 && h->rep.up && !h->up_announced) {
+            h->up_announced = true;
+            h->t_up = t;
+            if (!o->quiet) {
+                msg("host %d: up (%suserland %s) after %.1f s", h->id,
+                    pod_has_net(o) ? "network, " : "",
+                    userland_name(o->userland), t - h->t_start);
+            }
+        }
         if (h->rep.ended && !h->end_announced) {
             h->end_announced = true;
             h->t_end = t;
             if (!o->quiet) {
                 msg("host %d: job finished rc=%d after %.1f s", h->id,
                     h->rep.rc, t - h->t_start);
+            }
+            if (h->rep.rc == 127) {
+                msg("host %d: rc=127: a command of the job was not found in "
+                    "the guest%s", h->id, o->userland == USERLAND_HOST ?
+                    " (a host-userland guest runs this machine's programs: "
+                    "install it here, e.g. with apt-get, or give its path)" :
+                    " (an initramfs guest has busybox and /cxlpod/bin only: "
+                    "--userland host runs this machine's programs)");
             }
         }
         announce_errors(h, o->quiet);
@@ -219,11 +301,14 @@ static gboolean tick(gpointer data)
          * is reported with its console and stopped, so that nobody
          * waits the whole --timeout for it */
         if (o->boot_timeout_s > 0 && h->pid > 0 && !h->term_sent &&
-            !h->rep.ready && !h->rep.ended &&
+            (!h->rep.ready || (pod_has_net(o) && !h->rep.up &&
+                               !h->rep.begun)) && !h->rep.ended &&
             t - h->t_start > o->boot_timeout_s) {
-            msg("host %d: no ready marker %.0f s after QEMU started "
+            msg("host %d: %s %.0f s after QEMU started "
                 "(boot stalled, --boot-timeout %.0f): stopping it",
-                h->id, t - h->t_start, o->boot_timeout_s);
+                h->id, h->rep.ready ? "region ready but the network / "
+                "userland not up" : "no ready marker", t - h->t_start,
+                o->boot_timeout_s);
             show_qemu_tails(h, 25);
             h->end = END_BOOT_STALLED;
             send_term(h, t);
@@ -254,7 +339,8 @@ static gboolean tick(gpointer data)
             if (h->end == END_NONE) {
                 h->end = END_EXITED;
             }
-            if ((h->end == END_EXITED || h->end == END_LATE) &&
+            if ((h->end == END_EXITED || h->end == END_LATE ||
+                 h->end == END_SERVED) &&
                 o->device == DEV_CXL_SHM && WIFEXITED(st) &&
                 WEXITSTATUS(st) == 0) {
                 check_clean_exit(h, o->quiet);
@@ -271,15 +357,19 @@ static gboolean tick(gpointer data)
                 char s[96];
                 describe_status(st, s, sizeof(s));
                 msg("host %d: QEMU exited (status %s) after %.1f s "
-                    "without a result", h->id, s, t - h->t_start);
+                    "without a result%s", h->id, s, t - h->t_start,
+                    h->rep.ready ? "" : ", before its CXL region was ready");
                 show_qemu_tails(h, 8);
+                stop_pod_for(r, h, t);
             }
         }
         if (h->pid > 0) {
             alive = true;
         }
     }
-    if (!alive && (r->started == o->nhosts || r->interrupted || r->timed_out)) {
+    stop_servers(r, t);
+    if (!alive && (r->started == o->nhosts || r->interrupted || r->timed_out ||
+                   r->stopping)) {
         g_main_loop_quit(r->loop);
         return G_SOURCE_REMOVE;
     }
@@ -300,6 +390,11 @@ static gboolean tick(gpointer data)
             fprintf(stderr, "  (Ctrl-] detaches; QMP: %s qmp %s I "
                     "query-status; Ctrl-C here shuts the guests down)\n",
                     PROG, o->workdir);
+            if (o->userland == USERLAND_HOST) {
+                fprintf(stderr, "  ssh into host I once it is ready: %s ssh "
+                        "%s I (or ssh -F %s/ssh/config hostI)\n", PROG,
+                        o->workdir, o->workdir);
+            }
         }
     }
     return G_SOURCE_CONTINUE;
@@ -325,13 +420,15 @@ int run(struct opts *o)
         msg("accelerator: %s", accel_note);
         for (int i = 0; i < o->nhosts; i++) {
             g_autoptr(GPtrArray) a = argv_new();
-            build_qemu_argv(a, o, accel, i, &g_hosts[i].hp, has_job, true);
+            build_qemu_argv(a, o, accel, i, &g_hosts[i].hp,
+                            has_job && g_hosts[i].has_job, true);
             g_autofree char *cmd = argv_to_shell(a);
             fputs(cmd, stdout);
         }
         return EXIT_OK;
     }
 
+    pod_prepare(o, g_hosts);
     prepare_pool(o);
     for (int i = 0; i < o->nhosts; i++) {
         struct host_paths *hp = &g_hosts[i].hp;
@@ -342,6 +439,10 @@ int run(struct opts *o)
 
     msg("work dir: %s", o->workdir);
     msg("accelerator: %s", accel_note);
+    if (o->userland == USERLAND_HOST) {
+        msg("userland: this machine's root file system (read-only), %s "
+            "read-write in every guest", o->jobdir);
+    }
     for (int k = 0; k < o->n_kills; k++) {
         if (o->kills[k].random) {
             msg("random kills: seed %llu (replay with --seed %llu)",
@@ -369,6 +470,7 @@ int run(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     atexit(atexit_cleanup);
 
+    pod_switch_start(o);
     double t0 = now_s();
     /*
      * A memory backend creates and sizes a missing pool file before its
@@ -396,6 +498,7 @@ int run(struct opts *o)
         g_main_loop_run(r.loop);
     }
     g_main_loop_unref(r.loop);
+    pod_switch_stop();
     double wall = now_s() - t0;
     bool timed_out = r.timed_out, interrupted = r.interrupted;
 

@@ -282,6 +282,8 @@ void host_paths_init(struct host_paths *hp, const char *wd, int i)
     hp->out = g_strdup_printf("%s/host%d.out", wd, i);
     hp->job = g_strdup_printf("%s/host%d.job", wd, i);
     hp->cmdline = g_strdup_printf("%s/host%d.cmdline", wd, i);
+    hp->config = g_strdup_printf("%s/host%d.config", wd, i);
+    hp->ssh = g_strdup_printf("%s/host%d.ssh", wd, i);
 }
 
 /*
@@ -584,6 +586,7 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
         arg(a, "-fw_cfg");
         argf(a, "name=opt/cxlpod/job,file=%s", job);
     }
+    add_pod_args(a, o, host, hp);
     for (guint i = 0; i < o->qemu_args->len; i++) {
         arg(a, (const char *)g_ptr_array_index(o->qemu_args, i));
     }

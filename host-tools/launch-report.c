@@ -116,6 +116,14 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
         snprintf(line, sizeof(line), "boot stalled: no ready marker "
                  "within %.0f s", o->boot_timeout_s);
         state = "boot-stalled";
+    } else if (h->end == END_SERVED) {
+        snprintf(line, sizeof(line), "served (no job of its own); stopped "
+                 "after every job ended");
+        state = "served";
+        ok = true;
+    } else if (h->end == END_STOPPED) {
+        snprintf(line, sizeof(line), "stopped: another host failed");
+        state = "stopped";
     } else if (h->end == END_STALLED) {
         snprintf(line, sizeof(line), "job stalled: no console output "
                  "for %.0f s", o->stall_timeout_s);
@@ -166,6 +174,11 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
         add_num(b, "boot_s", h->t_ready - h->t_start, 2);
     } else {
         add_null(b, "boot_s");
+    }
+    if (h->t_up > 0) {
+        add_num(b, "up_s", h->t_up - h->t_start, 2);
+    } else {
+        add_null(b, "up_s");
     }
     add_str(b, "qemu_exit", qs);
     add_int(b, "kills", h->kills);
@@ -295,6 +308,8 @@ int report(const struct opts *o, enum accel accel, double wall,
     add_str(b, "workdir", o->workdir);
     add_str(b, "accel", accel_name(accel));
     add_int(b, "hosts", o->nhosts);
+    add_str(b, "userland", userland_name(o->userland));
+    add_bool(b, "net", pod_has_net(o));
     add_num(b, "wall_s", wall, 2);
 
     if (!o->interactive) {

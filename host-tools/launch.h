@@ -13,6 +13,7 @@
  *   launch-report.c    The results: summary lines and the --json line
  *   launch-console.c   The `console` subcommand
  *   launch-config.c    `--config FILE`: a pod described in a key file
+ *   launch-net.c       The pod network, host userland, ssh into guests
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -67,6 +68,17 @@
 #define MARK_BEGIN "@@CXLPOD-BEGIN@@"
 #define MARK_END "@@CXLPOD-END rc="
 #define MARK_ERROR "@@CXLPOD-ERROR"
+#define MARK_SERVING "@@CXLPOD-SERVING@@"
+#define MARK_UP "@@CXLPOD-UP "     /* network / host userland set up */
+
+/* The pod network: host i is POD_NET_PREFIX.(i+1)/POD_NET_LEN on a segment
+ * that only the pod's QEMUs share (launch-net.c). */
+#define POD_NET_PREFIX "10.211.0"
+#define POD_NET_LEN "24"
+
+/* What the guests run: the initramfs's busybox, or this machine's own root
+ * file system (--userland host). */
+enum userland { USERLAND_INITRAMFS, USERLAND_HOST };
 
 /* Exit statuses. */
 #define EXIT_OK 0
@@ -108,6 +120,7 @@ struct kill_spec {
 /* What the guest told us in its serial log. */
 struct guest_report {
     bool ready;
+    bool up;            /* MARK_UP seen (pods with a network) */
     char dax[64];
     bool begun;
     size_t out_start;   /* offset of job output (line after BEGIN) */
@@ -167,11 +180,16 @@ struct opts {
     bool quiet;
     bool restarts_given;
     char *config;               /* --config FILE (NULL: none) */
+    enum userland userland;     /* --userland */
+    bool net;                   /* --net (always on with --userland host) */
+    char *jobdir;               /* the launch directory (host userland) */
+    char *vde_switch;           /* the switch program found */
+    bool keep_going;            /* --keep-going: a failed host stops nobody */
 };
 
 /* Files of one host in the work directory. */
 struct host_paths {
-    char *log, *console, *qmp, *err, *out, *job, *cmdline;
+    char *log, *console, *qmp, *err, *out, *job, *cmdline, *config, *ssh;
 };
 
 enum host_end {
@@ -184,6 +202,8 @@ enum host_end {
     END_SPAWN_FAILED,
     END_BOOT_STALLED,   /* no ready marker within --boot-timeout */
     END_STALLED,        /* job silent for --stall-timeout */
+    END_SERVED,         /* no job of its own: stopped once every job ended */
+    END_STOPPED,        /* stopped because another host failed to start */
 };
 
 /* One injected kill and what the survivors saw of it. */
@@ -204,6 +224,8 @@ struct host {
     int runs;               /* QEMU processes started for this host */
     double t_start;         /* start time of the current run */
     double t_ready, t_end;  /* when READY / END were first seen (0: not) */
+    double t_up;            /* when UP was first seen (0: not) */
+    bool up_announced;
     int logfd;
     GString *log;           /* everything read from host%d.log */
     size_t run_base;        /* offset in log where the current run starts */
@@ -230,6 +252,8 @@ struct host {
     bool end_announced;
     bool term_sent;
     double t_term;
+    bool has_job;           /* a job of its own (else it serves, or is interactive) */
+    bool serve;             /* no job in a pod with jobs: up until they end */
 };
 
 
@@ -335,5 +359,18 @@ int console_main(int argc, char **argv);
 
 /* launch-config.c */
 void config_load(struct opts *o, const char *path);
+
+/* launch-net.c */
+bool pod_has_net(const struct opts *o);
+const char *userland_name(enum userland u);
+char *pod_addr(int i, bool with_len);
+char *pod_mac(int i);
+void pod_prepare(struct opts *o, struct host *hosts);
+void pod_switch_start(const struct opts *o);
+void pod_switch_stop(void);
+void add_pod_args(GPtrArray *a, const struct opts *o, int host,
+                  const struct host_paths *hp);
+int proxy_main(int argc, char **argv);
+int ssh_main(int argc, char **argv);
 
 #endif

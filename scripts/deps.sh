@@ -14,7 +14,7 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       ca-certificates git file jq clang libclang-rt-14-dev
       libattr1-dev libvdeplug-dev vde2
       openssh-client openssh-server openmpi-bin libopenmpi-dev
-      python3 socat iperf3)
+      python3 socat iperf3 iproute2)
 # libattr1-dev: QEMU's virtio-9p (host-userland guests' root file system);
 # libvdeplug-dev + vde2: -netdev vde and vde_switch (the pod network);
 # openssh-server, openmpi-bin, python3, socat, iperf3: run inside

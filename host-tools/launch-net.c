@@ -1,0 +1,638 @@
+/*
+ * The pod as a set of hosts: the pod network (a VDE switch on a unix
+ * socket in the work directory, one virtio NIC per guest), host-userland
+ * guests (this machine's root file system over virtio-9p, the launch
+ * directory read-write), the pod's ssh keys, and the `ssh` and `proxy`
+ * subcommands that log into a guest over its virtio-serial port.
+ *
+ * Nothing here touches the host's IP stack: the switch and the QEMUs talk
+ * over unix-domain sockets, the guests have no route off the segment, and
+ * the host reaches a guest's sshd through a chardev socket, not a NIC.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "launch.h"
+
+static GPid g_switch_pid;
+static int g_switch_stdin = -1;
+
+bool pod_has_net(const struct opts *o)
+{
+    return o->userland == USERLAND_HOST || o->net;
+}
+
+const char *userland_name(enum userland u)
+{
+    return u == USERLAND_HOST ? "host" : "initramfs";
+}
+
+/* Address of host i on the segment, with the prefix length. */
+char *pod_addr(int i, bool with_len)
+{
+    return g_strdup_printf(POD_NET_PREFIX ".%d%s", i + 1,
+                           with_len ? "/" POD_NET_LEN : "");
+}
+
+/* MAC of host i: locally administered, fixed by the host id, so a host
+ * restarted after a kill comes back with the same one. */
+char *pod_mac(int i)
+{
+    return g_strdup_printf("52:54:00:c1:00:%02x", i);
+}
+
+static char *wd_path(const struct opts *o, const char *name)
+{
+    return g_build_filename(o->workdir, name, NULL);
+}
+
+/* Whether `qemu -KIND help` lists NAME (a netdev or device type). */
+static bool qemu_lists(const char *qemu, const char *kind, const char *name)
+{
+    const char *argv[] = { qemu, "-M", "none", kind, "help", NULL };
+    g_autofree char *out = NULL;
+    g_autoptr(GError) err = NULL;
+    int st;
+
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, &out, NULL, &st, &err)) {
+        return false;
+    }
+    g_auto(GStrv) lines = g_strsplit(out ? out : "", "\n", -1);
+    for (int i = 0; lines[i]; i++) {
+        g_strstrip(lines[i]);
+        /* "vde" alone, or name "virtio-9p-pci", bus PCI ... */
+        if (!strcmp(lines[i], name) ||
+            (g_str_has_prefix(lines[i], "name \"") &&
+             !strncmp(lines[i] + 6, name, strlen(name)) &&
+             lines[i][6 + strlen(name)] == '"')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static char *find_program(const char *name, const char *const *extra_dirs)
+{
+    char *p = g_find_program_in_path(name);
+    for (int i = 0; !p && extra_dirs && extra_dirs[i]; i++) {
+        char *c = g_build_filename(extra_dirs[i], name, NULL);
+        if (g_file_test(c, G_FILE_TEST_IS_EXECUTABLE)) {
+            p = c;
+        } else {
+            g_free(c);
+        }
+    }
+    return p;
+}
+
+/* Run argv, die with `what` and its output if it fails. */
+static void run_or_die(const char *const *argv, const char *what)
+{
+    g_autofree char *out = NULL, *errs = NULL;
+    g_autoptr(GError) err = NULL;
+    int st;
+
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                      &out, &errs, &st, &err)) {
+        die(EXIT_USAGE, "%s: cannot run %s: %s", what, argv[0], err->message);
+    }
+    if (!g_spawn_check_wait_status(st, NULL)) {
+        die(EXIT_USAGE, "%s: %s failed: %s", what, argv[0],
+            errs && *errs ? g_strstrip(errs) : "(no message)");
+    }
+}
+
+/* The public half of a key file's key ("TYPE BASE64"), or NULL. */
+static char *pubkey_of(const char *pubfile)
+{
+    g_autofree char *s = NULL;
+    if (!g_file_get_contents(pubfile, &s, NULL, NULL)) {
+        return NULL;
+    }
+    g_auto(GStrv) w = g_strsplit_set(g_strstrip(s), " \t", 3);
+    if (!w[0] || !w[1] || !g_str_has_prefix(w[0], "ssh-")) {
+        return NULL;
+    }
+    return g_strdup_printf("%s %s", w[0], w[1]);
+}
+
+/*
+ * A key pair made for the pod (never the user's own keys): created with
+ * ssh-keygen if missing, kept in the work directory so that a restarted
+ * host and a second run in the same work directory use the same keys.  A
+ * private key without its public half, or two that do not match, is a
+ * key clash: refused with the file names.
+ */
+static void ensure_key(const char *keygen, const char *key, const char *comment)
+{
+    g_autofree char *pub = g_strdup_printf("%s.pub", key);
+    bool have_key = path_exists(key), have_pub = path_exists(pub);
+
+    if (have_key && have_pub) {
+        const char *argv[] = { keygen, "-y", "-f", key, NULL };
+        g_autofree char *out = NULL;
+        int st;
+        g_autofree char *want = pubkey_of(pub);
+        if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL,
+                          NULL, NULL, &out, NULL, &st, NULL) ||
+            !g_spawn_check_wait_status(st, NULL) || !want ||
+            !g_str_has_prefix(g_strstrip(out), want)) {
+            die(EXIT_USAGE, "ssh key clash: %s and %s are not one key pair "
+                "(remove both and the pod makes new ones)", key, pub);
+        }
+        return;
+    }
+    if (have_key != have_pub) {
+        die(EXIT_USAGE, "ssh key clash: %s exists without %s (remove it and "
+            "the pod makes a new pair)", have_key ? key : pub,
+            have_key ? pub : key);
+    }
+    const char *argv[] = { keygen, "-q", "-t", "ed25519", "-N", "", "-C",
+                           comment, "-f", key, NULL };
+    run_or_die(argv, "making the pod's ssh keys");
+}
+
+static void write_file(const char *path, const char *data, int mode)
+{
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents_full(path, data, -1,
+                                  G_FILE_SET_CONTENTS_CONSISTENT, mode, &err)) {
+        die(EXIT_USAGE, "cannot write %s: %s", path, err->message);
+    }
+}
+
+/* ssh's config language: a value in double quotes (no quotes inside). */
+static char *ssh_quote(const char *s)
+{
+    if (strchr(s, '"')) {
+        die(EXIT_USAGE, "the path %s contains a double quote, which an ssh "
+            "config cannot hold", s);
+    }
+    return g_strdup_printf("\"%s\"", s);
+}
+
+/* The pod's ssh files in WORKDIR/ssh (see docs/launcher.md, "ssh"). */
+static void prepare_ssh(const struct opts *o)
+{
+    const char *const sbin[] = { "/usr/bin", "/usr/sbin", "/sbin", NULL };
+    g_autofree char *keygen = find_program("ssh-keygen", sbin);
+    g_autofree char *dir = wd_path(o, "ssh");
+    g_autofree char *id = g_build_filename(dir, "id_ed25519", NULL);
+    g_autofree char *hk = g_build_filename(dir, "ssh_host_ed25519_key", NULL);
+    g_autofree char *hkpub = g_strdup_printf("%s.pub", hk);
+    g_autofree char *kh = g_build_filename(dir, "known_hosts", NULL);
+    g_autofree char *cfg = g_build_filename(dir, "config", NULL);
+
+    if (!keygen) {
+        die(EXIT_USAGE, "ssh-keygen not found: install openssh-client "
+            "(scripts/deps.sh does)");
+    }
+    if (g_mkdir_with_parents(dir, 0700) < 0) {
+        die(EXIT_USAGE, "cannot create %s: %s", dir, strerror(errno));
+    }
+    ensure_key(keygen, id, "cxlpod-pod-user");
+    ensure_key(keygen, hk, "cxlpod-pod-host");
+
+    /* one host key for the whole pod: every name and address of it */
+    g_autofree char *hostpub = pubkey_of(hkpub);
+    if (!hostpub) {
+        die(EXIT_USAGE, "ssh key clash: %s is not a public key", hkpub);
+    }
+    GString *k = g_string_new(NULL);
+    for (int i = 0; i < o->nhosts; i++) {
+        g_autofree char *a = pod_addr(i, false);
+        g_string_append_printf(k, "%shost%d,%s", i ? "," : "", i, a);
+    }
+    g_string_append_printf(k, " %s\n", hostpub);
+    write_file(kh, k->str, 0644);
+    g_string_free(k, TRUE);
+
+    /* the host side: `ssh -F WORKDIR/ssh/config hostI` (cxlpod-launch ssh) */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    g_autofree char *qexe = ssh_quote(n > 0 ? exe : PROG);
+    g_autofree char *qwd = ssh_quote(o->workdir);
+    g_autofree char *qid = ssh_quote(id);
+    g_autofree char *qkh = ssh_quote(kh);
+    g_autofree char *cm = g_build_filename(dir, "cm-%h", NULL);
+    g_autofree char *qcm = ssh_quote(cm);
+    g_autofree char *c = g_strdup_printf(
+        "# made by cxlpod-launch for the pod in %s: ssh -F THIS hostI\n"
+        "Host host*\n"
+        "    User root\n"
+        "    IdentityFile %s\n"
+        "    IdentitiesOnly yes\n"
+        "    UserKnownHostsFile %s\n"
+        "    StrictHostKeyChecking yes\n"
+        "    ProxyCommand %s proxy %s %%h\n"
+        "    ControlMaster auto\n"
+        "    ControlPath %s\n"
+        "    ControlPersist 30\n"
+        "    BatchMode yes\n"
+        "    LogLevel ERROR\n",
+        o->workdir, qid, qkh, qexe, qwd, qcm);
+    write_file(cfg, c, 0644);
+}
+
+/* /etc/hosts of every guest */
+static void prepare_hosts_file(const struct opts *o)
+{
+    GString *h = g_string_new("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n");
+    for (int i = 0; i < o->nhosts; i++) {
+        g_autofree char *a = pod_addr(i, false);
+        g_string_append_printf(h, "%s\thost%d\n", a, i);
+    }
+    g_autofree char *p = wd_path(o, "net-hosts");
+    write_file(p, h->str, 0644);
+    g_string_free(h, TRUE);
+}
+
+/*
+ * The directory shared read-write with host-userland guests at the same
+ * path: the launcher's current directory.  Refused: the root itself (the
+ * guests' root is this machine's, read-only), the kernel's own file
+ * systems, and a directory this process cannot write.
+ */
+static void check_jobdir(const struct opts *o)
+{
+    const char *d = o->jobdir;
+    static const char *const never[] = { "/proc", "/sys", "/dev", NULL };
+
+    if (!strcmp(d, "/")) {
+        die(EXIT_USAGE, "--userland host shares the current directory "
+            "read-write with the guests at the same path; it cannot be / "
+            "(the guests' root is this machine's, read-only): cd to a "
+            "project directory first");
+    }
+    for (int i = 0; never[i]; i++) {
+        size_t l = strlen(never[i]);
+        if (!strncmp(d, never[i], l) && (d[l] == '/' || !d[l])) {
+            die(EXIT_USAGE, "--userland host cannot share %s with the "
+                "guests (%s is the kernel's, not a directory of files): cd "
+                "to a project directory first", d, never[i]);
+        }
+    }
+    if (strchr(d, '\n')) {
+        die(EXIT_USAGE, "--userland host cannot share %s: its name has a "
+            "newline", d);
+    }
+    if (access(d, R_OK | W_OK | X_OK) < 0) {
+        die(EXIT_USAGE, "--userland host cannot share the current directory "
+            "%s with the guests: %s", d, strerror(errno));
+    }
+}
+
+/* Each host's fw_cfg opt/cxlpod/config: shell assignments /init sources. */
+static void prepare_host_config(const struct opts *o, struct host *h)
+{
+    GString *b = g_string_new("# cxlpod-launch: sourced by the guest's /init\n");
+    g_string_append_printf(b, "CXLPOD_USERLAND=%s\n", userland_name(o->userland));
+    if (pod_has_net(o)) {
+        g_autofree char *a = pod_addr(h->id, true);
+        g_autofree char *m = pod_mac(h->id);
+        g_string_append_printf(b, "CXLPOD_NET_ADDR=%s\nCXLPOD_NET_MAC=%s\n", a, m);
+    }
+    if (o->userland == USERLAND_HOST) {
+        g_string_append(b, "CXLPOD_WORK=");
+        shell_quote(b, o->jobdir);
+        g_string_append(b, "\n");
+    }
+    g_string_append_printf(b, "CXLPOD_SERVE=%d\n", h->serve ? 1 : 0);
+    write_file(h->hp.config, b->str, 0644);
+    g_string_free(b, TRUE);
+}
+
+/*
+ * Before any QEMU starts: what the pod network and host userland need,
+ * each missing piece refused with what to install.
+ */
+void pod_prepare(struct opts *o, struct host *hosts)
+{
+    if (o->userland == USERLAND_HOST) {
+        check_jobdir(o);
+        if (!qemu_lists(o->qemu, "-device", "virtio-9p-pci")) {
+            die(EXIT_USAGE, "--userland host needs virtio-9p, which %s was "
+                "built without (scripts/build-qemu.sh builds it with "
+                "--enable-virtfs)", o->qemu);
+        }
+        prepare_ssh(o);
+    }
+    if (pod_has_net(o)) {
+        if (!qemu_lists(o->qemu, "-netdev", "vde")) {
+            die(EXIT_USAGE, "the pod network needs QEMU's -netdev vde, which "
+                "%s was built without (scripts/build-qemu.sh builds it with "
+                "libvdeplug)", o->qemu);
+        }
+        const char *const sbin[] = { "/usr/bin", "/usr/sbin", NULL };
+        g_autofree char *sw = find_program("vde_switch", sbin);
+        if (!sw) {
+            die(EXIT_USAGE, "the pod network needs vde_switch: install vde2 "
+                "(scripts/deps.sh does)");
+        }
+        g_free(o->vde_switch);
+        o->vde_switch = g_steal_pointer(&sw);
+        g_autofree char *sock = wd_path(o, "net");
+        /* the switch's control socket: DIR/net/ctl, at most 107 bytes */
+        if (strlen(sock) + 5 >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+            die(EXIT_USAGE, "the work directory %s is too long for the pod "
+                "switch's unix socket (%zu bytes at most): give a shorter "
+                "-w DIR", o->workdir,
+                sizeof(((struct sockaddr_un *)0)->sun_path) - 10);
+        }
+        prepare_hosts_file(o);
+    }
+    for (int i = 0; i < o->nhosts; i++) {
+        prepare_host_config(o, &hosts[i]);
+    }
+}
+
+static void switch_child_setup(gpointer data)
+{
+    (void)data;
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+}
+
+/*
+ * Start the pod's switch: vde_switch with its control directory WORKDIR/net
+ * and standard input a pipe this process holds, so that it exits (and
+ * removes its sockets) when the launcher does, however it ends.
+ */
+void pod_switch_start(const struct opts *o)
+{
+    if (!pod_has_net(o)) {
+        return;
+    }
+    g_autofree char *sock = wd_path(o, "net");
+    g_autofree char *log = wd_path(o, "net.log");
+    g_autofree char *ctl = g_build_filename(sock, "ctl", NULL);
+    g_autofree char *nports = g_strdup_printf("%d", o->nhosts * 2 + 8);
+    const char *argv[] = { o->vde_switch, "--sock", sock, "--numports",
+                           nports, NULL };
+    g_autoptr(GError) err = NULL;
+    int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (logfd < 0) {
+        die(EXIT_USAGE, "cannot create %s: %s", log, strerror(errno));
+    }
+    /* a switch left by an earlier run in this work directory */
+    if (path_exists(ctl)) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        g_strlcpy(sa.sun_path, ctl, sizeof(sa.sun_path));
+        bool live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (fd >= 0) {
+            close(fd);
+        }
+        if (live) {
+            die(EXIT_USAGE, "a pod switch is already running in %s (another "
+                "cxlpod-launch uses this work directory?)", sock);
+        }
+        unlink(ctl);
+        rmdir(sock);
+    }
+    if (!g_spawn_async_with_pipes_and_fds(NULL, (const gchar *const *)argv, NULL,
+            G_SPAWN_DO_NOT_REAP_CHILD, switch_child_setup, NULL, -1, logfd, logfd,
+            NULL, NULL, 0, &g_switch_pid, &g_switch_stdin, NULL, NULL, &err)) {
+        close(logfd);
+        die(EXIT_USAGE, "cannot start the pod switch %s: %s", o->vde_switch,
+            err->message);
+    }
+    close(logfd);
+    /* wait for its control socket (it makes it at once) */
+    double deadline = now_s() + 10;
+    while (!path_exists(ctl)) {
+        int st;
+        if (waitpid(g_switch_pid, &st, WNOHANG) == g_switch_pid) {
+            char how[96];
+            g_autofree char *tail = NULL;
+            g_switch_pid = 0;
+            describe_status(st, how, sizeof(how));
+            g_file_get_contents(log, &tail, NULL, NULL);
+            die(EXIT_USAGE, "the pod switch exited at once (status %s): %s",
+                how, tail && *tail ? g_strstrip(tail) : "(no message)");
+        }
+        if (now_s() > deadline) {
+            die(EXIT_USAGE, "the pod switch (pid %d) made no control socket "
+                "%s in 10 s", (int)g_switch_pid, ctl);
+        }
+        g_usleep(5000);
+    }
+    if (!o->quiet) {
+        msg("pod network: switch %s (pid %d), hosts host0..host%d at "
+            POD_NET_PREFIX ".1..%d/" POD_NET_LEN, sock, (int)g_switch_pid,
+            o->nhosts - 1, o->nhosts);
+    }
+}
+
+void pod_switch_stop(void)
+{
+    if (g_switch_stdin >= 0) {
+        close(g_switch_stdin);     /* EOF: it cleans up and exits */
+        g_switch_stdin = -1;
+    }
+    if (g_switch_pid > 0) {
+        double deadline = now_s() + 2;
+        int st;
+        while (waitpid(g_switch_pid, &st, WNOHANG) == 0) {
+            if (now_s() > deadline) {
+                kill(g_switch_pid, SIGKILL);
+                waitpid(g_switch_pid, &st, 0);
+                break;
+            }
+            g_usleep(5000);
+        }
+        g_switch_pid = 0;
+    }
+}
+
+static void arg(GPtrArray *a, const char *s)
+{
+    g_ptr_array_add(a, g_strdup(s));
+}
+
+static void G_GNUC_PRINTF(2, 3) argf(GPtrArray *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_ptr_array_add(a, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
+
+static void fwcfg(GPtrArray *a, const char *name, const char *path)
+{
+    g_autofree char *p = qemu_opt_escape(path);
+    arg(a, "-fw_cfg");
+    argf(a, "name=opt/cxlpod/%s,file=%s", name, p);
+}
+
+/* The QEMU arguments of the pod network, host userland and the files the
+ * guest's /init reads from fw_cfg. */
+void add_pod_args(GPtrArray *a, const struct opts *o, int host,
+                  const struct host_paths *hp)
+{
+    fwcfg(a, "config", hp->config);
+    if (pod_has_net(o)) {
+        g_autofree char *sock = wd_path(o, "net");
+        g_autofree char *qs = qemu_opt_escape(sock);
+        g_autofree char *mac = pod_mac(host);
+        g_autofree char *hosts = wd_path(o, "net-hosts");
+        arg(a, "-netdev");
+        argf(a, "vde,id=podnet,sock=%s", qs);
+        arg(a, "-device");
+        /* romfile=: no PXE option ROM, the guest boots from -kernel */
+        argf(a, "virtio-net-pci,bus=pcie.0,netdev=podnet,mac=%s,romfile=", mac);
+        fwcfg(a, "hosts", hosts);
+    }
+    if (o->userland == USERLAND_HOST) {
+        g_autofree char *jd = qemu_opt_escape(o->jobdir);
+        g_autofree char *dir = wd_path(o, "ssh");
+        g_autofree char *id = g_build_filename(dir, "id_ed25519", NULL);
+        g_autofree char *idpub = g_build_filename(dir, "id_ed25519.pub", NULL);
+        g_autofree char *hk = g_build_filename(dir, "ssh_host_ed25519_key", NULL);
+        g_autofree char *kh = g_build_filename(dir, "known_hosts", NULL);
+        g_autofree char *ssh = qemu_opt_escape(hp->ssh);
+
+        /* this machine's root, read-only; multidevs=remap keeps inode
+         * numbers unique across the file systems mounted under / */
+        arg(a, "-fsdev");
+        arg(a, "local,id=hostroot,path=/,security_model=none,readonly=on,"
+            "multidevs=remap");
+        arg(a, "-device");
+        arg(a, "virtio-9p-pci,bus=pcie.0,fsdev=hostroot,mount_tag=cxlpod-root,romfile=");
+        arg(a, "-fsdev");
+        argf(a, "local,id=work,path=%s,security_model=none,multidevs=remap", jd);
+        arg(a, "-device");
+        arg(a, "virtio-9p-pci,bus=pcie.0,fsdev=work,mount_tag=cxlpod-work,romfile=");
+        /* ssh from the host: a virtio-serial port on a chardev socket */
+        arg(a, "-device");
+        arg(a, "virtio-serial-pci,bus=pcie.0,id=podser,romfile=");
+        arg(a, "-chardev");
+        argf(a, "socket,id=podssh,path=%s,server=on,wait=off", ssh);
+        arg(a, "-device");
+        arg(a, "virtserialport,bus=podser.0,chardev=podssh,name=cxlpod.ssh");
+        fwcfg(a, "ssh-id", id);
+        fwcfg(a, "ssh-id.pub", idpub);
+        fwcfg(a, "ssh-hostkey", hk);
+        fwcfg(a, "ssh-known-hosts", kh);
+    }
+}
+
+/* subcommands                                                         */
+
+/*
+ * `cxlpod-launch proxy WORKDIR HOST`: ssh's ProxyCommand.  Relays standard
+ * input and output to host HOST's (hostI or I) ssh port, the unix socket
+ * of its virtio-serial chardev.
+ */
+int proxy_main(int argc, char **argv)
+{
+    int n;
+    char **w = subcommand_words(argc, argv, "WORKDIR HOST",
+                                "relay stdin/stdout to a host-userland "
+                                "guest's sshd (ssh's ProxyCommand)", 2, 2, &n);
+    const char *h = w[1];
+    long id;
+    if (g_str_has_prefix(h, "host")) {
+        h += 4;
+    }
+    if (!parse_int(h, 0, MAX_HOSTS - 1, &id)) {
+        die(EXIT_USAGE, "proxy: '%s' is not a host (hostI or I)", w[1]);
+    }
+    g_autofree char *path = g_strdup_printf("%s/host%ld.ssh", w[0], id);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        die(EXIT_USAGE, "proxy: %s is too long for a unix socket", path);
+    }
+    g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        die(EXIT_USAGE, "host %ld: cannot reach its ssh port %s: %s (is the "
+            "pod running, with --userland host?)", id, path, strerror(errno));
+    }
+    struct pollfd p[2] = { { .fd = 0, .events = POLLIN },
+                           { .fd = fd, .events = POLLIN } };
+    char buf[65536];
+    bool in_open = true;
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        if (in_open && p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = read(0, buf, sizeof(buf));
+            if (r <= 0) {
+                shutdown(fd, SHUT_WR);
+                in_open = false;
+                p[0].fd = -1;
+            } else if (!write_all(fd, buf, (size_t)r)) {
+                break;
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = read(fd, buf, sizeof(buf));
+            if (r <= 0 || !write_all(1, buf, (size_t)r)) {
+                break;
+            }
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+/*
+ * `cxlpod-launch ssh WORKDIR I [COMMAND...]`: log into (or run COMMAND in)
+ * host I of a running host-userland pod, as root, with the pod's own key.
+ */
+int ssh_main(int argc, char **argv)
+{
+    if (argc < 4 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) {
+        fprintf(argc < 4 ? stderr : stdout,
+                "usage: " PROG " ssh WORKDIR I [COMMAND...]\n"
+                "  log into host I of a running --userland host pod (or run\n"
+                "  COMMAND there); the same as ssh -F WORKDIR/ssh/config hostI\n");
+        return argc < 4 ? EXIT_USAGE : EXIT_OK;
+    }
+    long id;
+    const char *h = argv[3];
+    if (g_str_has_prefix(h, "host")) {
+        h += 4;
+    }
+    if (!parse_int(h, 0, MAX_HOSTS - 1, &id)) {
+        die(EXIT_USAGE, "ssh: '%s' is not a host id", argv[3]);
+    }
+    g_autofree char *cfg = g_build_filename(argv[2], "ssh", "config", NULL);
+    if (!is_file(cfg)) {
+        die(EXIT_USAGE, "ssh: %s not found: is %s the work directory of a "
+            "--userland host pod?", cfg, argv[2]);
+    }
+    g_autofree char *sock = g_strdup_printf("%s/host%ld.ssh", argv[2], id);
+    if (!path_exists(sock)) {
+        die(EXIT_USAGE, "ssh: host %ld has no ssh port %s (not running, or "
+            "not a host of this pod)", id, sock);
+    }
+    const char *const dirs[] = { "/usr/bin", NULL };
+    g_autofree char *ssh = find_program("ssh", dirs);
+    if (!ssh) {
+        die(EXIT_USAGE, "ssh: no ssh client: install openssh-client");
+    }
+    GPtrArray *a = g_ptr_array_new();
+    g_ptr_array_add(a, ssh);
+    g_ptr_array_add(a, "-F");
+    g_ptr_array_add(a, cfg);
+    if (argc == 4 && isatty(0)) {
+        g_ptr_array_add(a, "-t");
+    }
+    g_ptr_array_add(a, g_strdup_printf("host%ld", id));
+    for (int i = 4; i < argc; i++) {
+        g_ptr_array_add(a, argv[i]);
+    }
+    g_ptr_array_add(a, NULL);
+    fflush(NULL);
+    execv(ssh, (char **)a->pdata);
+    die(EXIT_USAGE, "ssh: cannot run %s: %s", ssh, strerror(errno));
+}
