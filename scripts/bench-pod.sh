@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The pod benchmark of host-userland guests (docs/benchmarks.md section 6):
+# every figure beside its baseline, measured in the same run.
+#
+#   boot   one guest, booted ROUNDS times each way, alternated: the time from
+#          QEMU's start to its CXL region ready (the READY marker) of an
+#          initramfs guest, against a host-userland guest's time to ready
+#          and to up (network, the host's root over 9p, sshd: the UP marker)
+#   net    two host-userland guests on the pod network: TCP round trip
+#          (a 1-byte ping-pong, python3 on both ends) and iperf3
+#          throughput, host 0 -> host 1
+#   pod    N host-userland guests (default 32) booted at once: the time
+#          until every one is up, and the host memory of the QEMUs (the sum
+#          of their RSS, sampled every second; its peak, and per guest)
+#
+#   bash scripts/bench-pod.sh [--no-build] [--rounds R] [--hosts N]
+#                             [--mem SIZE] [--skip boot,net,pod] [--workdir DIR]
+#
+# Prints a table and writes WORKDIR/results.json (default build/bench-pod).
+# Wall-clock times under TCG on this machine: its load shows (printed).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+BUILD_ALL=1 ROUNDS=3 NPOD=32 PODMEM=384M SKIP=""
+W=$BUILD/bench-pod
+while [ $# -gt 0 ]; do
+    case $1 in
+        --no-build) BUILD_ALL=0; shift ;;
+        --rounds) [ $# -ge 2 ] || die "--rounds needs a number"; ROUNDS=$2; shift 2 ;;
+        --hosts) [ $# -ge 2 ] || die "--hosts needs a number"; NPOD=$2; shift 2 ;;
+        --mem) [ $# -ge 2 ] || die "--mem needs a size"; PODMEM=$2; shift 2 ;;
+        --skip) [ $# -ge 2 ] || die "--skip needs a list"; SKIP=$2; shift 2 ;;
+        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; shift 2 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) die "unknown argument: $1 (see --help)" ;;
+    esac
+done
+[ $BUILD_ALL = 0 ] || bash "$TOP/scripts/build-all.sh"
+L=$BUILD/meson/host-tools/cxlpod-launch
+[ -x "$L" ] || die "no $L: run scripts/build-all.sh"
+rm -rf "$W"; mkdir -p "$W/proj"
+cd "$W/proj"
+skip() { [[ ,$SKIP, == *,$1,* ]]; }
+R=$W/results.jsonl; : >"$R"
+rec() { printf '%s\n' "$1" >>"$R"; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# ---------------------------------------------------------------- boot
+if ! skip boot; then
+    log "boot: $ROUNDS x (initramfs, host userland), one guest each"
+    for r in $(seq 1 "$ROUNDS"); do
+        for u in initramfs host; do
+            "$L" -q -w "$W/boot-$u-$r" -n 1 --userland $u --timeout 300 --json -- true \
+                >"$W/boot-$u-$r.out" 2>"$W/boot-$u-$r.err" || die "boot $u round $r failed; see $W/boot-$u-$r.err"
+            j=$(grep '^{' "$W/boot-$u-$r.out" | tail -n1)
+            rec "$(jq -c --arg u "$u" --argjson r "$r" --arg load "$(load)" \
+                '{bench:"boot", userland:$u, round:$r, ready_s:.results[0].boot_s, up_s:.results[0].up_s, load:$load}' <<<"$j")"
+        done
+    done
+fi
+
+# ---------------------------------------------------------------- net
+if ! skip net; then
+    log "net: TCP round trip and iperf3 between two host-userland guests"
+    cat >"$W/proj/server.sh" <<'EOF'
+python3 - <<'PY' &
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5001)); s.listen(1)
+c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    d = c.recv(1)
+    if not d: break
+    c.sendall(d)
+PY
+iperf3 -s -1 -p 5201 >/dev/null 2>&1
+wait
+EOF
+    cat >"$W/proj/client.sh" <<'EOF'
+for t in $(seq 1 120); do ssh host1 true 2>/dev/null && break; sleep 1; done
+sleep 1
+python3 - <<'PY'
+import socket, time
+for t in range(100):
+    try:
+        s = socket.create_connection(("host1", 5001), timeout=5); break
+    except OSError:
+        time.sleep(0.5)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(200): s.sendall(b"x"); s.recv(1)
+n = 2000; t0 = time.perf_counter()
+for i in range(n): s.sendall(b"x"); s.recv(1)
+dt = time.perf_counter() - t0
+print("RTT_US %.1f" % (dt / n * 1e6))
+s.close()
+PY
+iperf3 -c host1 -p 5201 -t 8 -J >iperf.json && echo "IPERF_OK"
+EOF
+    "$L" -q -w "$W/net" -n 2 --userland host --timeout 400 --json \
+        --job-host 0:client.sh --job-host 1:server.sh >"$W/net.out" 2>"$W/net.err" \
+        || die "the network benchmark pod failed; see $W/net.err"
+    rtt=$(sed -n 's/^\[host0\] RTT_US //p' "$W/net.out")
+    gbps=$(jq '.end.sum_received.bits_per_second / 1e9' "$W/proj/iperf.json")
+    rec "$(jq -nc --argjson rtt "${rtt:-null}" --argjson g "${gbps:-null}" --arg load "$(load)" \
+        '{bench:"net", rtt_us:$rtt, iperf3_gbps:$g, load:$load}')"
+fi
+
+# ---------------------------------------------------------------- pod
+if ! skip pod; then
+    log "pod: $NPOD host-userland guests at once, --mem $PODMEM"
+    "$L" -q -w "$W/pod" -n "$NPOD" --userland host --mem "$PODMEM" --size 256M \
+        --timeout 1200 --boot-timeout 900 --json -- 'cat /proc/meminfo | head -n 3 >/dev/null' \
+        >"$W/pod.out" 2>"$W/pod.err" &
+    lp=$!
+    peak=0
+    while kill -0 $lp 2>/dev/null; do
+        kb=$(ps -C qemu-system-x86_64 -o rss= 2>/dev/null | awk '{s += $1} END {print s + 0}')
+        [ "$kb" -gt "$peak" ] && peak=$kb
+        sleep 1
+    done
+    wait $lp || die "the $NPOD-host pod failed; see $W/pod.err"
+    j=$(grep '^{' "$W/pod.out" | tail -n1)
+    rec "$(jq -c --argjson peak "$peak" --argjson n "$NPOD" --arg mem "$PODMEM" --arg load "$(load)" \
+        '{bench:"pod", hosts:$n, mem:$mem, wall_s:.wall_s, all_up_s:([.results[].up_s] | max),
+          ready_s_max:([.results[].boot_s] | max), peak_rss_mib:($peak / 1024),
+          rss_per_guest_mib:($peak / 1024 / $n), ok:([.results[] | select(.status == "ok")] | length),
+          load:$load}' <<<"$j")"
+fi
+
+# ---------------------------------------------------------------- table
+jq -s '.' "$R" >"$W/results.json"
+echo
+echo "cxlpod pod benchmark ($(date -u +%F), $(nproc) cores, load now $(load))"
+if jq -e 'map(select(.bench == "boot")) | length > 0' "$W/results.json" >/dev/null; then
+    jq -r '
+      def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+      (map(select(.bench == "boot" and .userland == "initramfs") | .ready_s) | med) as $ir
+      | (map(select(.bench == "boot" and .userland == "host") | .ready_s) | med) as $hr
+      | (map(select(.bench == "boot" and .userland == "host") | .up_s) | med) as $hu
+      | "boot, median of \(map(select(.bench == "boot" and .userland == "host")) | length) alternated runs:",
+        "  initramfs guest, start -> region ready     \($ir) s   (baseline)",
+        "  host-userland guest, start -> region ready \($hr) s   \($hr / $ir * 100 | round / 100)x",
+        "  host-userland guest, start -> up (net, 9p root, sshd) \($hu) s   \($hu / $ir * 100 | round / 100)x"' \
+        "$W/results.json"
+fi
+jq -r '.[] | select(.bench == "net") |
+  "network, host0 -> host1 (virtio-net, VDE switch):",
+  "  TCP round trip (1-byte ping-pong)  \(.rtt_us) us",
+  "  iperf3 throughput                  \(.iperf3_gbps * 1000 | round / 1000) Gbit/s"' "$W/results.json"
+jq -r '.[] | select(.bench == "pod") |
+  "\(.hosts)-host host-userland pod, --mem \(.mem):",
+  "  all up after \(.all_up_s) s (wall \(.wall_s) s), \(.ok) of \(.hosts) ok",
+  "  QEMU memory: peak \(.peak_rss_mib | round) MiB in all, \(.rss_per_guest_mib | round) MiB per guest"' "$W/results.json"
+echo "results: $W/results.json"
