@@ -92,3 +92,12 @@ now=${line#*now=}; now=${now%% *}; file=${line##*file=}
 [ -n "$now" ] && [ "$now" = "$file" ] || fail "host 0 reached another boot of host1 than the restarted one ($line)"
 grep -q '^\[host0\] peer addr=10\.211\.0\.2$' "$WORK/5.out" || fail "host1's address changed"
 pass "a killed host-userland guest restarts with its name, address and host key (memdev pool)"
+
+# 6. timed mode and the boot deadline in host-userland guests
+rc=0; (cd "$WORK/proj" && "$CXLPOD_LAUNCH" -w "$WORK/p6" -n 1 "${SHM[@]}" --userland host --timeout 300 \
+    --device-opt mode=timed -- 'cxlpod-info --json | grep -o "\"mode\":\"[a-z]*\""') >"$WORK/6.out" 2>&1 || rc=$?
+[ $rc = 0 ] && grep -q '^\[host0\] "mode":"timed"' "$WORK/6.out" || { cat "$WORK/6.out"; fail "timed mode in a host-userland guest"; }
+rc=0; (cd "$WORK/proj" && "$CXLPOD_LAUNCH" -w "$WORK/p7" -n 1 "${SHM[@]}" --userland host --timeout 300 \
+    --boot-timeout 2 -- true) >"$WORK/7.out" 2>&1 || rc=$?
+[ $rc = 1 ] && grep -q '^host 0: boot stalled' "$WORK/7.out" || { cat "$WORK/7.out"; fail "--boot-timeout in a host-userland guest"; }
+pass "timed mode and --boot-timeout work in host-userland guests"

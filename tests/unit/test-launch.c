@@ -355,6 +355,66 @@ static void remove_conf(char *path);
 
 /* cxl-shm on a memory backend: --pool-backend [I:]memdev, --prealloc,
  * --host-nodes, from the command line and from a pod file */
+/* --userland host / --net: options, the UP marker, the pod's QEMU args */
+static void test_pod_args(void)
+{
+    struct opts o;
+    struct host_paths hp;
+    struct guest_report r;
+    g_autoptr(GPtrArray) a = argv_new();
+    char *cmd;
+    const char *up = "@@CXLPOD-READY dax=/dev/dax0.0@@\r\n"
+                     "@@CXLPOD-UP host2 userland=host@@\r\n";
+
+    parse_line("-n 3 --userland host --keep-going --job-host 0:/dev/null", &o);
+    g_assert_true(o.userland == USERLAND_HOST && pod_has_net(&o));
+    g_assert_true(o.keep_going && o.jobdir && o.jobdir[0] == '/');
+    parse_line("-n 2 --net -- true", &o);
+    g_assert_true(o.userland == USERLAND_INITRAMFS && pod_has_net(&o));
+    parse_line("-n 2 -- true", &o);
+    g_assert_false(pod_has_net(&o));
+
+    parse_log(up, strlen(up), &r);
+    g_assert_true(r.ready && r.up);
+    parse_log(up, strlen(up) - 3, &r);     /* UP line not complete yet */
+    g_assert_true(r.ready && !r.up);
+
+    g_assert_cmpstr(pod_addr(2, true), ==, "10.211.0.3/24");
+    g_assert_cmpstr(pod_mac(17), ==, "52:54:00:c1:00:11");
+
+    parse_line("-n 3 --userland host -- true", &o);
+    g_free(o.workdir);
+    o.workdir = g_strdup("/w");
+    g_free(o.jobdir);
+    o.jobdir = g_strdup("/home/u/my,proj");
+    host_paths_init(&hp, o.workdir, 2);
+    add_pod_args(a, &o, 2, &hp);
+    cmd = argv_to_shell(a);
+    g_assert_nonnull(strstr(cmd, "-fw_cfg name=opt/cxlpod/config,file=/w/host2.config"));
+    g_assert_nonnull(strstr(cmd, "-netdev vde,id=podnet,sock=/w/net -device "
+                            "virtio-net-pci,bus=pcie.0,netdev=podnet,"
+                            "mac=52:54:00:c1:00:02,romfile="));
+    g_assert_nonnull(strstr(cmd, "local,id=hostroot,path=/,security_model=none,"
+                            "readonly=on,multidevs=remap"));
+    /* the launch directory, a comma doubled for QEMU's option parser */
+    g_assert_nonnull(strstr(cmd, "local,id=work,path=/home/u/my,,proj,"));
+    g_assert_nonnull(strstr(cmd, "socket,id=podssh,path=/w/host2.ssh,server=on,wait=off"));
+    g_assert_nonnull(strstr(cmd, "name=opt/cxlpod/ssh-hostkey,file=/w/ssh/ssh_host_ed25519_key"));
+    g_free(cmd);
+    g_ptr_array_set_size(a, 0);
+
+    /* initramfs guests with --net: the NIC, no 9p, no ssh port */
+    parse_line("-n 2 --net -- true", &o);
+    g_free(o.workdir);
+    o.workdir = g_strdup("/w");
+    add_pod_args(a, &o, 1, &hp);
+    cmd = argv_to_shell(a);
+    g_assert_nonnull(strstr(cmd, "mac=52:54:00:c1:00:01"));
+    g_assert_null(strstr(cmd, "virtio-9p"));
+    g_assert_null(strstr(cmd, "podssh"));
+    g_free(cmd);
+}
+
 static void test_memdev_args(void)
 {
     struct opts o;
@@ -771,6 +831,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/device-args", test_device_args);
     g_test_add_func("/launch/kernel-cmdline", test_kernel_cmdline);
     g_test_add_func("/launch/memdev-args", test_memdev_args);
+    g_test_add_func("/launch/pod-args", test_pod_args);
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);
