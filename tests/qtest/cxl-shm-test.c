@@ -1155,6 +1155,124 @@ static void test_migration_refused(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * A QEMU whose start is refused after it joined (-only-migratable: the
+ * migration blocker fails at the end of realize), started in the
+ * background with @env (NULL-terminated "VAR=value" strings, or NULL)
+ */
+static GPid refused_start(const char *pool, int host_id, char **env)
+{
+    g_autofree char *dev = host_args(pool, host_id, NULL);
+    g_autofree char *cmd = g_strdup_printf(
+        "%s -accel qtest -display none -S -qtest null -only-migratable %s",
+        g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_auto(GStrv) argv = NULL;
+    g_auto(GStrv) envp = g_get_environ();
+    GPid pid;
+    int i;
+
+    for (i = 0; env && env[i]; i++) {
+        g_auto(GStrv) kv = g_strsplit(env[i], "=", 2);
+
+        envp = g_environ_setenv(envp, kv[0], kv[1], TRUE);
+    }
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async(NULL, argv, envp,
+                                G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL |
+                                G_SPAWN_STDERR_TO_DEV_NULL,
+                                NULL, NULL, &pid, NULL));
+    return pid;
+}
+
+static void refused_wait_exit(GPid pid)
+{
+    int status;
+
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+}
+
+/*
+ * The pod after a refused start raced a joining host @b (host 1): the
+ * file at the path is the one b uses (b's coherent store is in it), b
+ * writes back as before, a third host joins that pool and sees b live
+ * and b's data, and the refused host is not live.
+ */
+static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
+{
+    uint64_t nc = COH_SIZE + 0x5000;
+    Host c;
+
+    g_assert_true(g_file_test(pool, G_FILE_TEST_IS_REGULAR));
+    mem_wq(b, 0x1000, v);
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, v);
+    mem_wq(b, nc, v + 1);
+    g_assert_cmpuint(doorbell(b, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc), ==, v + 1);
+    g_assert_cmpuint(r32(b, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(b, R_HOST_STATE(0)), !=, 1);
+
+    host_start(&c, pool, 2, true);
+    g_assert_cmpuint(r32(&c, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&c, R_HOST_STATE(0)), !=, 1);
+    g_assert_cmphex(mem_rq(&c, 0x1000), ==, v);
+    g_assert_cmphex(mem_rq(&c, nc), ==, v + 1);
+    qtest_quit(c.qts);
+}
+
+/*
+ * A start refused after its join must not undo the pool a peer joined
+ * in between (docs/failure-model.md).  Deterministic: the refused host
+ * stops itself (test hook CXL_SHM_TEST_STOP_AT) just before it takes the
+ * pool lock to undo what it made; meanwhile host 1 joins the pool it
+ * made (a missing file it created, a user's empty file it filled); then
+ * it goes on and exits, and the pod must be intact.  Then the race as a
+ * user meets it: 20 times a refused host and a good one started at once
+ * on a missing pool.
+ */
+static void test_refused_start_race(void)
+{
+    g_autofree char *pool = pool_path("refused-race.pool");
+    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
+                     NULL };
+    int empty, round, status;
+    GPid pid;
+    Host b;
+
+    for (empty = 0; empty < 2; empty++) {
+        unlink(pool);
+        if (empty) {
+            g_assert_true(g_file_set_contents(pool, "", 0, NULL));
+        }
+        pid = refused_start(pool, 0, stop);
+        /* stopped at the step, the pool made and joined */
+        g_assert_cmpint(waitpid(pid, &status, WUNTRACED), ==, pid);
+        g_assert_true(WIFSTOPPED(status));
+        host_start(&b, pool, 1, true);
+        g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+        kill(pid, SIGCONT);
+        refused_wait_exit(pid);
+        refused_pod_intact(pool, &b, 0x1000 + empty);
+        qtest_quit(b.qts);
+    }
+
+    for (round = 0; round < 20; round++) {
+        g_autofree char *args = host_args(pool, 1, NULL);
+
+        unlink(pool);
+        pid = refused_start(pool, 0, NULL);
+        b.qts = qtest_init_without_qmp_handshake(args);
+        qtest_qmp_handshake(b.qts, NULL);
+        host_enable(&b, true);
+        refused_wait_exit(pid);
+        refused_pod_intact(pool, &b, 0x2000 + round);
+        qtest_quit(b.qts);
+    }
+    unlink(pool);
+}
+
 /* Refused configurations: error text, and the pool left byte-identical */
 
 /* Digest of the content (holes read as zeros), mode and size of a file */
@@ -3433,6 +3551,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
     qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
+    qtest_add_func("/cxl-shm/refused-start-race", test_refused_start_race);
     qtest_add_func("/cxl-shm/table-read-locked", test_table_read_locked);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
