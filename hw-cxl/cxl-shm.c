@@ -373,9 +373,50 @@ static void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
 }
 
 /*
- * The whole non-coherent area (wbinvd, wbnoinvd, invd).  Pages that are
- * absent from image, twin and pool alike hold zeros everywhere and need
- * nothing; mincore() finds them, unless swap could hide a dirty page.
+ * Which pages of the pool file's [dpa, dpa + len) may hold data: @vec[i]
+ * is 0 only for a page inside a hole of the file (SEEK_DATA/SEEK_HOLE),
+ * the one place where the pool certainly reads as zeros.  Residency
+ * (mincore) says nothing about content: a page another host wrote back
+ * and the kernel dropped from the page cache of a disk-backed pool is on
+ * disk.  A file system that cannot tell reports all of it as data.
+ */
+static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
+                              unsigned char *vec)
+{
+    off_t start = CXLPOOL_META_SIZE + dpa, end = start + len, pos = start;
+    size_t pages = len / CXLSHM_PAGE;
+
+    memset(vec, 0, pages);
+    while (pos < end) {
+        off_t data = lseek(s->fd, pos, SEEK_DATA);
+        off_t hole;
+        size_t i;
+
+        if (data < 0 && errno == ENXIO) {
+            return;                     /* only holes from @pos on */
+        }
+        hole = data < 0 ? -1 : lseek(s->fd, data, SEEK_HOLE);
+        if (hole < 0) {
+            memset(vec, 1, pages);
+            return;
+        }
+        if (data >= end) {
+            return;
+        }
+        hole = MIN(hole, end);
+        for (i = (data - start) / CXLSHM_PAGE;
+             i < DIV_ROUND_UP(hole - start, CXLSHM_PAGE); i++) {
+            vec[i] = 1;
+        }
+        pos = hole;
+    }
+}
+
+/*
+ * The whole non-coherent area (wbinvd, wbnoinvd, invd).  A page needs
+ * nothing when image and twin are absent (mincore: they are this
+ * process's anonymous memory, never populated, unless swap could hide a
+ * dirty page) and the pool file has a hole there: zeros everywhere.
  */
 static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
                           CXLShmLineCount *n)
@@ -398,13 +439,13 @@ static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
 
         if (!s->skip_unresident ||
             mincore(s->image + off, len, vi) < 0 ||
-            mincore(s->twin + off, len, vt) < 0 ||
-            mincore(s->pool + dpa, len, vp) < 0) {
+            mincore(s->twin + off, len, vt) < 0) {
             cxl_shm_range(s, op, dpa, len, n);
             continue;
         }
+        cxl_shm_pool_data(s, dpa, len, vp);
         for (i = 0; i < np; i++) {
-            if ((vi[i] | vt[i] | vp[i]) & 1) {
+            if (((vi[i] | vt[i]) & 1) || vp[i]) {
                 cxl_shm_range(s, op, dpa + i * CXLSHM_PAGE, CXLSHM_PAGE, n);
             } else if (op != CXLSHM_LINE_WRITEBACK) {
                 n->fetched += CXLSHM_PAGE / CXLPOOL_LINE;

@@ -2235,6 +2235,63 @@ static void test_fidelity_tcg(void)
     qtest_quit(h.qts);
 }
 
+/*
+ * wbinvd on a pool in a disk file whose page another host wrote back and
+ * the kernel then dropped from the page cache: the page is not resident
+ * in any mapping (mincore() says absent) but holds data, and wbinvd must
+ * fetch it like any other (it was skipped as if it were zeros).  Host a
+ * runs fw_fidelity up to its wbinvd, which it never touched the page
+ * before; host b writes the page back and quits; the test writes the
+ * file back to disk and drops the page before letting a's wbinvd run.
+ */
+static void test_wbinvd_dropped_pages(void)
+{
+    g_autofree char *pool = pool_path("wbinvd-dropped.pool");
+    uint64_t p = COH_SIZE + 64 * MiB;     /* far from what a touches */
+    size_t pagesz = qemu_real_host_page_size();
+    unsigned char vec;
+    void *map;
+    int fd;
+    Host a, b;
+
+    fw_host_start_code(&a, pool, 0, fw_fidelity, sizeof(fw_fidelity), NULL,
+                       NULL);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_phase(&a, 1);
+    qtest_writel(a.qts, 0x5010, 1);
+    fw_phase(&a, 3);
+    qtest_writel(a.qts, 0x5010, 2);
+    fw_phase(&a, 5);                /* waits for the go of its wbinvd */
+
+    host_start(&b, pool, 1, true);
+    mem_wq(&b, p + 8, 0xfeedULL);
+    g_assert_cmpuint(doorbell(&b, OP_WB, p, LINE), ==, 0);
+    qtest_quit(b.qts);
+    g_assert_cmphex(pool_rq(pool, p + 8), ==, 0xfeedULL);
+
+    fd = open(pool, O_RDWR);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fdatasync(fd), ==, 0);
+    /* the whole file: a large folio holding the page goes whole */
+    g_assert_cmpint(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), ==, 0);
+    map = mmap(NULL, pagesz, PROT_READ, MAP_SHARED, fd, META_SIZE + p);
+    g_assert_true(map != MAP_FAILED);
+    g_assert_cmpint(mincore(map, pagesz, &vec), ==, 0);
+    munmap(map, pagesz);
+    close(fd);
+    if (vec & 1) {
+        g_test_skip("the kernel kept the pool page in its page cache "
+                    "(a file system that cannot drop it?)");
+        qtest_quit(a.qts);
+        return;
+    }
+
+    qtest_writel(a.qts, 0x5010, 3);
+    fw_phase(&a, 6);
+    g_assert_cmphex(mem_rq(&a, p + 8), ==, 0xfeedULL);
+    qtest_quit(a.qts);
+}
+
 /* writeback=immediate: clwb lands at the instruction (the old behaviour) */
 static void test_immediate_tcg(void)
 {
@@ -3543,6 +3600,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/atomics-refused", test_atomics_refused);
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
+    qtest_add_func("/cxl-shm/wbinvd-dropped-pages",
+                   test_wbinvd_dropped_pages);
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
