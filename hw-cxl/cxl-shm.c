@@ -1534,29 +1534,74 @@ static void cxl_shm_live_add(CXLShmState *s)
 }
 
 /*
- * Mailbox commands that would write the shared media behind the pod.
+ * The mailbox commands one head of the shared device may use: an
+ * allowlist, so that a command a later QEMU tree adds is refused until
+ * someone has decided it is safe here.  Each was checked against the
+ * QEMU 10.0 tree (hw/cxl/cxl-mailbox-utils.c):
  *
- * Sanitize (CXL r3.1 8.2.9.9.5.1, opcode 4400h) erases the whole device,
- * which here is every host's data, and the parent does it with a memset
- * of the pool that bypasses this host's image and the line locks.  One
- * host must never wipe the pod: the command is taken out of the command
- * set and the Command Effects Log, so a driver does not offer it and a
- * guest that sends it anyway gets Unsupported.  Secure Erase (4401h) is
- * not implemented by the parent (Unsupported already).  The parent
- * builds the command set in its reset (cxl_device_register_init_t3),
- * hence the call after every parent reset.
+ * - reads of device state, logs and capabilities, and the poison and
+ *   scan media lists (Scan Media and Inject Poison change only this
+ *   host's lists, never the media);
+ * - this host's own event records and interrupt policy, and the device
+ *   timestamp (Linux sets it at probe);
+ * - Clear Poison (4302h), whose 64-byte write reaches the pool through
+ *   cxl_shm_set_cacheline(): one whole line under its lock, as a head's
+ *   own store may write it.
+ *
+ * Left out: Sanitize (4400h; the parent memsets the whole pool, every
+ * host's data, bypassing the images and the line locks), firmware
+ * Transfer and Activate (0201h, 0202h; the device's firmware is every
+ * head's), Set Feature (0502h; device-wide scrub settings), Set LSA
+ * (4103h; a shared device's label area is every head's, and the pool
+ * has none), and everything the tree does not have yet (Secure Erase
+ * 4401h, Media Operations 4402h, which zeroes ranges upstream, Set
+ * Partition Info, Set Shutdown State, the dynamic capacity commands).
+ * A guest that sends one gets Unsupported, and the Command Effects Log
+ * does not offer it.  The parent builds the command set in its reset
+ * (cxl_device_register_init_t3), hence the call after every parent
+ * reset.
  */
-#define CXLSHM_MBOX_SANITIZE    0x4400
+static const uint16_t cxl_shm_mbox_allowlist[] = {
+    0x0100, 0x0101, 0x0102, 0x0103,     /* event records, interrupt policy */
+    0x0200,                             /* Get FW Info */
+    0x0300, 0x0301,                     /* Get / Set Timestamp */
+    0x0400, 0x0401,                     /* Get Supported Logs, Get Log */
+    0x0500, 0x0501,                     /* Get Supported Features, Feature */
+    0x4000,                             /* Identify Memory Device */
+    0x4100, 0x4102,                     /* Get Partition Info, Get LSA */
+    0x4300, 0x4301, 0x4302,             /* poison list, inject, clear */
+    0x4303, 0x4304, 0x4305,             /* scan media */
+    0x4500,                             /* Get Security State */
+};
+
+static bool cxl_shm_mbox_allowed(uint16_t opcode)
+{
+    size_t i;
+
+    for (i = 0; i < ARRAY_SIZE(cxl_shm_mbox_allowlist); i++) {
+        if (cxl_shm_mbox_allowlist[i] == opcode) {
+            return true;
+        }
+    }
+    return false;
+}
 
 static void cxl_shm_restrict_mailbox(CXLShmState *s)
 {
     CXLCCI *cci = &s->parent_obj.cci;
     size_t i, j;
+    int set, cmd;
 
-    cci->cxl_cmd_set[CXLSHM_MBOX_SANITIZE >> 8]
-                    [CXLSHM_MBOX_SANITIZE & 0xff].handler = NULL;
+    for (set = 0; set < 256; set++) {
+        for (cmd = 0; cmd < 256; cmd++) {
+            if (cci->cxl_cmd_set[set][cmd].handler &&
+                !cxl_shm_mbox_allowed(set << 8 | cmd)) {
+                cci->cxl_cmd_set[set][cmd].handler = NULL;
+            }
+        }
+    }
     for (i = j = 0; i < cci->cel_size; i++) {
-        if (cci->cel_log[i].opcode != CXLSHM_MBOX_SANITIZE) {
+        if (cxl_shm_mbox_allowed(cci->cel_log[i].opcode)) {
             cci->cel_log[j++] = cci->cel_log[i];
         }
     }

@@ -2746,6 +2746,100 @@ static void test_mailbox(void)
     }
 }
 
+/* SHA-256 of the pool's data area, as the pool file holds it */
+static char *pool_data_digest(const char *pool)
+{
+    g_autoptr(GChecksum) ck = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autofree uint8_t *buf = g_malloc(MiB);
+    uint64_t off;
+    int fd = open(pool, O_RDONLY);
+
+    g_assert_cmpint(fd, >=, 0);
+    for (off = 0; off < POOL_SIZE; off += MiB) {
+        g_assert_cmpint(pread(fd, buf, MiB, META_SIZE + off), ==, MiB);
+        g_checksum_update(ck, buf, MiB);
+    }
+    close(fd);
+    return g_strdup(g_checksum_get_string(ck));
+}
+
+/*
+ * The mailbox is an allowlist: exactly the commands one head of a shared
+ * device may use are offered (CEL) and carried out.  Every command of
+ * the QEMU 10.0 tree that changes the device for all heads (firmware
+ * transfer and activation, Set Feature, Set LSA, Sanitize) and any
+ * command the tree may gain (Secure Erase, Media Operations, the dynamic
+ * capacity commands) answers Unsupported and leaves the pool unchanged.
+ */
+static const uint16_t mbox_allowed[] = {
+    0x0100, 0x0101, 0x0102, 0x0103,         /* event records, policy */
+    0x0200,                                 /* Get FW Info */
+    0x0300, 0x0301,                         /* timestamp */
+    0x0400, 0x0401,                         /* logs */
+    0x0500, 0x0501,                         /* features: read */
+    0x4000,                                 /* Identify Memory Device */
+    0x4100, 0x4102,                         /* partition info, Get LSA */
+    0x4300, 0x4301, 0x4302, 0x4303, 0x4304, 0x4305,    /* poison, scan */
+    0x4500,                                 /* Get Security State */
+};
+
+static void test_mailbox_allowlist(void)
+{
+    static const uint16_t refused[] = {
+        0x0201, 0x0202,                     /* FW Transfer, Activate */
+        0x0502,                             /* Set Feature */
+        0x4101,                             /* Set Partition Info */
+        0x4103,                             /* Set LSA */
+        0x4400, 0x4401, 0x4402,             /* Sanitize, Erase, Media Ops */
+        0x4800, 0x4801, 0x4802, 0x4803,     /* dynamic capacity */
+        0x4204,                             /* Set Shutdown State */
+    };
+    g_autofree char *pool = pool_path("mailbox-allow.pool");
+    g_autofree char *before = NULL, *after = NULL;
+    uint8_t payload[72];
+    uint64_t nc = COH_SIZE + 0x3000, mb;
+    size_t i, j;
+    Host a;
+
+    host_start(&a, pool, 0, true);
+    mem_wq(&a, 0x3000, 0x1111);
+    mem_wq(&a, nc, 0x2222);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
+    before = pool_data_digest(pool);
+    mb = find_mbox(a.qts);
+
+    for (i = 0; i < ARRAY_SIZE(mbox_allowed); i++) {
+        if (!cel_has(a.qts, mb, mbox_allowed[i])) {
+            g_test_message("allowed command %04x is not in the CEL",
+                           mbox_allowed[i]);
+            g_assert_not_reached();
+        }
+    }
+    for (i = 0; i < ARRAY_SIZE(refused); i++) {
+        uint16_t rc;
+
+        g_assert_false(cel_has(a.qts, mb, refused[i]));
+        for (j = 0; j < 3; j++) {
+            /* no payload, a short one, a Set LSA sized one of 0x5a */
+            size_t len = j == 0 ? 0 : j == 1 ? 8 : sizeof(payload);
+
+            memset(payload, j == 2 ? 0x5a : 0, sizeof(payload));
+            rc = mbox_cmd(a.qts, mb, refused[i], payload, len, NULL, 0);
+            if (rc != 0x3) {
+                g_test_message("command %04x (%zu bytes): return code %u, "
+                               "not Unsupported", refused[i], len, rc);
+                g_assert_not_reached();
+            }
+        }
+    }
+    qtest_clock_step(a.qts, 60000000000LL);     /* background work: none */
+    after = pool_data_digest(pool);
+    g_assert_cmpstr(before, ==, after);
+    g_assert_cmphex(mem_rq(&a, 0x3000), ==, 0x1111);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0x2222);
+    qtest_quit(a.qts);
+}
+
 /*
  * A writeback over bytes another host wrote back since this host fetched
  * the line is counted and reported in the conflict log.
@@ -3606,6 +3700,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
+    qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
