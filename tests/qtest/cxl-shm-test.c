@@ -2411,6 +2411,96 @@ static void test_timed_atomics_tcg(void)
 }
 
 /*
+ * mode=timed: an atomic whose accesses straddle the coherent boundary
+ * (lock xadd on the 4 bytes at DPA coherent-size - 2) never holds the
+ * coherent line's lock word while it waits for the non-coherent page's:
+ * two such waits in two hosts, each for the word the other holds, would
+ * never end (cxl-shm-line.h: one lock word at a time).  The test makes
+ * the non-coherent word busy (held under host b's tag: b is live, so
+ * nobody takes it over), lets host a run the atomic, waits until a's
+ * coherent access has been counted, then until the coherent word is
+ * free while a waits for the other; then frees it, and the atomic
+ * completes: the old value in eax, the sum in both halves.  (The
+ * accesses are atomic across hosts per area only: docs/device.md.)
+ *
+ * The body after fw_code's prologue (offset 0x40):
+ *     movl $0x10001, %eax; lock xaddl %eax, 0x7ffffe
+ *     movl %eax, 0x5020; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ * with linear 0x600000 mapped to DPA coherent-size - 2 MiB and 0x800000
+ * to DPA coherent-size (2 MiB pages).
+ */
+static void test_timed_atomic_boundary(void)
+{
+    static const uint8_t body[] = {
+        0xb8, 0x01, 0x00, 0x01, 0x00,
+        0xf0, 0x0f, 0xc1, 0x05, 0xfe, 0xff, 0x7f, 0x00,
+        0xa3, 0x20, 0x50, 0x00, 0x00,
+        0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("timed-boundary.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t coh_word = 0x10000 + ((COH_SIZE - LINE) / LINE % 8192) * 8;
+    uint64_t nc_word = 0x10000 + (COH_SIZE / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, w, pd[2];
+    uint16_t lo = 0xfffe, hi = 0x0007;
+    gint64 deadline;
+    Host a, b;
+
+    g_assert_cmphex(code[0x3f], ==, 0xc0);      /* mov %eax, %cr0 */
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    timed_start(&b, pool, 1, NULL);
+    /* in the pool before a starts: a's cache is empty, both accesses miss */
+    patch_pool(pool, META_SIZE + COH_SIZE - 2, &lo, 2);
+    patch_pool(pool, META_SIZE + COH_SIZE, &hi, 2);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), TIMED, NULL);
+    pd[0] = (a.hpa + COH_SIZE - 2 * MiB) | 0x83;
+    pd[1] = (a.hpa + COH_SIZE) | 0x83;
+    qtest_memwrite(a.qts, 0x2000 + 3 * 8, pd, sizeof(pd));
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 0);
+
+    pool_pread(pool, nc_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    patch_pool(pool, nc_word, &tag, 8);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    /* a's coherent access (a miss) is done, its non-coherent one waits */
+    deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+    while (r64(&a, R_STAT_MISSES) < 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    for (;;) {
+        pool_pread(pool, coh_word, &w, 8);
+        if (!w) {
+            break;
+        }
+        if (g_get_monotonic_time() > deadline) {
+            g_test_message("host a holds the coherent word (%" PRIx64
+                           ") while it waits for the non-coherent one", w);
+            patch_pool(pool, nc_word, &zero, 8);
+            g_assert_not_reached();
+        }
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(qtest_readl(a.qts, 0x5000), ==, 0);
+    patch_pool(pool, nc_word, &zero, 8);
+    fw_host_wait(&a);
+    g_assert_cmphex(qtest_readl(a.qts, 0x5020), ==, 0x0007fffe);
+    /* 0x0007fffe + 0x10001, the coherent half and the cached one */
+    g_assert_cmphex(qtest_readw(a.qts, a.hpa + COH_SIZE - 2), ==, 0xffff);
+    g_assert_cmphex(qtest_readw(a.qts, a.hpa + COH_SIZE), ==, 0x0008);
+    pool_pread(pool, coh_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    pool_pread(pool, nc_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
  * A dependent-load chase over @n lines of the non-coherent area (linear
  * 0x200000 = DPA coherent-size), after the prologue of fw_code:
  *
@@ -3717,6 +3807,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/timed-filter-mismatch",
                    test_timed_filter_mismatch);
     qtest_add_func("/cxl-shm/timed-atomics-tcg", test_timed_atomics_tcg);
+    qtest_add_func("/cxl-shm/timed-atomic-boundary",
+                   test_timed_atomic_boundary);
     qtest_add_func("/cxl-shm/timed-latency-icount",
                    test_timed_latency_icount);
     if (g_test_perf()) {
