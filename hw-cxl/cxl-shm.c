@@ -1690,6 +1690,15 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 
     memory_region_init_io(&s->regs, OBJECT(s), &cxl_shm_reg_ops, s,
                           "cxl-shm-regs", CXLSHM_REGS_SIZE);
+    /*
+     * The doorbell drops the BQL for its line work (cxl_shm_doorbell()).
+     * The memory core's re-entrancy guard is a flag of the device, set
+     * for as long as a callback of one of its regions runs: with it, any
+     * other vCPU's access to any of the device's BARs meanwhile would be
+     * refused as re-entrant I/O (reads of 0, writes dropped).  BAR5 does
+     * no DMA, so nothing can re-enter the device from it: no guard.
+     */
+    s->regs.disable_reentrancy_guard = true;
     pci_register_bar(pci_dev, CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
 

@@ -2313,6 +2313,79 @@ static void test_immediate_tcg(void)
 }
 
 /*
+ * Every register access of a vCPU is served while a long doorbell
+ * operation runs elsewhere: the doorbell drops the BQL for its line
+ * work, and the BAR's accesses meanwhile must not be refused as
+ * re-entrant I/O of the device (reads of 0, writes that vanish).  The
+ * test thread rings 20 whole-area flushes while the guest's vCPU, in a
+ * loop, reads MAGIC, reads STAT_ERRORS, rings a reserved op (refused:
+ * counted in STAT_ERRORS, the doorbell registers otherwise untouched)
+ * and reads the counter again: every MAGIC read right, every ring
+ * counted, and all 20 flushes counted.  The body after fw_code's
+ * prologue (BAR5 mapped by a 2 MiB page at 0xe0000000):
+ *
+ *     xorl %edi, %edi; xorl %esi, %esi
+ * 1:  movl 0xe0100000, %eax; cmpl $0x504c5843, %eax; je 2f; incl %edi
+ * 2:  movl 0xe0100830, %ebx; movl $7, 0xe0100110
+ *     movl 0xe0100830, %eax; cmpl %ebx, %eax; ja 3f; incl %edi
+ * 3:  incl %esi; movl %esi, 0x5034; movl %edi, 0x5030
+ *     cmpl $1, 0x5010; jne 1b
+ *     movl $1, 0x5000
+ * 4:  hlt; jmp 4b
+ */
+static void test_doorbell_concurrent(void)
+{
+    static const uint8_t body[] = {
+        0x31, 0xff, 0x31, 0xf6, 0xa1, 0x00, 0x00, 0x10, 0xe0, 0x3d, 0x43,
+        0x58, 0x4c, 0x50, 0x74, 0x01, 0x47, 0x8b, 0x1d, 0x30, 0x08, 0x10,
+        0xe0, 0xc7, 0x05, 0x10, 0x01, 0x10, 0xe0, 0x07, 0x00, 0x00, 0x00,
+        0xa1, 0x30, 0x08, 0x10, 0xe0, 0x39, 0xd8, 0x77, 0x01, 0x47, 0x46,
+        0x89, 0x35, 0x34, 0x50, 0x00, 0x00, 0x89, 0x3d, 0x30, 0x50, 0x00,
+        0x00, 0x83, 0x3d, 0x10, 0x50, 0x00, 0x00, 0x01, 0x75, 0xc3, 0xc7,
+        0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb,
+        0xfd,
+    };
+    g_autofree char *pool = pool_path("doorbell-concurrent.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t pde = 0xe0000083;
+    uint32_t iters;
+    gint64 deadline;
+    Host h;
+    int i;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* its GDT */
+    memcpy(code + 0x40, body, sizeof(body));
+    fw_host_start_code(&h, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_memwrite(h.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
+    qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+    qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (qtest_readl(h.qts, 0x5034) < 2) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    /* DB_STATUS is shared with the guest's refused rings: not read */
+    for (i = 0; i < 20; i++) {
+        qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+        qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
+        qtest_writel(h.qts, BAR5_ADDR + R_DB_OP, OP_FLUSH);
+    }
+    iters = qtest_readl(h.qts, 0x5034);
+    qtest_writel(h.qts, 0x5010, 1);
+    fw_host_wait(&h);
+    g_test_message("%u guest iterations beside 20 whole-area flushes "
+                   "(%u during them), %u wrong", qtest_readl(h.qts, 0x5034),
+                   iters, qtest_readl(h.qts, 0x5030));
+    g_assert_cmpuint(iters, >, 2);
+    g_assert_cmpuint(qtest_readl(h.qts, 0x5030), ==, 0);
+    g_assert_cmpuint(r64(&h, R_STAT_FLUSH_OPS), ==, 20);
+    g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, qtest_readl(h.qts, 0x5034));
+    qtest_quit(h.qts);
+}
+
+/*
  * Latency under icount: a firmware (flat protected mode) reads the TSC,
  * rings a writeback of 16 non-coherent lines, reads the TSC again.  With
  * -icount the TSC is the virtual clock in ns, so the charge must show
@@ -3765,6 +3838,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
     qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
+    qtest_add_func("/cxl-shm/doorbell-concurrent", test_doorbell_concurrent);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
