@@ -36,6 +36,7 @@
 #include "system/cache-maint.h"
 #include "system/cpu-timers.h"
 #include "system/system.h"
+#include "system/cpus.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
 #include "exec/cpu-common.h"
@@ -1635,6 +1636,8 @@ static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
     return true;
 }
 
+static void cxl_shm_reset_bh(void *opaque);
+
 static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 {
     ERRP_GUARD();
@@ -1714,6 +1717,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         goto fail_parent;
     }
 
+    s->reset_bh = qemu_bh_new(cxl_shm_reset_bh, s);
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
     s->skip_unresident = cxl_shm_no_swap();
@@ -1811,6 +1815,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
         s->evict_timer = NULL;
     }
     g_clear_pointer(&s->evict_pages, g_free);
+    g_clear_pointer(&s->reset_bh, qemu_bh_delete);
     migrate_del_blocker(&s->migration_blocker);
     sc->parent_exit(pci_dev);
     s->parent_obj.hostvmem = NULL;
@@ -1822,7 +1827,10 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
  * A host reset is a host failure followed by a rejoin: the lines it had
  * not written back are lost (its queued clwb / clflushopt too), its image
  * is fetched again from the pool, and its generation grows, which the
- * other hosts see in the host table.  The vCPUs are stopped.
+ * other hosts see in the host table.  Runs with the BQL and with every
+ * vCPU of this QEMU stopped (cxl_shm_host_reset_stopped()): none is
+ * inside the device, so no thread of this process holds a line lock of
+ * the old generation, which the rejoin takes over.
  */
 static void cxl_shm_host_reset(CXLShmState *s)
 {
@@ -1849,6 +1857,48 @@ static void cxl_shm_host_reset(CXLShmState *s)
     trace_cxl_shm_reset(s->host_id, s->generation);
 }
 
+/* Is every vCPU of this QEMU stopped (none can be inside the device)? */
+static bool cxl_shm_vcpus_stopped(void)
+{
+    CPUState *cpu;
+
+    CPU_FOREACH(cpu) {
+        if (!cpu_is_stopped(cpu)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * The host reset with this QEMU's vCPUs stopped.  A machine reset has
+ * stopped them already; a reset of the device alone (a secondary bus
+ * reset of its root port, from a vCPU's config write or from the
+ * monitor) comes while the others run, in clwb / clflushopt, a doorbell
+ * or an atomic of the device without the BQL: they are paused for it
+ * (pause_all_vcpus() waits until each has left the device), and resumed
+ * after.  From a vCPU thread, which cannot pause the others, it runs in
+ * a bottom half of the main loop, before that vCPU runs on for long.
+ */
+static void cxl_shm_host_reset_stopped(CXLShmState *s)
+{
+    bool pause = !cxl_shm_vcpus_stopped();
+
+    trace_cxl_shm_reset_pause(s->host_id, pause);
+    if (pause) {
+        pause_all_vcpus();
+    }
+    cxl_shm_host_reset(s);
+    if (pause) {
+        resume_all_vcpus();
+    }
+}
+
+static void cxl_shm_reset_bh(void *opaque)
+{
+    cxl_shm_host_reset_stopped(opaque);
+}
+
 static void cxl_shm_reset(DeviceState *dev)
 {
     CXLShmState *s = CXL_SHM(dev);
@@ -1866,8 +1916,10 @@ static void cxl_shm_reset(DeviceState *dev)
     s->db_lines = 0;
     s->db_status = 0;
     /* the first reset is the machine's (or the hot-plug's) own */
-    if (s->reset_once) {
-        cxl_shm_host_reset(s);
+    if (s->reset_once && current_cpu) {
+        qemu_bh_schedule(s->reset_bh);
+    } else if (s->reset_once) {
+        cxl_shm_host_reset_stopped(s);
     }
     s->reset_once = true;
 }

@@ -2762,6 +2762,112 @@ static void test_reset(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * A reset of the device while a vCPU is inside it: the guest's vCPU
+ * rings a doorbell writeback whose latency charge keeps it in the MMIO
+ * callback for about a second (16384 lines at 60 us, waited without the
+ * BQL), and meanwhile the test thread resets the device with a
+ * secondary bus reset of its root port (as another vCPU of the guest
+ * can).  The host reset (image dropped and fetched again, generation + 1,
+ * line locks of earlier lives taken over) must run with this QEMU's
+ * vCPUs stopped: only after the doorbell has returned (its trace before
+ * the reset's, and its count there when the reset is), its written-back
+ * line in the pool, no
+ * line lock left held, and the other host sees the new generation and
+ * works on.  The body after fw_code's prologue (BAR5 mapped by a 2 MiB
+ * page at 0xe0000000; DB_OFFSET and DB_LEN set by the test):
+ *
+ *     movl $0x11, 0x200000; movl $1, 0x5040
+ *     movl $1, 0xe0100110; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+/* One statistic of this host's device from query-cxl-shm */
+static int64_t shm_stat(QTestState *qts, const char *name)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'query-cxl-shm'}");
+    QDict *info = qobject_to(QDict, qlist_peek(qdict_get_qlist(rsp,
+                                                               "return")));
+    int64_t v = qdict_get_int(qdict_get_qdict(info, "stats"), name);
+
+    qobject_unref(rsp);
+    return v;
+}
+
+static void test_reset_inside_doorbell(void)
+{
+    static const uint8_t body[] = {
+        0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x00, 0x00, 0x00, 0xc7,
+        0x05, 0x40, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xc7, 0x05,
+        0x10, 0x01, 0x10, 0xe0, 0x01, 0x00, 0x00, 0x00, 0xc7, 0x05, 0x00,
+        0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("reset-doorbell.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "reset-doorbell.log",
+                                            NULL);
+    g_autofree char *opts = g_strdup_printf("-trace cxl_shm_op -trace "
+                                            "cxl_shm_reset -D %s", log);
+    g_autofree char *text = NULL;
+    const char *op, *reset;
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    g_autofree uint64_t *locks = g_malloc(8192 * 8);
+    uint64_t pde = 0xe0000083;
+    gint64 deadline;
+    Host a, b;
+    int i;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
+                       ",latency-ns=60000", opts);
+    qtest_memwrite(a.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, 16384 * LINE);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (qtest_readl(a.qts, 0x5040) != 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 0);   /* inside it */
+
+    /* secondary bus reset of the root port: Bridge Control bit 6 */
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, (1 << 6) << 16);
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, 0);
+    /* the reset cleared the BARs: the statistics from QMP */
+    g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
+    g_assert_cmpint(shm_stat(a.qts, "writeback-ops"), ==, 1);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    fw_host_wait(&a);
+    /* the doorbell ended before the reset began (their traces, in order) */
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    op = strstr(text, "cxl_shm_op host 0 writeback");
+    reset = strstr(text, "cxl_shm_reset host 0");
+    g_assert_nonnull(op);
+    g_assert_nonnull(reset);
+    if (reset < op) {
+        g_test_message("the host reset ran while the vCPU was inside the "
+                       "doorbell; the trace:");
+        g_test_message("%s", text);
+        g_assert_not_reached();
+    }
+
+    pool_pread(pool, 0x10000, locks, 8192 * 8);
+    for (i = 0; i < 8192; i++) {
+        g_assert_cmphex(locks[i], ==, 0);
+    }
+    mem_wq(&b, COH_SIZE + 0x40, 0xb0b);
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0xb0b);
+    host_enable(&a, true);
+    g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
 /* Map BAR2 and find the primary mailbox in the device capability array */
 static uint64_t find_mbox(QTestState *qts)
 {
@@ -3863,6 +3969,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
+    qtest_add_func("/cxl-shm/reset-inside-doorbell",
+                   test_reset_inside_doorbell);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
