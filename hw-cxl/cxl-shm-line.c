@@ -742,8 +742,15 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
         uint64_t *word = &l->locks[i];
         uint64_t old = qatomic_read(word);
 
+        /*
+         * Not a lock a thread of this process holds (its undo slot is
+         * busy): only a dead life's are taken over (a reset runs with no
+         * vCPU inside the device, so none is held then).
+         */
         if (old && tag_host(old) == l->host_id &&
-            CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation)) {
+            CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation) &&
+            !(tag_slot(old) < CXLSHM_UNDO_SLOTS &&
+              qatomic_read(&l->slot_busy[tag_slot(old)]))) {
             uint64_t mine = tag_make(l->host_id, 0, l->generation);
 
             /* take it over, roll the dead writer back, then free it */

@@ -34,35 +34,42 @@
  * Test-only: with CXL_SHM_TEST_KILL_AT=<step> in its environment, this
  * QEMU kills itself with SIGKILL at that step of joining, leaving or
  * resetting, so that tests can check what the next start makes of a
- * pool left at each step (tests/qtest/kill-steps.sh).  Only under the
- * qtest accelerator; ignored (with a warning) anywhere else.
+ * pool left at each step (tests/qtest/kill-steps.sh); with
+ * CXL_SHM_TEST_STOP_AT=<step> it stops itself there (SIGSTOP), so that a
+ * test can run another host while this one waits at the step and then
+ * let it go on (SIGCONT).  Only under the qtest accelerator; ignored
+ * (with a warning) anywhere else.
  */
 static const char *const pool_test_steps[] = {
     "after-open", "after-flock", "after-allocate", "after-header",
     "after-host-lock", "after-generation", "after-slot-claim",
     "after-join", "leave-after-flock", "leave-after-state",
-    "reset-after-flock", "reset-after-generation",
+    "reset-after-flock", "reset-after-generation", "abort-before-flock",
 };
 
 static void pool_test_kill(const char *step)
 {
     const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
+    const char *stop = g_getenv("CXL_SHM_TEST_STOP_AT");
 
     if (at && qtest_enabled() && strcmp(at, step) == 0) {
         raise(SIGKILL);
     }
+    if (stop && qtest_enabled() && strcmp(stop, step) == 0) {
+        raise(SIGSTOP);
+    }
 }
 
-static void pool_test_kill_check(void)
+static void pool_test_step_check(const char *var)
 {
-    const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
+    const char *at = g_getenv(var);
     int i;
 
     if (!at) {
         return;
     }
     if (!qtest_enabled()) {
-        warn_report("cxl-shm: CXL_SHM_TEST_KILL_AT is ignored outside qtest");
+        warn_report("%s is ignored outside qtest", var);
         return;
     }
     for (i = 0; i < ARRAY_SIZE(pool_test_steps); i++) {
@@ -70,7 +77,13 @@ static void pool_test_kill_check(void)
             return;
         }
     }
-    warn_report("cxl-shm: CXL_SHM_TEST_KILL_AT=%s names no step", at);
+    warn_report("%s=%s names no step", var, at);
+}
+
+static void pool_test_kill_check(void)
+{
+    pool_test_step_check("CXL_SHM_TEST_KILL_AT");
+    pool_test_step_check("CXL_SHM_TEST_STOP_AT");
 }
 
 /* Create the pool in the empty file s->fd: size first, header last */
@@ -294,6 +307,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     struct stat st;
     CXLPoolHost *me;
     bool created = false;
+    uint32_t i;
     int tries;
     void *meta;
     ssize_t n;
@@ -465,6 +479,9 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
 
     me = &s->hosts[s->host_id];
     s->slot_before = *me;       /* a start refused later puts it back */
+    for (i = 0; i < s->max_hosts; i++) {
+        s->peer_gen[i] = qatomic_read(&s->hosts[i].generation);
+    }
     s->generation = qatomic_read(&me->generation) + 1;
     memset(me->stats, 0, sizeof(me->stats));
     me->pid = getpid();
@@ -556,12 +573,36 @@ void cxl_shm_pool_sync_stats(CXLShmState *s)
 }
 
 /*
+ * Has another host joined the pool since this start joined it (its
+ * generation moved: it may be live or have left data behind), or is one
+ * live?  Called with the flock held, which every join takes.
+ */
+static bool pool_peer_joined(CXLShmState *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->max_hosts; i++) {
+        if (i != s->host_id &&
+            (qatomic_read(&s->hosts[i].generation) != s->peer_gen[i] ||
+             qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
  * The start was refused after the join (a later step of realize failed):
- * leave the file as this start found it.  A pool it made is unmade; in a
- * pool that was there, its host entry is put back as it was (state,
- * generation, pid, times, statistics).  What the join did to other
- * hosts' entries stays: a dead host marked failed is a fact, not a change
- * this start could take back.
+ * leave the file as this start found it, as far as no other host depends
+ * on it.  The flock was free since the join, so another host may have
+ * joined the pool this start made: then the pool stays a pool (removing,
+ * emptying or zeroing it would pull it from under a live host, or lose
+ * what a host that came and left wrote back), and only this start's host
+ * entry is put back.  Decided under the flock, which every join takes.
+ * A pool nobody else joined is unmade.  In a pool that was there, the
+ * host entry is put back as it was (state, generation, pid, times,
+ * statistics).  What the join did to other hosts' entries stays: a dead
+ * host marked failed is a fact, not a change this start could take back.
  */
 void cxl_shm_pool_abort(CXLShmState *s)
 {
@@ -570,7 +611,12 @@ void cxl_shm_pool_abort(CXLShmState *s)
     if (!s->joined) {
         return;
     }
+    pool_test_kill("abort-before-flock");
     cxlpool_flock(s->fd, LOCK_EX);
+    if (s->made != CXLSHM_MADE_NOTHING && pool_peer_joined(s)) {
+        trace_cxl_shm_pool_abort_kept(s->pool_path, s->host_id, s->made);
+        s->made = CXLSHM_MADE_NOTHING;
+    }
     me = &s->hosts[s->host_id];
     if (s->made == CXLSHM_MADE_NOTHING) {
         qatomic_set(&me->state, CXLPOOL_HOST_LEFT);

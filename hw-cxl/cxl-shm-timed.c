@@ -485,8 +485,21 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
     CXLShmTimed *t = &s->t;
     uint64_t line = off / CXLSHM_LINE, loff = line * CXLSHM_LINE;
     uint8_t *img = s->image + (off - s->coherent_size);
+    CXLShmLineLock *held = held_of(s, cpu);
     CXLShmWay *w = cache_find(t, line);
 
+    if (held && held->word &&
+        !cxl_shm_lines_lock_covers(&s->lines, held, off)) {
+        /*
+         * An atomic straddling the coherent boundary: its coherent
+         * part's line lock goes before this part may wait for the
+         * lock of its page (a fill or an eviction), so no thread holds
+         * two lock words and no two hosts wait for each other's
+         * (docs/device.md, "Atomics").
+         */
+        trace_cxl_shm_timed_lock_dropped(s->host_id, off);
+        cxl_shm_lines_unlock(&s->lines, held);
+    }
     if (w) {
         qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
         c->ns += qatomic_read(&t->hit_ns);
@@ -494,10 +507,10 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
         CXLShmLineCount n = { 0 };
 
         qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
-        w = cache_alloc(s, line, held_of(s, cpu), c);
+        w = cache_alloc(s, line, held, c);
         /* fill: image and twin become the pool's line */
         cxl_shm_lines_one(&s->lines, CXLSHM_LINE_DROP, loff, false,
-                          held_of(s, cpu), &n);
+                          held, &n);
         c->ns += qatomic_read(&t->miss_ns);
         c->moved++;
         trace_cxl_shm_timed_miss(s->host_id, off, write);

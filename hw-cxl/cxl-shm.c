@@ -36,6 +36,7 @@
 #include "system/cache-maint.h"
 #include "system/cpu-timers.h"
 #include "system/system.h"
+#include "system/cpus.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
 #include "exec/cpu-common.h"
@@ -373,9 +374,50 @@ static void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
 }
 
 /*
- * The whole non-coherent area (wbinvd, wbnoinvd, invd).  Pages that are
- * absent from image, twin and pool alike hold zeros everywhere and need
- * nothing; mincore() finds them, unless swap could hide a dirty page.
+ * Which pages of the pool file's [dpa, dpa + len) may hold data: @vec[i]
+ * is 0 only for a page inside a hole of the file (SEEK_DATA/SEEK_HOLE),
+ * the one place where the pool certainly reads as zeros.  Residency
+ * (mincore) says nothing about content: a page another host wrote back
+ * and the kernel dropped from the page cache of a disk-backed pool is on
+ * disk.  A file system that cannot tell reports all of it as data.
+ */
+static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
+                              unsigned char *vec)
+{
+    off_t start = CXLPOOL_META_SIZE + dpa, end = start + len, pos = start;
+    size_t pages = len / CXLSHM_PAGE;
+
+    memset(vec, 0, pages);
+    while (pos < end) {
+        off_t data = lseek(s->fd, pos, SEEK_DATA);
+        off_t hole;
+        size_t i;
+
+        if (data < 0 && errno == ENXIO) {
+            return;                     /* only holes from @pos on */
+        }
+        hole = data < 0 ? -1 : lseek(s->fd, data, SEEK_HOLE);
+        if (hole < 0) {
+            memset(vec, 1, pages);
+            return;
+        }
+        if (data >= end) {
+            return;
+        }
+        hole = MIN(hole, end);
+        for (i = (data - start) / CXLSHM_PAGE;
+             i < DIV_ROUND_UP(hole - start, CXLSHM_PAGE); i++) {
+            vec[i] = 1;
+        }
+        pos = hole;
+    }
+}
+
+/*
+ * The whole non-coherent area (wbinvd, wbnoinvd, invd).  A page needs
+ * nothing when image and twin are absent (mincore: they are this
+ * process's anonymous memory, never populated, unless swap could hide a
+ * dirty page) and the pool file has a hole there: zeros everywhere.
  */
 static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
                           CXLShmLineCount *n)
@@ -398,13 +440,13 @@ static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
 
         if (!s->skip_unresident ||
             mincore(s->image + off, len, vi) < 0 ||
-            mincore(s->twin + off, len, vt) < 0 ||
-            mincore(s->pool + dpa, len, vp) < 0) {
+            mincore(s->twin + off, len, vt) < 0) {
             cxl_shm_range(s, op, dpa, len, n);
             continue;
         }
+        cxl_shm_pool_data(s, dpa, len, vp);
         for (i = 0; i < np; i++) {
-            if ((vi[i] | vt[i] | vp[i]) & 1) {
+            if (((vi[i] | vt[i]) & 1) || vp[i]) {
                 cxl_shm_range(s, op, dpa + i * CXLSHM_PAGE, CXLSHM_PAGE, n);
             } else if (op != CXLSHM_LINE_WRITEBACK) {
                 n->fetched += CXLSHM_PAGE / CXLPOOL_LINE;
@@ -1493,29 +1535,74 @@ static void cxl_shm_live_add(CXLShmState *s)
 }
 
 /*
- * Mailbox commands that would write the shared media behind the pod.
+ * The mailbox commands one head of the shared device may use: an
+ * allowlist, so that a command a later QEMU tree adds is refused until
+ * someone has decided it is safe here.  Each was checked against the
+ * QEMU 10.0 tree (hw/cxl/cxl-mailbox-utils.c):
  *
- * Sanitize (CXL r3.1 8.2.9.9.5.1, opcode 4400h) erases the whole device,
- * which here is every host's data, and the parent does it with a memset
- * of the pool that bypasses this host's image and the line locks.  One
- * host must never wipe the pod: the command is taken out of the command
- * set and the Command Effects Log, so a driver does not offer it and a
- * guest that sends it anyway gets Unsupported.  Secure Erase (4401h) is
- * not implemented by the parent (Unsupported already).  The parent
- * builds the command set in its reset (cxl_device_register_init_t3),
- * hence the call after every parent reset.
+ * - reads of device state, logs and capabilities, and the poison and
+ *   scan media lists (Scan Media and Inject Poison change only this
+ *   host's lists, never the media);
+ * - this host's own event records and interrupt policy, and the device
+ *   timestamp (Linux sets it at probe);
+ * - Clear Poison (4302h), whose 64-byte write reaches the pool through
+ *   cxl_shm_set_cacheline(): one whole line under its lock, as a head's
+ *   own store may write it.
+ *
+ * Left out: Sanitize (4400h; the parent memsets the whole pool, every
+ * host's data, bypassing the images and the line locks), firmware
+ * Transfer and Activate (0201h, 0202h; the device's firmware is every
+ * head's), Set Feature (0502h; device-wide scrub settings), Set LSA
+ * (4103h; a shared device's label area is every head's, and the pool
+ * has none), and everything the tree does not have yet (Secure Erase
+ * 4401h, Media Operations 4402h, which zeroes ranges upstream, Set
+ * Partition Info, Set Shutdown State, the dynamic capacity commands).
+ * A guest that sends one gets Unsupported, and the Command Effects Log
+ * does not offer it.  The parent builds the command set in its reset
+ * (cxl_device_register_init_t3), hence the call after every parent
+ * reset.
  */
-#define CXLSHM_MBOX_SANITIZE    0x4400
+static const uint16_t cxl_shm_mbox_allowlist[] = {
+    0x0100, 0x0101, 0x0102, 0x0103,     /* event records, interrupt policy */
+    0x0200,                             /* Get FW Info */
+    0x0300, 0x0301,                     /* Get / Set Timestamp */
+    0x0400, 0x0401,                     /* Get Supported Logs, Get Log */
+    0x0500, 0x0501,                     /* Get Supported Features, Feature */
+    0x4000,                             /* Identify Memory Device */
+    0x4100, 0x4102,                     /* Get Partition Info, Get LSA */
+    0x4300, 0x4301, 0x4302,             /* poison list, inject, clear */
+    0x4303, 0x4304, 0x4305,             /* scan media */
+    0x4500,                             /* Get Security State */
+};
+
+static bool cxl_shm_mbox_allowed(uint16_t opcode)
+{
+    size_t i;
+
+    for (i = 0; i < ARRAY_SIZE(cxl_shm_mbox_allowlist); i++) {
+        if (cxl_shm_mbox_allowlist[i] == opcode) {
+            return true;
+        }
+    }
+    return false;
+}
 
 static void cxl_shm_restrict_mailbox(CXLShmState *s)
 {
     CXLCCI *cci = &s->parent_obj.cci;
     size_t i, j;
+    int set, cmd;
 
-    cci->cxl_cmd_set[CXLSHM_MBOX_SANITIZE >> 8]
-                    [CXLSHM_MBOX_SANITIZE & 0xff].handler = NULL;
+    for (set = 0; set < 256; set++) {
+        for (cmd = 0; cmd < 256; cmd++) {
+            if (cci->cxl_cmd_set[set][cmd].handler &&
+                !cxl_shm_mbox_allowed(set << 8 | cmd)) {
+                cci->cxl_cmd_set[set][cmd].handler = NULL;
+            }
+        }
+    }
     for (i = j = 0; i < cci->cel_size; i++) {
-        if (cci->cel_log[i].opcode != CXLSHM_MBOX_SANITIZE) {
+        if (cxl_shm_mbox_allowed(cci->cel_log[i].opcode)) {
             cci->cel_log[j++] = cci->cel_log[i];
         }
     }
@@ -1548,6 +1635,8 @@ static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
     trace_cxl_shm_media_write(s->host_id, dpa_offset);
     return true;
 }
+
+static void cxl_shm_reset_bh(void *opaque);
 
 static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 {
@@ -1604,6 +1693,15 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 
     memory_region_init_io(&s->regs, OBJECT(s), &cxl_shm_reg_ops, s,
                           "cxl-shm-regs", CXLSHM_REGS_SIZE);
+    /*
+     * The doorbell drops the BQL for its line work (cxl_shm_doorbell()).
+     * The memory core's re-entrancy guard is a flag of the device, set
+     * for as long as a callback of one of its regions runs: with it, any
+     * other vCPU's access to any of the device's BARs meanwhile would be
+     * refused as re-entrant I/O (reads of 0, writes dropped).  BAR5 does
+     * no DMA, so nothing can re-enter the device from it: no guard.
+     */
+    s->regs.disable_reentrancy_guard = true;
     pci_register_bar(pci_dev, CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
 
@@ -1619,6 +1717,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         goto fail_parent;
     }
 
+    s->reset_bh = qemu_bh_new(cxl_shm_reset_bh, s);
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
     s->skip_unresident = cxl_shm_no_swap();
@@ -1716,6 +1815,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
         s->evict_timer = NULL;
     }
     g_clear_pointer(&s->evict_pages, g_free);
+    g_clear_pointer(&s->reset_bh, qemu_bh_delete);
     migrate_del_blocker(&s->migration_blocker);
     sc->parent_exit(pci_dev);
     s->parent_obj.hostvmem = NULL;
@@ -1727,7 +1827,10 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
  * A host reset is a host failure followed by a rejoin: the lines it had
  * not written back are lost (its queued clwb / clflushopt too), its image
  * is fetched again from the pool, and its generation grows, which the
- * other hosts see in the host table.  The vCPUs are stopped.
+ * other hosts see in the host table.  Runs with the BQL and with every
+ * vCPU of this QEMU stopped (cxl_shm_host_reset_stopped()): none is
+ * inside the device, so no thread of this process holds a line lock of
+ * the old generation, which the rejoin takes over.
  */
 static void cxl_shm_host_reset(CXLShmState *s)
 {
@@ -1754,6 +1857,48 @@ static void cxl_shm_host_reset(CXLShmState *s)
     trace_cxl_shm_reset(s->host_id, s->generation);
 }
 
+/* Is every vCPU of this QEMU stopped (none can be inside the device)? */
+static bool cxl_shm_vcpus_stopped(void)
+{
+    CPUState *cpu;
+
+    CPU_FOREACH(cpu) {
+        if (!cpu_is_stopped(cpu)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * The host reset with this QEMU's vCPUs stopped.  A machine reset has
+ * stopped them already; a reset of the device alone (a secondary bus
+ * reset of its root port, from a vCPU's config write or from the
+ * monitor) comes while the others run, in clwb / clflushopt, a doorbell
+ * or an atomic of the device without the BQL: they are paused for it
+ * (pause_all_vcpus() waits until each has left the device), and resumed
+ * after.  From a vCPU thread, which cannot pause the others, it runs in
+ * a bottom half of the main loop, before that vCPU runs on for long.
+ */
+static void cxl_shm_host_reset_stopped(CXLShmState *s)
+{
+    bool pause = !cxl_shm_vcpus_stopped();
+
+    trace_cxl_shm_reset_pause(s->host_id, pause);
+    if (pause) {
+        pause_all_vcpus();
+    }
+    cxl_shm_host_reset(s);
+    if (pause) {
+        resume_all_vcpus();
+    }
+}
+
+static void cxl_shm_reset_bh(void *opaque)
+{
+    cxl_shm_host_reset_stopped(opaque);
+}
+
 static void cxl_shm_reset(DeviceState *dev)
 {
     CXLShmState *s = CXL_SHM(dev);
@@ -1771,8 +1916,10 @@ static void cxl_shm_reset(DeviceState *dev)
     s->db_lines = 0;
     s->db_status = 0;
     /* the first reset is the machine's (or the hot-plug's) own */
-    if (s->reset_once) {
-        cxl_shm_host_reset(s);
+    if (s->reset_once && current_cpu) {
+        qemu_bh_schedule(s->reset_bh);
+    } else if (s->reset_once) {
+        cxl_shm_host_reset_stopped(s);
     }
     s->reset_once = true;
 }

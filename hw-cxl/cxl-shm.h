@@ -132,6 +132,7 @@ struct CXLShmState {
     CXLShmPoolMade made;        /* what this start made, to undo if refused */
     mode_t made_old_mode;       /* the mode of a user's empty file */
     CXLPoolHost slot_before;    /* our host entry before this join */
+    uint64_t peer_gen[CXLPOOL_MAX_HOSTS];   /* generations at this join */
     HostMemoryBackend *backend;
     MemoryRegion *pool_mr;
     uint8_t *pool;
@@ -157,6 +158,7 @@ struct CXLShmState {
     FILE *conflict_fp;
     QemuMutex conflict_lock;
     bool reset_once;
+    QEMUBH *reset_bh;           /* a host reset asked for by a vCPU */
 
     /* mode=timed (cxl-shm-timed.c) */
     bool timed;

@@ -19,14 +19,16 @@ SHMDIR=$(mktemp -d /dev/shm/cxlpod-21-memdev.XXXXXX)
 trap 'rm -rf "$WORK" "$SHMDIR"' EXIT
 POOL=$SHMDIR/pool.img
 
-t0=$(token); t1=$(token)
+t0=$(token); t1=$(token); seen=$(token)
 cat > "$WORK/job.sh" <<JOB
 me=\$CXLPOD_HOST_ID; other=\$((1 - me))
 if [ \$me = 0 ]; then mine=$t0; theirs=$t1; else mine=$t1; theirs=$t0; fi
 cxlpod-poke write \$((0x100000 + me * 4096)) "\$mine"
 cxlpod-poke wait \$((0x100000 + other * 4096)) "\$theirs" 240 || exit 3
 echo "host \$me got \$(cxlpod-poke read \$((0x100000 + other * 4096)) 16)"
-if [ \$me = 0 ]; then sleep 2; fi    # the test reads host 0's numa_maps meanwhile
+# host 0 runs until the test has read its numa_maps (the test writes
+# $seen into the coherent window then)
+if [ \$me = 0 ]; then cxlpod-poke wait \$((0x180000)) "$seen" 240 || exit 4; fi
 JOB
 cat > "$WORK/pod.conf" <<CONF
 [pod]
@@ -47,14 +49,20 @@ json = true
 CONF
 
 # while host 0 runs: its mapping of the pool on /dev/shm is bound to
-# node 0 (numa_maps: "ADDR bind:0 file=/dev/shm/.../pool.img ...")
+# node 0 (numa_maps: "ADDR bind:0 file=/dev/shm/.../pool.img ...");
+# then (or when giving up) host 0's job is told to end: $seen in the
+# coherent window at 0x180000 (pool file offset 2 MiB + 0x180000)
 ( for _ in $(seq 1 600); do
       pid=$(sed -n 's/^cxlpod-launch: host 0: started QEMU pid \([0-9]*\)$/\1/p' "$WORK/stderr" 2>/dev/null)
       if [ -n "$pid" ] && grep -F "file=$POOL" "/proc/$pid/numa_maps" 2>/dev/null | grep -q ' bind:0 '; then
-          grep -F "file=$POOL" "/proc/$pid/numa_maps" | grep ' bind:0 ' > "$WORK/numa"; exit 0
+          grep -F "file=$POOL" "/proc/$pid/numa_maps" | grep ' bind:0 ' > "$WORK/numa"
+          break
       fi
       sleep 0.2
-  done ) &
+  done
+  printf '%s' "$seen" |
+      dd of="$POOL" bs=1 seek=$((0x200000 + 0x180000)) conv=notrunc status=none
+) &
 watcher=$!
 pod --config "$WORK/pod.conf" --pool-backend 1:file > "$WORK/stdout" 2> "$WORK/stderr" \
     || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher reported a failure"; }

@@ -1155,6 +1155,124 @@ static void test_migration_refused(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * A QEMU whose start is refused after it joined (-only-migratable: the
+ * migration blocker fails at the end of realize), started in the
+ * background with @env (NULL-terminated "VAR=value" strings, or NULL)
+ */
+static GPid refused_start(const char *pool, int host_id, char **env)
+{
+    g_autofree char *dev = host_args(pool, host_id, NULL);
+    g_autofree char *cmd = g_strdup_printf(
+        "%s -accel qtest -display none -S -qtest null -only-migratable %s",
+        g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_auto(GStrv) argv = NULL;
+    g_auto(GStrv) envp = g_get_environ();
+    GPid pid;
+    int i;
+
+    for (i = 0; env && env[i]; i++) {
+        g_auto(GStrv) kv = g_strsplit(env[i], "=", 2);
+
+        envp = g_environ_setenv(envp, kv[0], kv[1], TRUE);
+    }
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async(NULL, argv, envp,
+                                G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL |
+                                G_SPAWN_STDERR_TO_DEV_NULL,
+                                NULL, NULL, &pid, NULL));
+    return pid;
+}
+
+static void refused_wait_exit(GPid pid)
+{
+    int status;
+
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+}
+
+/*
+ * The pod after a refused start raced a joining host @b (host 1): the
+ * file at the path is the one b uses (b's coherent store is in it), b
+ * writes back as before, a third host joins that pool and sees b live
+ * and b's data, and the refused host is not live.
+ */
+static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
+{
+    uint64_t nc = COH_SIZE + 0x5000;
+    Host c;
+
+    g_assert_true(g_file_test(pool, G_FILE_TEST_IS_REGULAR));
+    mem_wq(b, 0x1000, v);
+    g_assert_cmphex(pool_rq(pool, 0x1000), ==, v);
+    mem_wq(b, nc, v + 1);
+    g_assert_cmpuint(doorbell(b, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc), ==, v + 1);
+    g_assert_cmpuint(r32(b, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(b, R_HOST_STATE(0)), !=, 1);
+
+    host_start(&c, pool, 2, true);
+    g_assert_cmpuint(r32(&c, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&c, R_HOST_STATE(0)), !=, 1);
+    g_assert_cmphex(mem_rq(&c, 0x1000), ==, v);
+    g_assert_cmphex(mem_rq(&c, nc), ==, v + 1);
+    qtest_quit(c.qts);
+}
+
+/*
+ * A start refused after its join must not undo the pool a peer joined
+ * in between (docs/failure-model.md).  Deterministic: the refused host
+ * stops itself (test hook CXL_SHM_TEST_STOP_AT) just before it takes the
+ * pool lock to undo what it made; meanwhile host 1 joins the pool it
+ * made (a missing file it created, a user's empty file it filled); then
+ * it goes on and exits, and the pod must be intact.  Then the race as a
+ * user meets it: 20 times a refused host and a good one started at once
+ * on a missing pool.
+ */
+static void test_refused_start_race(void)
+{
+    g_autofree char *pool = pool_path("refused-race.pool");
+    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
+                     NULL };
+    int empty, round, status;
+    GPid pid;
+    Host b;
+
+    for (empty = 0; empty < 2; empty++) {
+        unlink(pool);
+        if (empty) {
+            g_assert_true(g_file_set_contents(pool, "", 0, NULL));
+        }
+        pid = refused_start(pool, 0, stop);
+        /* stopped at the step, the pool made and joined */
+        g_assert_cmpint(waitpid(pid, &status, WUNTRACED), ==, pid);
+        g_assert_true(WIFSTOPPED(status));
+        host_start(&b, pool, 1, true);
+        g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+        kill(pid, SIGCONT);
+        refused_wait_exit(pid);
+        refused_pod_intact(pool, &b, 0x1000 + empty);
+        qtest_quit(b.qts);
+    }
+
+    for (round = 0; round < 20; round++) {
+        g_autofree char *args = host_args(pool, 1, NULL);
+
+        unlink(pool);
+        pid = refused_start(pool, 0, NULL);
+        b.qts = qtest_init_without_qmp_handshake(args);
+        qtest_qmp_handshake(b.qts, NULL);
+        host_enable(&b, true);
+        refused_wait_exit(pid);
+        refused_pod_intact(pool, &b, 0x2000 + round);
+        qtest_quit(b.qts);
+    }
+    unlink(pool);
+}
+
 /* Refused configurations: error text, and the pool left byte-identical */
 
 /* Digest of the content (holes read as zeros), mode and size of a file */
@@ -2081,9 +2199,14 @@ static void test_fidelity_tcg(void)
                        NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
 
-    /* clwb and clflushopt without a fence: nothing in the pool yet */
+    /*
+     * clwb and clflushopt without a fence: nothing in the pool yet.  The
+     * vCPU stored phase 1 after both retired (in order), so a device that
+     * completed them at the instruction would show them now; nothing
+     * else of this QEMU lands them later (no eviction, no interrupt:
+     * cli), so no wait is needed.
+     */
     fw_phase(&h, 1);
-    g_usleep(50000);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0);
     g_assert_cmpuint(r64(&h, R_STAT_DEFERRED), ==, 2);
@@ -2117,6 +2240,63 @@ static void test_fidelity_tcg(void)
     qtest_quit(h.qts);
 }
 
+/*
+ * wbinvd on a pool in a disk file whose page another host wrote back and
+ * the kernel then dropped from the page cache: the page is not resident
+ * in any mapping (mincore() says absent) but holds data, and wbinvd must
+ * fetch it like any other (it was skipped as if it were zeros).  Host a
+ * runs fw_fidelity up to its wbinvd, which it never touched the page
+ * before; host b writes the page back and quits; the test writes the
+ * file back to disk and drops the page before letting a's wbinvd run.
+ */
+static void test_wbinvd_dropped_pages(void)
+{
+    g_autofree char *pool = pool_path("wbinvd-dropped.pool");
+    uint64_t p = COH_SIZE + 64 * MiB;     /* far from what a touches */
+    size_t pagesz = qemu_real_host_page_size();
+    unsigned char vec;
+    void *map;
+    int fd;
+    Host a, b;
+
+    fw_host_start_code(&a, pool, 0, fw_fidelity, sizeof(fw_fidelity), NULL,
+                       NULL);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_phase(&a, 1);
+    qtest_writel(a.qts, 0x5010, 1);
+    fw_phase(&a, 3);
+    qtest_writel(a.qts, 0x5010, 2);
+    fw_phase(&a, 5);                /* waits for the go of its wbinvd */
+
+    host_start(&b, pool, 1, true);
+    mem_wq(&b, p + 8, 0xfeedULL);
+    g_assert_cmpuint(doorbell(&b, OP_WB, p, LINE), ==, 0);
+    qtest_quit(b.qts);
+    g_assert_cmphex(pool_rq(pool, p + 8), ==, 0xfeedULL);
+
+    fd = open(pool, O_RDWR);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fdatasync(fd), ==, 0);
+    /* the whole file: a large folio holding the page goes whole */
+    g_assert_cmpint(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), ==, 0);
+    map = mmap(NULL, pagesz, PROT_READ, MAP_SHARED, fd, META_SIZE + p);
+    g_assert_true(map != MAP_FAILED);
+    g_assert_cmpint(mincore(map, pagesz, &vec), ==, 0);
+    munmap(map, pagesz);
+    close(fd);
+    if (vec & 1) {
+        g_test_skip("the kernel kept the pool page in its page cache "
+                    "(a file system that cannot drop it?)");
+        qtest_quit(a.qts);
+        return;
+    }
+
+    qtest_writel(a.qts, 0x5010, 3);
+    fw_phase(&a, 6);
+    g_assert_cmphex(mem_rq(&a, p + 8), ==, 0xfeedULL);
+    qtest_quit(a.qts);
+}
+
 /* writeback=immediate: clwb lands at the instruction (the old behaviour) */
 static void test_immediate_tcg(void)
 {
@@ -2134,6 +2314,79 @@ static void test_immediate_tcg(void)
     qtest_writel(h.qts, 0x5010, 1);
     fw_phase(&h, 3);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    qtest_quit(h.qts);
+}
+
+/*
+ * Every register access of a vCPU is served while a long doorbell
+ * operation runs elsewhere: the doorbell drops the BQL for its line
+ * work, and the BAR's accesses meanwhile must not be refused as
+ * re-entrant I/O of the device (reads of 0, writes that vanish).  The
+ * test thread rings 20 whole-area flushes while the guest's vCPU, in a
+ * loop, reads MAGIC, reads STAT_ERRORS, rings a reserved op (refused:
+ * counted in STAT_ERRORS, the doorbell registers otherwise untouched)
+ * and reads the counter again: every MAGIC read right, every ring
+ * counted, and all 20 flushes counted.  The body after fw_code's
+ * prologue (BAR5 mapped by a 2 MiB page at 0xe0000000):
+ *
+ *     xorl %edi, %edi; xorl %esi, %esi
+ * 1:  movl 0xe0100000, %eax; cmpl $0x504c5843, %eax; je 2f; incl %edi
+ * 2:  movl 0xe0100830, %ebx; movl $7, 0xe0100110
+ *     movl 0xe0100830, %eax; cmpl %ebx, %eax; ja 3f; incl %edi
+ * 3:  incl %esi; movl %esi, 0x5034; movl %edi, 0x5030
+ *     cmpl $1, 0x5010; jne 1b
+ *     movl $1, 0x5000
+ * 4:  hlt; jmp 4b
+ */
+static void test_doorbell_concurrent(void)
+{
+    static const uint8_t body[] = {
+        0x31, 0xff, 0x31, 0xf6, 0xa1, 0x00, 0x00, 0x10, 0xe0, 0x3d, 0x43,
+        0x58, 0x4c, 0x50, 0x74, 0x01, 0x47, 0x8b, 0x1d, 0x30, 0x08, 0x10,
+        0xe0, 0xc7, 0x05, 0x10, 0x01, 0x10, 0xe0, 0x07, 0x00, 0x00, 0x00,
+        0xa1, 0x30, 0x08, 0x10, 0xe0, 0x39, 0xd8, 0x77, 0x01, 0x47, 0x46,
+        0x89, 0x35, 0x34, 0x50, 0x00, 0x00, 0x89, 0x3d, 0x30, 0x50, 0x00,
+        0x00, 0x83, 0x3d, 0x10, 0x50, 0x00, 0x00, 0x01, 0x75, 0xc3, 0xc7,
+        0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb,
+        0xfd,
+    };
+    g_autofree char *pool = pool_path("doorbell-concurrent.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t pde = 0xe0000083;
+    uint32_t iters;
+    gint64 deadline;
+    Host h;
+    int i;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* its GDT */
+    memcpy(code + 0x40, body, sizeof(body));
+    fw_host_start_code(&h, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_memwrite(h.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
+    qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+    qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (qtest_readl(h.qts, 0x5034) < 2) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    /* DB_STATUS is shared with the guest's refused rings: not read */
+    for (i = 0; i < 20; i++) {
+        qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+        qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
+        qtest_writel(h.qts, BAR5_ADDR + R_DB_OP, OP_FLUSH);
+    }
+    iters = qtest_readl(h.qts, 0x5034);
+    qtest_writel(h.qts, 0x5010, 1);
+    fw_host_wait(&h);
+    g_test_message("%u guest iterations beside 20 whole-area flushes "
+                   "(%u during them), %u wrong", qtest_readl(h.qts, 0x5034),
+                   iters, qtest_readl(h.qts, 0x5030));
+    g_assert_cmpuint(iters, >, 2);
+    g_assert_cmpuint(qtest_readl(h.qts, 0x5030), ==, 0);
+    g_assert_cmpuint(r64(&h, R_STAT_FLUSH_OPS), ==, 20);
+    g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, qtest_readl(h.qts, 0x5034));
     qtest_quit(h.qts);
 }
 
@@ -2233,6 +2486,96 @@ static void test_timed_atomics_tcg(void)
     g_assert_cmpuint(r64(&a, R_STAT_BINV) + r64(&b, R_STAT_BINV), >, 0);
     qtest_quit(b.qts);
     qtest_quit(a.qts);
+}
+
+/*
+ * mode=timed: an atomic whose accesses straddle the coherent boundary
+ * (lock xadd on the 4 bytes at DPA coherent-size - 2) never holds the
+ * coherent line's lock word while it waits for the non-coherent page's:
+ * two such waits in two hosts, each for the word the other holds, would
+ * never end (cxl-shm-line.h: one lock word at a time).  The test makes
+ * the non-coherent word busy (held under host b's tag: b is live, so
+ * nobody takes it over), lets host a run the atomic, waits until a's
+ * coherent access has been counted, then until the coherent word is
+ * free while a waits for the other; then frees it, and the atomic
+ * completes: the old value in eax, the sum in both halves.  (The
+ * accesses are atomic across hosts per area only: docs/device.md.)
+ *
+ * The body after fw_code's prologue (offset 0x40):
+ *     movl $0x10001, %eax; lock xaddl %eax, 0x7ffffe
+ *     movl %eax, 0x5020; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ * with linear 0x600000 mapped to DPA coherent-size - 2 MiB and 0x800000
+ * to DPA coherent-size (2 MiB pages).
+ */
+static void test_timed_atomic_boundary(void)
+{
+    static const uint8_t body[] = {
+        0xb8, 0x01, 0x00, 0x01, 0x00,
+        0xf0, 0x0f, 0xc1, 0x05, 0xfe, 0xff, 0x7f, 0x00,
+        0xa3, 0x20, 0x50, 0x00, 0x00,
+        0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("timed-boundary.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t coh_word = 0x10000 + ((COH_SIZE - LINE) / LINE % 8192) * 8;
+    uint64_t nc_word = 0x10000 + (COH_SIZE / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, w, pd[2];
+    uint16_t lo = 0xfffe, hi = 0x0007;
+    gint64 deadline;
+    Host a, b;
+
+    g_assert_cmphex(code[0x3f], ==, 0xc0);      /* mov %eax, %cr0 */
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    timed_start(&b, pool, 1, NULL);
+    /* in the pool before a starts: a's cache is empty, both accesses miss */
+    patch_pool(pool, META_SIZE + COH_SIZE - 2, &lo, 2);
+    patch_pool(pool, META_SIZE + COH_SIZE, &hi, 2);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), TIMED, NULL);
+    pd[0] = (a.hpa + COH_SIZE - 2 * MiB) | 0x83;
+    pd[1] = (a.hpa + COH_SIZE) | 0x83;
+    qtest_memwrite(a.qts, 0x2000 + 3 * 8, pd, sizeof(pd));
+    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 0);
+
+    pool_pread(pool, nc_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    patch_pool(pool, nc_word, &tag, 8);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    /* a's coherent access (a miss) is done, its non-coherent one waits */
+    deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+    while (r64(&a, R_STAT_MISSES) < 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    for (;;) {
+        pool_pread(pool, coh_word, &w, 8);
+        if (!w) {
+            break;
+        }
+        if (g_get_monotonic_time() > deadline) {
+            g_test_message("host a holds the coherent word (%" PRIx64
+                           ") while it waits for the non-coherent one", w);
+            patch_pool(pool, nc_word, &zero, 8);
+            g_assert_not_reached();
+        }
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(qtest_readl(a.qts, 0x5000), ==, 0);
+    patch_pool(pool, nc_word, &zero, 8);
+    fw_host_wait(&a);
+    g_assert_cmphex(qtest_readl(a.qts, 0x5020), ==, 0x0007fffe);
+    /* 0x0007fffe + 0x10001, the coherent half and the cached one */
+    g_assert_cmphex(qtest_readw(a.qts, a.hpa + COH_SIZE - 2), ==, 0xffff);
+    g_assert_cmphex(qtest_readw(a.qts, a.hpa + COH_SIZE), ==, 0x0008);
+    pool_pread(pool, coh_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    pool_pread(pool, nc_word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
 }
 
 /*
@@ -2424,6 +2767,112 @@ static void test_reset(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * A reset of the device while a vCPU is inside it: the guest's vCPU
+ * rings a doorbell writeback whose latency charge keeps it in the MMIO
+ * callback for about a second (16384 lines at 60 us, waited without the
+ * BQL), and meanwhile the test thread resets the device with a
+ * secondary bus reset of its root port (as another vCPU of the guest
+ * can).  The host reset (image dropped and fetched again, generation + 1,
+ * line locks of earlier lives taken over) must run with this QEMU's
+ * vCPUs stopped: only after the doorbell has returned (its trace before
+ * the reset's, and its count there when the reset is), its written-back
+ * line in the pool, no
+ * line lock left held, and the other host sees the new generation and
+ * works on.  The body after fw_code's prologue (BAR5 mapped by a 2 MiB
+ * page at 0xe0000000; DB_OFFSET and DB_LEN set by the test):
+ *
+ *     movl $0x11, 0x200000; movl $1, 0x5040
+ *     movl $1, 0xe0100110; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+/* One statistic of this host's device from query-cxl-shm */
+static int64_t shm_stat(QTestState *qts, const char *name)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'query-cxl-shm'}");
+    QDict *info = qobject_to(QDict, qlist_peek(qdict_get_qlist(rsp,
+                                                               "return")));
+    int64_t v = qdict_get_int(qdict_get_qdict(info, "stats"), name);
+
+    qobject_unref(rsp);
+    return v;
+}
+
+static void test_reset_inside_doorbell(void)
+{
+    static const uint8_t body[] = {
+        0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x00, 0x00, 0x00, 0xc7,
+        0x05, 0x40, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xc7, 0x05,
+        0x10, 0x01, 0x10, 0xe0, 0x01, 0x00, 0x00, 0x00, 0xc7, 0x05, 0x00,
+        0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("reset-doorbell.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "reset-doorbell.log",
+                                            NULL);
+    g_autofree char *opts = g_strdup_printf("-trace cxl_shm_op -trace "
+                                            "cxl_shm_reset -D %s", log);
+    g_autofree char *text = NULL;
+    const char *op, *reset;
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    g_autofree uint64_t *locks = g_malloc(8192 * 8);
+    uint64_t pde = 0xe0000083;
+    gint64 deadline;
+    Host a, b;
+    int i;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
+                       ",latency-ns=60000", opts);
+    qtest_memwrite(a.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, 16384 * LINE);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (qtest_readl(a.qts, 0x5040) != 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 0);   /* inside it */
+
+    /* secondary bus reset of the root port: Bridge Control bit 6 */
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, (1 << 6) << 16);
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, 0);
+    /* the reset cleared the BARs: the statistics from QMP */
+    g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
+    g_assert_cmpint(shm_stat(a.qts, "writeback-ops"), ==, 1);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    fw_host_wait(&a);
+    /* the doorbell ended before the reset began (their traces, in order) */
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    op = strstr(text, "cxl_shm_op host 0 writeback");
+    reset = strstr(text, "cxl_shm_reset host 0");
+    g_assert_nonnull(op);
+    g_assert_nonnull(reset);
+    if (reset < op) {
+        g_test_message("the host reset ran while the vCPU was inside the "
+                       "doorbell; the trace:");
+        g_test_message("%s", text);
+        g_assert_not_reached();
+    }
+
+    pool_pread(pool, 0x10000, locks, 8192 * 8);
+    for (i = 0; i < 8192; i++) {
+        g_assert_cmphex(locks[i], ==, 0);
+    }
+    mem_wq(&b, COH_SIZE + 0x40, 0xb0b);
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0xb0b);
+    host_enable(&a, true);
+    g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
 /* Map BAR2 and find the primary mailbox in the device capability array */
 static uint64_t find_mbox(QTestState *qts)
 {
@@ -2569,6 +3018,100 @@ static void test_mailbox(void)
         g_assert_cmphex(mem_rq(&c, POOL_SIZE - 8), ==, 0x5a5a5a5a5a5a5a5aULL);
         qtest_quit(c.qts);
     }
+}
+
+/* SHA-256 of the pool's data area, as the pool file holds it */
+static char *pool_data_digest(const char *pool)
+{
+    g_autoptr(GChecksum) ck = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autofree uint8_t *buf = g_malloc(MiB);
+    uint64_t off;
+    int fd = open(pool, O_RDONLY);
+
+    g_assert_cmpint(fd, >=, 0);
+    for (off = 0; off < POOL_SIZE; off += MiB) {
+        g_assert_cmpint(pread(fd, buf, MiB, META_SIZE + off), ==, MiB);
+        g_checksum_update(ck, buf, MiB);
+    }
+    close(fd);
+    return g_strdup(g_checksum_get_string(ck));
+}
+
+/*
+ * The mailbox is an allowlist: exactly the commands one head of a shared
+ * device may use are offered (CEL) and carried out.  Every command of
+ * the QEMU 10.0 tree that changes the device for all heads (firmware
+ * transfer and activation, Set Feature, Set LSA, Sanitize) and any
+ * command the tree may gain (Secure Erase, Media Operations, the dynamic
+ * capacity commands) answers Unsupported and leaves the pool unchanged.
+ */
+static const uint16_t mbox_allowed[] = {
+    0x0100, 0x0101, 0x0102, 0x0103,         /* event records, policy */
+    0x0200,                                 /* Get FW Info */
+    0x0300, 0x0301,                         /* timestamp */
+    0x0400, 0x0401,                         /* logs */
+    0x0500, 0x0501,                         /* features: read */
+    0x4000,                                 /* Identify Memory Device */
+    0x4100, 0x4102,                         /* partition info, Get LSA */
+    0x4300, 0x4301, 0x4302, 0x4303, 0x4304, 0x4305,    /* poison, scan */
+    0x4500,                                 /* Get Security State */
+};
+
+static void test_mailbox_allowlist(void)
+{
+    static const uint16_t refused[] = {
+        0x0201, 0x0202,                     /* FW Transfer, Activate */
+        0x0502,                             /* Set Feature */
+        0x4101,                             /* Set Partition Info */
+        0x4103,                             /* Set LSA */
+        0x4400, 0x4401, 0x4402,             /* Sanitize, Erase, Media Ops */
+        0x4800, 0x4801, 0x4802, 0x4803,     /* dynamic capacity */
+        0x4204,                             /* Set Shutdown State */
+    };
+    g_autofree char *pool = pool_path("mailbox-allow.pool");
+    g_autofree char *before = NULL, *after = NULL;
+    uint8_t payload[72];
+    uint64_t nc = COH_SIZE + 0x3000, mb;
+    size_t i, j;
+    Host a;
+
+    host_start(&a, pool, 0, true);
+    mem_wq(&a, 0x3000, 0x1111);
+    mem_wq(&a, nc, 0x2222);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
+    before = pool_data_digest(pool);
+    mb = find_mbox(a.qts);
+
+    for (i = 0; i < ARRAY_SIZE(mbox_allowed); i++) {
+        if (!cel_has(a.qts, mb, mbox_allowed[i])) {
+            g_test_message("allowed command %04x is not in the CEL",
+                           mbox_allowed[i]);
+            g_assert_not_reached();
+        }
+    }
+    for (i = 0; i < ARRAY_SIZE(refused); i++) {
+        uint16_t rc;
+
+        g_assert_false(cel_has(a.qts, mb, refused[i]));
+        for (j = 0; j < 3; j++) {
+            /* no payload, a short one, a Set LSA sized one of 0x5a */
+            size_t len = j == 0 ? 0 : j == 1 ? 8 : sizeof(payload);
+
+            memset(payload, j == 2 ? 0x5a : 0, sizeof(payload));
+            rc = mbox_cmd(a.qts, mb, refused[i], payload, len, NULL, 0);
+            if (rc != 0x3) {
+                g_test_message("command %04x (%zu bytes): return code %u, "
+                               "not Unsupported", refused[i], len, rc);
+                g_assert_not_reached();
+            }
+        }
+    }
+    qtest_clock_step(a.qts, 60000000000LL);     /* background work: none */
+    after = pool_data_digest(pool);
+    g_assert_cmpstr(before, ==, after);
+    g_assert_cmphex(mem_rq(&a, 0x3000), ==, 0x1111);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0x2222);
+    qtest_quit(a.qts);
 }
 
 /*
@@ -3406,6 +3949,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
     qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
+    qtest_add_func("/cxl-shm/doorbell-concurrent", test_doorbell_concurrent);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
@@ -3425,14 +3969,20 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/atomics-refused", test_atomics_refused);
     qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
     qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
+    qtest_add_func("/cxl-shm/wbinvd-dropped-pages",
+                   test_wbinvd_dropped_pages);
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
+    qtest_add_func("/cxl-shm/reset-inside-doorbell",
+                   test_reset_inside_doorbell);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
+    qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
     qtest_add_func("/cxl-shm/eviction", test_eviction);
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
     qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
+    qtest_add_func("/cxl-shm/refused-start-race", test_refused_start_race);
     qtest_add_func("/cxl-shm/table-read-locked", test_table_read_locked);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
@@ -3444,6 +3994,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/timed-filter-mismatch",
                    test_timed_filter_mismatch);
     qtest_add_func("/cxl-shm/timed-atomics-tcg", test_timed_atomics_tcg);
+    qtest_add_func("/cxl-shm/timed-atomic-boundary",
+                   test_timed_atomic_boundary);
     qtest_add_func("/cxl-shm/timed-latency-icount",
                    test_timed_latency_icount);
     if (g_test_perf()) {

@@ -79,8 +79,22 @@ stop_host "$h0"; wait "$h0" 2>/dev/null
 #    that host's device to write the header instead of refusing the pool
 M=$D/race.pool
 truncate -s $((META + 256 * MIB)) "$M"   # what the backend does first
-start_host "$M" 0; h0=$PID
-sleep 1
+# shellcheck disable=SC2046
+"$QEMU" $(qemu_args "$M" 0) -trace cxl_shm_pool_wait_header \
+    >"$D/qemu-0.log" 2>&1 &
+h0=$!; PIDS+=("$h0")
+# the memdev host once the pool= host waits for the header (its trace)
+for _ in $(seq 300); do
+    grep -q cxl_shm_pool_wait_header "$D/qemu-0.log" && break
+    kill -0 "$h0" 2>/dev/null || break
+    sleep 0.05
+done
+if grep -q cxl_shm_pool_wait_header "$D/qemu-0.log"; then
+    ok "the pool= host waits for the header of a new file"
+else
+    bad "the pool= host waits for the header of a new file" \
+        "$(cat "$D/qemu-0.log")"
+fi
 start_memdev_host "$M" 1; h1=$PID
 wait_joined "$M" 1 "$h1" 1 && ok "the memdev host writes the header and joins" \
     || bad "the memdev host joins" "$(cat "$D/qemu-1.log")"

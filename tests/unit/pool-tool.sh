@@ -94,15 +94,38 @@ expect "reset-host: a dead host" 0 "was live, now free \(generation 3 kept: its 
     && ok "reset-host: slot free, generation kept" || bad "reset-host: slot free, generation kept" "$(json "$D/dead.pool" '.hosts[1]')"
 expect "reset-host: out of range" 2 "max-hosts-1=3" "$TOOL" reset-host 4 "$D/dead.pool"
 
-# reset-host and wipe take the pool's flock: they wait for a starting QEMU
-flock "$D/dead.pool" sleep 2 & fl=$!
-sleep 0.3
-t0=$(date +%s%N)
-"$TOOL" reset-host 1 "$D/dead.pool" >/dev/null 2>&1
-t1=$(date +%s%N)
+# reset-host and wipe take the pool's flock: they wait for a starting QEMU.
+# A holder takes it and says so; reset-host started then must be seen
+# blocked on it in /proc/locks (a "->" request on the pool's inode) with
+# the file unchanged, and end once the holder lets go.
+blocked_on() {  # blocked_on PID FILE: PID waits for a lock on FILE
+    local ino
+    ino=$(stat -c %i "$2")
+    grep -qE "^[0-9]+: -> FLOCK +ADVISORY +WRITE +$1 [0-9a-f:]+:$ino " \
+        /proc/locks
+}
+rm -f "$D/flock.held" "$D/flock.go"
+flock "$D/dead.pool" sh -c \
+    'touch "$1.held"; while [ ! -e "$1.go" ]; do sleep 0.05; done' \
+    sh "$D/flock" & fl=$!
+for _ in $(seq 200); do [ -e "$D/flock.held" ] && break; sleep 0.05; done
+before=$(sha256sum <"$D/dead.pool")
+"$TOOL" reset-host 1 "$D/dead.pool" >/dev/null 2>&1 & rh=$!
+for _ in $(seq 200); do
+    blocked_on "$rh" "$D/dead.pool" && break
+    kill -0 "$rh" 2>/dev/null || break
+    sleep 0.05
+done
+if blocked_on "$rh" "$D/dead.pool" &&
+   [ "$before" = "$(sha256sum <"$D/dead.pool")" ]; then
+    ok "reset-host waits for the pool's flock"
+else
+    bad "reset-host waits for the pool's flock" \
+        "not seen blocked on it in /proc/locks: $(cat /proc/locks)"
+fi
+touch "$D/flock.go"
 wait $fl
-[ $(( (t1 - t0) / 1000000 )) -ge 1200 ] && ok "reset-host waits for the pool's flock" \
-    || bad "reset-host waits for the pool's flock" "took $(( (t1 - t0) / 1000000 )) ms"
+wait $rh; ok "reset-host goes on once the flock is free"
 
 # wipe: data zeroed, line locks and undo slots cleared, host table kept
 poke "$D/dead.pool" $((META + 12345)) deadbeef
