@@ -6,11 +6,14 @@
  * an ssh login (cxlpod-launch ssh DIR I) without any network between the
  * host and the guest.
  *
- * The port says whether the host is connected: poll() reports POLLHUP
- * while it is not, and the driver sends SIGIO to an O_ASYNC owner when
- * that changes.  After CMD ends, the next one starts only once the host
- * has gone (a new CMD must not answer the old connection: its greeting
- * would be lost and the next client would wait for it forever).
+ * Every connection starts with the line "cxlpod-vport-hello-1" (the
+ * launcher's proxy sends it); CMD starts only after it.  QEMU's chardev
+ * takes the next client as soon as one goes, faster than the guest can
+ * tell, so the line, not the connection state, marks where a connection
+ * begins: what an earlier one left unread is dropped, and a CMD never
+ * answers a client that is gone.  While no host is connected, a read
+ * returns 0 at once; the driver sends SIGIO to an O_ASYNC owner when that
+ * changes, so the wait costs nothing.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -29,6 +32,8 @@
 #include <unistd.h>
 
 #define VPORTS "/sys/class/virtio-ports"
+/* the first line of every connection (cxlpod-launch proxy sends it) */
+#define VPORT_HELLO "cxlpod-vport-hello-1"
 
 /* /dev/vportXpY of the port named NAME; 0 when found. */
 static int find_port(const char *name, char *dev, size_t n)
@@ -62,23 +67,51 @@ static int find_port(const char *name, char *dev, size_t n)
 	return rc;
 }
 
-/* Whether the host side of the port is connected. */
-static bool host_connected(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
-
-	if (poll(&p, 1, 0) < 0)
-		return false;
-	return !(p.revents & POLLHUP);
-}
-
-/* Wait for SIGIO (a change of the host's connection), at most one second:
- * the poll after it decides, so a lost signal costs a second, not a hang. */
+/*
+ * Wait for SIGIO (the host connected or went), at most one second: the
+ * read after it decides, so a lost signal costs a second, not a hang.
+ */
 static void wait_change(const sigset_t *set)
 {
 	struct timespec ts = { .tv_sec = 1 };
 
 	sigtimedwait(set, NULL, &ts);
+}
+
+/*
+ * Read the port byte by byte until a line equal to HELLO: what came before
+ * it (the tail of an earlier connection) is dropped, what follows it stays
+ * in the port for the command.  A read of 0 means the host is not
+ * connected: wait for it.
+ */
+static void wait_hello(int fd, const sigset_t *set)
+{
+	char line[sizeof(VPORT_HELLO) + 1];
+	size_t n = 0;
+
+	for (;;) {
+		char c;
+		ssize_t r = read(fd, &c, 1);
+
+		if (r == 0 || (r < 0 && errno == EAGAIN)) {
+			wait_change(set);
+			continue;
+		}
+		if (r < 0) {
+			if (errno != EINTR)
+				sleep(1);
+			continue;
+		}
+		if (c == '\n') {
+			if (n == strlen(VPORT_HELLO) && !memcmp(line, VPORT_HELLO, n))
+				return;
+			n = 0;
+		} else if (n < sizeof(line)) {
+			line[n++] = c;
+		} else {
+			n = sizeof(line); /* too long: not the hello */
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -115,8 +148,7 @@ int main(int argc, char **argv)
 		pid_t pid;
 		int st;
 
-		while (!host_connected(fd))
-			wait_change(&set);
+		wait_hello(fd, &set);
 		pid = fork();
 		if (pid < 0) {
 			fprintf(stderr, "cxlpod-vportd: fork: %s\n", strerror(errno));
@@ -133,17 +165,5 @@ int main(int argc, char **argv)
 		}
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
-		while (host_connected(fd))
-			wait_change(&set);
-		/* what the old connection left unread is not the next one's */
-		{
-			char junk[4096];
-			int fl = fcntl(fd, F_GETFL);
-
-			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-			while (read(fd, junk, sizeof(junk)) > 0)
-				;
-			fcntl(fd, F_SETFL, fl);
-		}
 	}
 }

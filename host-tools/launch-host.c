@@ -210,6 +210,7 @@ static void qemu_child_setup(gpointer data)
     if (getppid() != parent) {
         _exit(127);
     }
+    pod_child_mask();   /* host userland: this machine's secrets hidden */
     signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

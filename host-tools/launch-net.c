@@ -14,8 +14,94 @@
 
 #include "launch.h"
 
+#include <sys/mount.h>
+#include <sched.h>
+
 static GPid g_switch_pid;
 static int g_switch_stdin = -1;
+
+/*
+ * This machine's secrets, hidden from host-userland guests: the QEMU of a
+ * host-userland guest runs in a mount namespace of its own where they are
+ * covered (files by /dev/null, directories by an empty tmpfs), so the 9p
+ * export of / never serves them.  Collected before any fork; the child
+ * only makes system calls.
+ */
+static char **g_mask_files, **g_mask_dirs;
+static bool g_mask_active;
+
+static void collect_secrets(void)
+{
+    static const char *const file_globs[] = {
+        "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+        "/etc/ssh/ssh_host_*_key", "/etc/ssl/private/*", NULL };
+    static const char *const dir_globs[] = {
+        "/root/.ssh", "/root/.gnupg", "/home/*/.ssh", "/home/*/.gnupg", NULL };
+    GPtrArray *f = g_ptr_array_new(), *d = g_ptr_array_new();
+
+    for (int k = 0; k < 2; k++) {
+        const char *const *globs = k ? dir_globs : file_globs;
+        for (int i = 0; globs[i]; i++) {
+            glob_t g;
+            if (glob(globs[i], 0, NULL, &g) != 0) {
+                continue;
+            }
+            for (size_t j = 0; j < g.gl_pathc; j++) {
+                struct stat st;
+                if (lstat(g.gl_pathv[j], &st) == 0 &&
+                    (k ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))) {
+                    g_ptr_array_add(k ? d : f, g_strdup(g.gl_pathv[j]));
+                }
+            }
+            globfree(&g);
+        }
+    }
+    g_ptr_array_add(f, NULL);
+    g_ptr_array_add(d, NULL);
+    g_mask_files = (char **)g_ptr_array_free(f, FALSE);
+    g_mask_dirs = (char **)g_ptr_array_free(d, FALSE);
+    g_mask_active = true;
+}
+
+static void child_fail(const char *what, const char *path)
+{
+    int e = errno;
+    const char *es = strerror(e);
+
+    (void)!write(2, PROG ": cannot hide ", 14 + strlen(PROG));
+    (void)!write(2, path, strlen(path));
+    (void)!write(2, " from the guests (", 18);
+    (void)!write(2, what, strlen(what));
+    (void)!write(2, "): ", 3);
+    (void)!write(2, es, strlen(es));
+    (void)!write(2, "\n", 1);
+    _exit(126);
+}
+
+/* In a host-userland QEMU's child, before exec (async-signal-safe). */
+void pod_child_mask(void)
+{
+    if (!g_mask_active) {
+        return;
+    }
+    if (unshare(CLONE_NEWNS) < 0) {
+        child_fail("unshare", "anything");
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        child_fail("private mounts", "/");
+    }
+    for (int i = 0; g_mask_files[i]; i++) {
+        if (mount("/dev/null", g_mask_files[i], NULL, MS_BIND, NULL) < 0) {
+            child_fail("bind /dev/null", g_mask_files[i]);
+        }
+    }
+    for (int i = 0; g_mask_dirs[i]; i++) {
+        if (mount("tmpfs", g_mask_dirs[i], "tmpfs",
+                  MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=700") < 0) {
+            child_fail("tmpfs", g_mask_dirs[i]);
+        }
+    }
+}
 
 bool pod_has_net(const struct opts *o)
 {
@@ -217,6 +303,13 @@ static void prepare_ssh(const struct opts *o)
     g_autofree char *qid = ssh_quote(id);
     g_autofree char *qkh = ssh_quote(kh);
     g_autofree char *cm = g_build_filename(dir, "cm-%h", NULL);
+    /* ssh binds "ControlPath.XXXXXXXXXXXXXXXX" for host31: stay under 108 */
+    if (strlen(dir) + strlen("/cm-host31") + 17 >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        die(EXIT_USAGE, "the work directory %s is too long for the ssh "
+            "control socket of --userland host (%zu bytes at most): give a "
+            "shorter -w DIR", o->workdir,
+            sizeof(((struct sockaddr_un *)0)->sun_path) - 32);
+    }
     g_autofree char *qcm = ssh_quote(cm);
     g_autofree char *c = g_strdup_printf(
         "# made by cxlpod-launch for the pod in %s: ssh -F THIS hostI\n"
@@ -231,6 +324,9 @@ static void prepare_ssh(const struct opts *o)
         "    ControlPath %s\n"
         "    ControlPersist 30\n"
         "    BatchMode yes\n"
+        "    ConnectTimeout 120\n"
+        "    ServerAliveInterval 10\n"
+        "    ServerAliveCountMax 6\n"
         "    LogLevel ERROR\n",
         o->workdir, qid, qkh, qexe, qwd, qcm);
     write_file(cfg, c, 0644);
@@ -273,6 +369,31 @@ static void check_jobdir(const struct opts *o)
                 "guests (%s is the kernel's, not a directory of files): cd "
                 "to a project directory first", d, never[i]);
         }
+    }
+    /* where the guest's init writes or mounts its own things */
+    static const char *const system[] = { "/etc", "/run", "/tmp", "/var",
+        "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib64", "/root/.ssh",
+        "/cxlpod", NULL };
+    for (int i = 0; system[i]; i++) {
+        if (!strcmp(d, system[i])) {
+            die(EXIT_USAGE, "--userland host cannot share %s with the "
+                "guests read-write: it is a system directory the guests "
+                "have of their own (cd to a project directory first)", d);
+        }
+    }
+    if (!strncmp(d, "/etc/", 5)) {
+        die(EXIT_USAGE, "--userland host cannot share %s with the guests: "
+            "the guests write their own /etc (cd to a project directory "
+            "first)", d);
+    }
+    /* the work directory holds the pod's keys and the ssh config this
+     * machine runs: no guest may write it */
+    size_t dl = strlen(d);
+    if (!strncmp(o->workdir, d, dl) && o->workdir[dl] == '/') {
+        die(EXIT_USAGE, "--userland host shares %s read-write with the "
+            "guests, and the work directory %s is inside it (the pod's keys "
+            "and ssh config must not be writable by a guest): give -w DIR "
+            "outside it, or launch from a project directory", d, o->workdir);
     }
     if (strchr(d, '\n')) {
         die(EXIT_USAGE, "--userland host cannot share %s: its name has a "
@@ -318,6 +439,9 @@ void pod_prepare(struct opts *o, struct host *hosts)
                 "--enable-virtfs)", o->qemu);
         }
         prepare_ssh(o);
+        if (geteuid() == 0) {
+            collect_secrets();
+        }
     }
     if (pod_has_net(o)) {
         if (!qemu_lists(o->qemu, "-netdev", "vde")) {
@@ -551,6 +675,11 @@ int proxy_main(int argc, char **argv)
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         die(EXIT_USAGE, "host %ld: cannot reach its ssh port %s: %s (is the "
             "pod running, with --userland host?)", id, path, strerror(errno));
+    }
+    /* the guest's cxlpod-vportd starts sshd -i after this line */
+    if (!write_all(fd, "cxlpod-vport-hello-1\n", 21)) {
+        die(EXIT_USAGE, "host %ld: writing to its ssh port %s: %s", id, path,
+            strerror(errno));
     }
     struct pollfd p[2] = { { .fd = 0, .events = POLLIN },
                            { .fd = fd, .events = POLLIN } };

@@ -67,11 +67,14 @@ void usage(FILE *f)
 "Jobs and checks:\n"
 "      --job FILE          shell script to run in every guest\n"
 "      --job-host I:FILE   script for host I only (overrides the common job)\n"
-"      --timeout SECONDS   kill everything after this (default 300;\n"
+"      --timeout SECONDS   kill everything after this (default 300, +10 s a\n"
+"                          host past the first, +20 s with --userland host;\n"
 "                          none in --interactive unless given; 0 = none)\n"
 "      --boot-timeout SECONDS  stop a guest that has not reached its ready\n"
-"                          marker this long after its QEMU started (default\n"
-"                          %d; none in --interactive unless given; 0 = none)\n"
+"                          marker (and with a pod network its up marker) this\n"
+"                          long after its QEMU started (default %d, more\n"
+"                          per host as --timeout; none in --interactive\n"
+"                          unless given; 0 = none)\n"
 "      --kill I@STRING     SIGKILL host I when STRING shows in its console\n"
 "      --kill I@+SECONDS   SIGKILL host I SECONDS after its QEMU started\n"
 "      --kill I@random:MIN-MAX[:STRING]  SIGKILL host I a random MIN..MAX\n"
@@ -751,6 +754,19 @@ void parse_args(int argc, char **argv, struct opts *o)
     if (o->max_hosts && o->max_hosts < o->nhosts) {
         die(EXIT_USAGE, "--max-hosts %d is less than the %d hosts", o->max_hosts,
             o->nhosts);
+    }
+    /*
+     * Defaults grow with the pod: N guests share the machine's cores (a
+     * 32-host initramfs pod needed 166 s to every region ready, a 32-host
+     * host-userland pod 449 s to every guest up, on 2 cores): 10 s more
+     * per extra host, 20 s for host-userland guests.
+     */
+    double extra = (o->nhosts - 1) * (o->userland == USERLAND_HOST ? 20.0 : 10.0);
+    if (!o->timeout_given) {
+        o->timeout_s += extra;
+    }
+    if (!o->boot_timeout_given) {
+        o->boot_timeout_s += extra;
     }
     if (o->interactive && !o->timeout_given) {
         o->timeout_s = 0;

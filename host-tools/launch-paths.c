@@ -95,6 +95,30 @@ void make_workdir(struct opts *o)
         }
         o->workdir = t;
     }
+    /*
+     * One launcher per work directory: a second one would rewrite the
+     * running pod's jobs, pool and logs.  The lock is held until exit (not
+     * inherited by the QEMUs: O_CLOEXEC).
+     */
+    {
+        g_autofree char *lk = g_strdup_printf("%s/.cxlpod-launch.lock", o->workdir);
+        int fd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        char pid[32] = "";
+        if (fd < 0) {
+            die(EXIT_USAGE, "cannot create %s: %s", lk, strerror(errno));
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+            pid[n > 0 ? n : 0] = '\0';
+            g_strstrip(pid);
+            die(EXIT_USAGE, "work dir %s is in use by another cxlpod-launch%s%s%s",
+                o->workdir, *pid ? " (pid " : "", pid, *pid ? ")" : "");
+        }
+        if (ftruncate(fd, 0) == 0) {
+            dprintf(fd, "%d\n", (int)getpid());
+        }
+        /* fd stays open: the lock lasts as long as this process */
+    }
     /* unix socket paths are limited to sizeof(sun_path) */
     char *probe = g_strdup_printf("%s/host%d.console", o->workdir, o->nhosts - 1);
     if (strlen(probe) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {

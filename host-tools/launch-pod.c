@@ -37,8 +37,12 @@ static void stop_pod_for(struct pod_run *r, struct host *h, double t)
     r->stopping = true;
     for (int i = 0; i < o->nhosts; i++) {
         struct host *x = &g_hosts[i];
-        if (x != h && x->pid > 0 && !x->term_sent) {
+        /* a host past its own boot deadline is reported as stalled */
+        bool stalled = !x->rep.ready && o->boot_timeout_s > 0 &&
+                       t - x->t_start > o->boot_timeout_s;
+        if (x != h && x->pid > 0 && !x->term_sent && !stalled) {
             x->end = END_STOPPED;
+            x->stopped_by = h->id;
             send_term(x, t);
             any = true;
         }
@@ -64,7 +68,7 @@ static void stop_servers(struct pod_run *r, double t)
     for (int i = 0; i < o->nhosts; i++) {
         const struct host *h = &g_hosts[i];
         if (h->has_job) {
-            if (h->pid > 0 || h->runs == 0) {
+            if (h->pid > 0 || (h->runs == 0 && h->end != END_SPAWN_FAILED)) {
                 return;     /* a job still runs (or has not started) */
             }
             jobs = true;
@@ -312,6 +316,7 @@ static gboolean tick(gpointer data)
             show_qemu_tails(h, 25);
             h->end = END_BOOT_STALLED;
             send_term(h, t);
+            stop_pod_for(r, h, t);
         }
 
         /* guest reported END but did not power off */
@@ -346,12 +351,14 @@ static gboolean tick(gpointer data)
                 check_clean_exit(h, o->quiet);
             }
             if (h->end == END_KILLED && o->restart[h->id] &&
-                h->runs <= o->restarts && !r->interrupted && !r->timed_out) {
+                h->runs <= o->restarts && !r->interrupted && !r->timed_out &&
+                !r->stopping) {
                 if (spawn_qemu(h, o, accel, has_job)) {
                     msg("host %d: restarted, QEMU pid %d", h->id,
                         (int)h->pid);
                 } else {
                     h->end = END_SPAWN_FAILED;
+                    stop_pod_for(r, h, t);
                 }
             } else if (h->end == END_EXITED && !h->rep.ended) {
                 char s[96];

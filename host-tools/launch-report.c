@@ -122,8 +122,13 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
         state = "served";
         ok = true;
     } else if (h->end == END_STOPPED) {
-        snprintf(line, sizeof(line), "stopped: another host failed");
+        snprintf(line, sizeof(line), "stopped: host %d failed (see above)",
+                 h->stopped_by);
         state = "stopped";
+    } else if (h->runs == 0 && h->end == END_NONE) {
+        snprintf(line, sizeof(line), "not started (the pod was stopped "
+                 "first)");
+        state = "not-started";
     } else if (h->end == END_STALLED) {
         snprintf(line, sizeof(line), "job stalled: no console output "
                  "for %.0f s", o->stall_timeout_s);

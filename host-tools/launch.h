@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/kvm.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -254,6 +255,7 @@ struct host {
     double t_term;
     bool has_job;           /* a job of its own (else it serves, or is interactive) */
     bool serve;             /* no job in a pod with jobs: up until they end */
+    int stopped_by;         /* END_STOPPED: the host that failed */
 };
 
 
@@ -366,6 +368,7 @@ const char *userland_name(enum userland u);
 char *pod_addr(int i, bool with_len);
 char *pod_mac(int i);
 void pod_prepare(struct opts *o, struct host *hosts);
+void pod_child_mask(void);
 void pod_switch_start(const struct opts *o);
 void pod_switch_stop(void);
 void add_pod_args(GPtrArray *a, const struct opts *o, int host,

@@ -85,6 +85,14 @@ log "apt-get install -t bookworm-backports ${BPO_PKGS[*]}"
 timeout 600 apt-get install -y -q --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}" \
     >>"$LOGDIR/apt-install.log" 2>&1 \
     || die "apt-get install from bookworm-backports failed; see $LOGDIR/apt-install.log"
+# openssh-server is for the guests: when this script installed it, its
+# service stays off on this machine after a reboot too (Debian's ssh unit
+# and init script honour /etc/ssh/sshd_not_to_be_run; the guests start
+# /usr/sbin/sshd themselves).  A server the machine had before is left alone.
+if printf '%s\n' "${missing[@]}" | grep -qx openssh-server; then
+    touch /etc/ssh/sshd_not_to_be_run
+    log "openssh-server installed for the guests; its service on this machine is disabled (/etc/ssh/sshd_not_to_be_run)"
+fi
 dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson)" ge 1.5 \
     || die "meson >= 1.5 is needed to build QEMU 10.0; bookworm-backports did not provide it"
 log "dependencies: installed"

@@ -48,8 +48,19 @@ got=$(timeout 120 "$CXLPOD_LAUNCH" ssh "$WORK/pod" 2 'echo "$(hostname) $CXLPOD_
     || { touch "$PROJ/go"; fail "cxlpod-launch ssh to host 2 failed: $got"; }
 [ "$got" = "host2 2 0" ] || { touch "$PROJ/go"; fail "cxlpod-launch ssh host 2 answered '$got'"; }
 # a second session reuses the first one's connection (ControlMaster)
+timeout 20 ssh -F "$WORK/pod/ssh/config" -O check host2 2>&1 | grep -q 'Master running' \
+    || { touch "$PROJ/go"; fail "no ssh master connection to host 2 after the first session"; }
 got=$(timeout 60 "$CXLPOD_LAUNCH" ssh "$WORK/pod" host2 hostname </dev/null) || true
 [ "$got" = host2 ] || { touch "$PROJ/go"; fail "a second ssh session to host 2 answered '$got'"; }
+# two clients at once that do not share a connection (ssh -S none, the
+# master closed first): one waits for the other and both get their answer
+timeout 20 ssh -F "$WORK/pod/ssh/config" -O exit host2 2>/dev/null || true
+timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 'sleep 2; echo first' </dev/null >"$WORK/first.out" 2>&1 &
+pa=$!
+b=$(timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 'echo second' </dev/null 2>&1) || true
+wait $pa || true
+[ "$b" = second ] && [ "$(cat "$WORK/first.out")" = first ] \
+    || { touch "$PROJ/go"; fail "two unshared ssh connections to host 2 answered '$(cat "$WORK/first.out")' and '$b'"; }
 touch "$PROJ/go"
 wait $LP || { cat "$WORK/run.err"; out 0; fail "the MPI pod failed"; }
 cat "$WORK/run.err"     # the launcher's progress: boot and job times

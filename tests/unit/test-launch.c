@@ -216,8 +216,8 @@ static void test_options(void)
     g_assert_true(o.latency_ns == 200 && o.device_opts->len == 1);
     g_assert_true(o.qemu_args->len == 2 && !strcmp((const char *)g_ptr_array_index(o.qemu_args, 1), "shift=0"));
     g_assert_true(o.job_cmd->len == 2 && !strcmp((const char *)g_ptr_array_index(o.job_cmd, 0), "echo"));
-    g_assert_true(o.timeout_s == 300);
-    g_assert_true(o.boot_timeout_s == DEFAULT_BOOT_TIMEOUT_S);
+    g_assert_true(o.timeout_s == 300 + 2 * 10);  /* 10 s per extra host */
+    g_assert_true(o.boot_timeout_s == DEFAULT_BOOT_TIMEOUT_S + 2 * 10);
     g_assert_true(o.restarts == 1 && !o.kills[0].random);
     {
         struct opts o2;
