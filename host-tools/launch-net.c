@@ -28,12 +28,43 @@ static int g_switch_stdin = -1;
  * only makes system calls.
  */
 static char **g_mask_files, **g_mask_dirs;
+static char *g_shadow[2];       /* the hash-less copies (NULL: none) */
 static bool g_mask_active;
 
-static void collect_secrets(void)
+/*
+ * A copy of /etc/shadow (or gshadow) whose password hashes are all "*":
+ * the accounts stay as they are for sshd (not locked, not expired), only
+ * the hashes are gone.
+ */
+static void write_file(const char *path, const char *data, int mode);
+
+static char *hashless_copy(const struct opts *o, const char *src, const char *name)
+{
+    g_autofree char *s = NULL;
+    if (!g_file_get_contents(src, &s, NULL, NULL)) {
+        return NULL;
+    }
+    GString *b = g_string_new(NULL);
+    g_auto(GStrv) lines = g_strsplit(s, "\n", -1);
+    for (int i = 0; lines[i]; i++) {
+        g_auto(GStrv) f = g_strsplit(lines[i], ":", -1);
+        if (f[0] && f[1] && *f[0]) {
+            g_free(f[1]);
+            f[1] = g_strdup("*");
+            g_autofree char *l = g_strjoinv(":", f);
+            g_string_append_printf(b, "%s\n", l);
+        }
+    }
+    char *dst = g_build_filename(o->workdir, name, NULL);
+    write_file(dst, b->str, 0600);
+    g_string_free(b, TRUE);
+    return dst;
+}
+
+static void collect_secrets(const struct opts *o)
 {
     static const char *const file_globs[] = {
-        "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+        "/etc/shadow-", "/etc/gshadow-",
         "/etc/ssh/ssh_host_*_key", "/etc/ssl/private/*", NULL };
     static const char *const dir_globs[] = {
         "/root/.ssh", "/root/.gnupg", "/home/*/.ssh", "/home/*/.gnupg", NULL };
@@ -60,6 +91,8 @@ static void collect_secrets(void)
     g_ptr_array_add(d, NULL);
     g_mask_files = (char **)g_ptr_array_free(f, FALSE);
     g_mask_dirs = (char **)g_ptr_array_free(d, FALSE);
+    g_shadow[0] = hashless_copy(o, "/etc/shadow", "shadow.nohash");
+    g_shadow[1] = hashless_copy(o, "/etc/gshadow", "gshadow.nohash");
     g_mask_active = true;
 }
 
@@ -89,6 +122,12 @@ void pod_child_mask(void)
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
         child_fail("private mounts", "/");
+    }
+    static const char *const real[2] = { "/etc/shadow", "/etc/gshadow" };
+    for (int i = 0; i < 2; i++) {
+        if (g_shadow[i] && mount(g_shadow[i], real[i], NULL, MS_BIND, NULL) < 0) {
+            child_fail("bind a copy without hashes", real[i]);
+        }
     }
     for (int i = 0; g_mask_files[i]; i++) {
         if (mount("/dev/null", g_mask_files[i], NULL, MS_BIND, NULL) < 0) {
@@ -440,7 +479,7 @@ void pod_prepare(struct opts *o, struct host *hosts)
         }
         prepare_ssh(o);
         if (geteuid() == 0) {
-            collect_secrets();
+            collect_secrets(o);
         }
     }
     if (pod_has_net(o)) {
