@@ -611,24 +611,11 @@ void pod_switch_stop(void)
     }
 }
 
-static void arg(GPtrArray *a, const char *s)
-{
-    g_ptr_array_add(a, g_strdup(s));
-}
-
-static void G_GNUC_PRINTF(2, 3) argf(GPtrArray *a, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_ptr_array_add(a, g_strdup_vprintf(fmt, ap));
-    va_end(ap);
-}
-
 static void fwcfg(GPtrArray *a, const char *name, const char *path)
 {
     g_autofree char *p = qemu_opt_escape(path);
-    arg(a, "-fw_cfg");
-    argf(a, "name=opt/cxlpod/%s,file=%s", name, p);
+    argv_add(a, "-fw_cfg");
+    argv_addf(a, "name=opt/cxlpod/%s,file=%s", name, p);
 }
 
 /* The QEMU arguments of the pod network, host userland and the files the
@@ -642,11 +629,11 @@ void add_pod_args(GPtrArray *a, const struct opts *o, int host,
         g_autofree char *qs = qemu_opt_escape(sock);
         g_autofree char *mac = pod_mac(host);
         g_autofree char *hosts = wd_path(o, "net-hosts");
-        arg(a, "-netdev");
-        argf(a, "vde,id=podnet,sock=%s", qs);
-        arg(a, "-device");
+        argv_add(a, "-netdev");
+        argv_addf(a, "vde,id=podnet,sock=%s", qs);
+        argv_add(a, "-device");
         /* romfile=: no PXE option ROM, the guest boots from -kernel */
-        argf(a, "virtio-net-pci,bus=pcie.0,netdev=podnet,mac=%s,romfile=", mac);
+        argv_addf(a, "virtio-net-pci,bus=pcie.0,netdev=podnet,mac=%s,romfile=", mac);
         fwcfg(a, "hosts", hosts);
     }
     if (o->userland == USERLAND_HOST) {
@@ -660,22 +647,22 @@ void add_pod_args(GPtrArray *a, const struct opts *o, int host,
 
         /* this machine's root, read-only; multidevs=remap keeps inode
          * numbers unique across the file systems mounted under / */
-        arg(a, "-fsdev");
-        arg(a, "local,id=hostroot,path=/,security_model=none,readonly=on,"
+        argv_add(a, "-fsdev");
+        argv_add(a, "local,id=hostroot,path=/,security_model=none,readonly=on,"
             "multidevs=remap");
-        arg(a, "-device");
-        arg(a, "virtio-9p-pci,bus=pcie.0,fsdev=hostroot,mount_tag=cxlpod-root,romfile=");
-        arg(a, "-fsdev");
-        argf(a, "local,id=work,path=%s,security_model=none,multidevs=remap", jd);
-        arg(a, "-device");
-        arg(a, "virtio-9p-pci,bus=pcie.0,fsdev=work,mount_tag=cxlpod-work,romfile=");
+        argv_add(a, "-device");
+        argv_add(a, "virtio-9p-pci,bus=pcie.0,fsdev=hostroot,mount_tag=cxlpod-root,romfile=");
+        argv_add(a, "-fsdev");
+        argv_addf(a, "local,id=work,path=%s,security_model=none,multidevs=remap", jd);
+        argv_add(a, "-device");
+        argv_add(a, "virtio-9p-pci,bus=pcie.0,fsdev=work,mount_tag=cxlpod-work,romfile=");
         /* ssh from the host: a virtio-serial port on a chardev socket */
-        arg(a, "-device");
-        arg(a, "virtio-serial-pci,bus=pcie.0,id=podser,romfile=");
-        arg(a, "-chardev");
-        argf(a, "socket,id=podssh,path=%s,server=on,wait=off", ssh);
-        arg(a, "-device");
-        arg(a, "virtserialport,bus=podser.0,chardev=podssh,name=cxlpod.ssh");
+        argv_add(a, "-device");
+        argv_add(a, "virtio-serial-pci,bus=pcie.0,id=podser,romfile=");
+        argv_add(a, "-chardev");
+        argv_addf(a, "socket,id=podssh,path=%s,server=on,wait=off", ssh);
+        argv_add(a, "-device");
+        argv_add(a, "virtserialport,bus=podser.0,chardev=podssh,name=cxlpod.ssh");
         fwcfg(a, "ssh-id", id);
         fwcfg(a, "ssh-id.pub", idpub);
         fwcfg(a, "ssh-hostkey", hk);

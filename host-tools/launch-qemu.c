@@ -259,12 +259,12 @@ GPtrArray *argv_new(void)
     return g_ptr_array_new_null_terminated(64, g_free, TRUE);
 }
 
-static void arg(GPtrArray *a, const char *s)
+void argv_add(GPtrArray *a, const char *s)
 {
     g_ptr_array_add(a, g_strdup(s));
 }
 
-static void G_GNUC_PRINTF(2, 3) argf(GPtrArray *a, const char *fmt, ...)
+void argv_addf(GPtrArray *a, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -329,8 +329,8 @@ static void add_backend(GPtrArray *a, const struct opts *o, const char *id,
     if (o->host_nodes) {
         g_string_append_printf(b, ",host-nodes=%s,policy=bind", o->host_nodes);
     }
-    arg(a, "-object");
-    arg(a, b->str);
+    argv_add(a, "-object");
+    argv_add(a, b->str);
     g_string_free(b, TRUE);
 }
 
@@ -347,15 +347,15 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
     GString *dev = g_string_new(NULL);
 
     /* CXL topology shared by both devices: one host bridge, one root port. */
-    arg(a, "-device");
-    arg(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
-    arg(a, "-device");
+    argv_add(a, "-device");
+    argv_add(a, "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1");
+    argv_add(a, "-device");
     /*
      * hotplug=off: a guest that powered the slot off would unplug the
      * device, which cxl-shm refuses to be (it joins and leaves the pod
      * with its QEMU)
      */
-    arg(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2,"
+    argv_add(a, "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2,"
         "hotplug=off");
 
     switch (o->device) {
@@ -405,10 +405,10 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
         g_string_append(dev, ",");
         g_string_append(dev, kv);
     }
-    arg(a, "-device");
-    arg(a, dev->str);
-    arg(a, "-M");
-    argf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
+    argv_add(a, "-device");
+    argv_add(a, dev->str);
+    argv_add(a, "-M");
+    argv_addf(a, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=%s", winsz);
     g_string_free(dev, TRUE);
     g_free(pool);
     g_free(size);
@@ -513,32 +513,32 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
     char *qmp = qemu_opt_escape(hp->qmp);
     char *job = qemu_opt_escape(hp->job);
 
-    arg(a, o->qemu);
-    arg(a, "-name");
-    argf(a, "cxlpod-host%d", host);
-    arg(a, "-M");
-    arg(a, "q35,cxl=on");
-    arg(a, "-accel");
-    arg(a, accel == ACCEL_KVM ? "kvm" : "tcg");
-    arg(a, "-cpu");
-    arg(a, "max,-hypervisor");
-    arg(a, "-smp");
-    argf(a, "%d", o->smp);
-    arg(a, "-m");
-    arg(a, o->mem);
-    arg(a, "-nographic");
-    arg(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
-    arg(a, "-monitor");
-    arg(a, "none");
-    arg(a, "-no-reboot");
-    arg(a, "-L");
-    arg(a, "/usr/share/seabios");
-    arg(a, "-L");
-    arg(a, "/usr/share/qemu");
-    arg(a, "-kernel");
-    arg(a, o->kernel);
-    arg(a, "-initrd");
-    arg(a, o->initrd);
+    argv_add(a, o->qemu);
+    argv_add(a, "-name");
+    argv_addf(a, "cxlpod-host%d", host);
+    argv_add(a, "-M");
+    argv_add(a, "q35,cxl=on");
+    argv_add(a, "-accel");
+    argv_add(a, accel == ACCEL_KVM ? "kvm" : "tcg");
+    argv_add(a, "-cpu");
+    argv_add(a, "max,-hypervisor");
+    argv_add(a, "-smp");
+    argv_addf(a, "%d", o->smp);
+    argv_add(a, "-m");
+    argv_add(a, o->mem);
+    argv_add(a, "-nographic");
+    argv_add(a, "-nodefaults");     /* no NIC, VGA, CD-ROM, default serial */
+    argv_add(a, "-monitor");
+    argv_add(a, "none");
+    argv_add(a, "-no-reboot");
+    argv_add(a, "-L");
+    argv_add(a, "/usr/share/seabios");
+    argv_add(a, "-L");
+    argv_add(a, "/usr/share/qemu");
+    argv_add(a, "-kernel");
+    argv_add(a, o->kernel);
+    argv_add(a, "-initrd");
+    argv_add(a, o->initrd);
     /*
      * tsc=reliable: the guest's TSC is the host's constant TSC (TCG reads
      * the host's; KVM passes it through, and a pod host is never
@@ -568,27 +568,27 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
     unsigned long tsc_khz = guest_tsc_khz(o);
     char *tsc_arg = tsc_khz ? g_strdup_printf(" tsc_early_khz=%lu", tsc_khz)
                             : g_strdup("");
-    arg(a, "-append");
-    argf(a, "console=ttyS0 quiet tsc=reliable no_timer_check%s "
+    argv_add(a, "-append");
+    argv_addf(a, "console=ttyS0 quiet tsc=reliable no_timer_check%s "
               "cxlpod.host=%d cxlpod.nhosts=%d%s%s",
               tsc_arg, host, o->nhosts, o->append ? " " : "",
               o->append ? o->append : "");
     g_free(tsc_arg);
     add_pool_device_args(a, o, host);
-    arg(a, "-chardev");
-    argf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
+    argv_add(a, "-chardev");
+    argv_addf(a, "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s%s",
               con, log, append_log ? ",logappend=on" : "");
-    arg(a, "-serial");
-    arg(a, "chardev:ser0");
-    arg(a, "-qmp");
-    argf(a, "unix:%s,server=on,wait=off", qmp);
+    argv_add(a, "-serial");
+    argv_add(a, "chardev:ser0");
+    argv_add(a, "-qmp");
+    argv_addf(a, "unix:%s,server=on,wait=off", qmp);
     if (has_job) {
-        arg(a, "-fw_cfg");
-        argf(a, "name=opt/cxlpod/job,file=%s", job);
+        argv_add(a, "-fw_cfg");
+        argv_addf(a, "name=opt/cxlpod/job,file=%s", job);
     }
     add_pod_args(a, o, host, hp);
     for (guint i = 0; i < o->qemu_args->len; i++) {
-        arg(a, (const char *)g_ptr_array_index(o->qemu_args, i));
+        argv_add(a, (const char *)g_ptr_array_index(o->qemu_args, i));
     }
     g_free(log);
     g_free(con);

@@ -300,6 +300,8 @@ int device_opt_host(const char *opt, const char **kv);
 bool host_on_memdev(const struct opts *o, int host);
 void add_pool_device_args(GPtrArray *a, const struct opts *o, int host);
 GPtrArray *argv_new(void);
+void argv_add(GPtrArray *a, const char *s);
+void argv_addf(GPtrArray *a, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 void build_qemu_argv(GPtrArray *a, const struct opts *o,
                             enum accel accel, int host,
                             const struct host_paths *hp, bool has_job,

@@ -33,17 +33,23 @@ grep -q "ssh key clash: $WORK/p2/ssh/id_ed25519 and $WORK/p2/ssh/id_ed25519.pub 
     || { cat "$WORK/2.out"; fail "the key clash message does not name both files"; }
 pass "an ssh key clash is refused with both file names"
 
+# cut_link PID WORKDIR I: as soon as host I's QEMU (of the launcher PID)
+# has its QMP socket, take its NIC's link down, before its /init looks;
+# then wait for the launcher and return its exit status
+cut_link() {
+    for t in $(seq 1 200); do [ -S "$2/host$3.qmp" ] && break; sleep 0.05; done
+    "$CXLPOD_LAUNCH" qmp "$2" "$3" set_link '{"name":"podnet","up":false}' >/dev/null \
+        || { kill "$1"; fail "QMP set_link on host $3 failed"; }
+    wait "$1"
+}
+
 # 3. a guest whose network does not come up: host 1's NIC loses its link
 #    (QMP set_link, before its /init looks) while host 0 runs a long job;
 #    host 1 says which host and why, and the pod is stopped at once
 t0=$(date +%s)
 (cd "$WORK/proj" && exec "$CXLPOD_LAUNCH" -w "$WORK/p3" -n 2 "${SHM[@]}" --net --timeout 500 \
     --append cxlpod.timeout=10 -- 'sleep 400') >"$WORK/3.out" 2>&1 &
-LP=$!
-for t in $(seq 1 200); do [ -S "$WORK/p3/host1.qmp" ] && break; sleep 0.05; done
-"$CXLPOD_LAUNCH" qmp "$WORK/p3" 1 set_link '{"name":"podnet","up":false}' >/dev/null \
-    || { kill $LP; fail "QMP set_link on host 1 failed"; }
-rc=0; wait $LP || rc=$?
+rc=0; cut_link $! "$WORK/p3" 1 || rc=$?
 took=$(( $(date +%s) - t0 ))
 [ $rc = 1 ] || { cat "$WORK/3.out"; fail "a pod whose host 1 had no network exited $rc, not 1"; }
 grep -qE 'host 1: guest error: (@@CXLPOD-ERROR )?host 1: network: eth0 has no carrier after 10s' "$WORK/3.out" \
@@ -56,10 +62,7 @@ pass "a guest without network: host 1 and the cause reported, host 0 stopped, af
 #     deadline says the region is ready but the network is not up
 (cd "$WORK/proj" && exec "$CXLPOD_LAUNCH" -w "$WORK/p3b" -n 1 "${SHM[@]}" --net --timeout 300 \
     --boot-timeout 40 --append cxlpod.timeout=600 -- true) >"$WORK/3b.out" 2>&1 &
-LP=$!
-for t in $(seq 1 200); do [ -S "$WORK/p3b/host0.qmp" ] && break; sleep 0.05; done
-"$CXLPOD_LAUNCH" qmp "$WORK/p3b" 0 set_link '{"name":"podnet","up":false}' >/dev/null || { kill $LP; fail "set_link"; }
-rc=0; wait $LP || rc=$?
+rc=0; cut_link $! "$WORK/p3b" 0 || rc=$?
 [ $rc = 1 ] && grep -q 'host 0: region ready but the network / userland not up .* (boot stalled, --boot-timeout 40)' "$WORK/3b.out" \
     || { cat "$WORK/3b.out"; fail "the boot deadline did not report a ready host whose network never came up"; }
 pass "--boot-timeout reports a host whose region is ready but whose network is not up"
