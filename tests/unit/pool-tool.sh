@@ -125,7 +125,11 @@ else
 fi
 touch "$D/flock.go"
 wait $fl
-wait $rh; ok "reset-host goes on once the flock is free"
+if wait $rh; then
+    ok "reset-host goes on once the flock is free"
+else
+    bad "reset-host goes on once the flock is free" "it exited $? after the flock was released"
+fi
 
 # wipe: data zeroed, line locks and undo slots cleared, host table kept
 poke "$D/dead.pool" $((META + 12345)) deadbeef
