@@ -114,7 +114,9 @@ if ! skip pod; then
     lp=$!
     peak=0
     while kill -0 $lp 2>/dev/null; do
-        kb=$(ps -C qemu-system-x86_64 -o rss= 2>/dev/null | awk '{s += $1} END {print s + 0}')
+        # this pod's QEMUs only (their command lines name its work dir)
+        kb=$(ps -C qemu-system-x86_64 -o rss=,args= 2>/dev/null | grep -F -- "$W/pod/" |
+             awk '{s += $1} END {print s + 0}')
         [ "$kb" -gt "$peak" ] && peak=$kb
         sleep 1
     done
