@@ -684,23 +684,83 @@ bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
     return h->word && h->word == page_lock(l, offset);
 }
 
-void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
+                            uint64_t offset, CXLShmLineCount *n)
+{
+    Held h;
+    bool sync;
+
+    assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
+           offset < l->size);
+    if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
+        if (!cxl_shm_lines_trylock(l, offset, &h)) {
+            return false;
+        }
+        sync = page_in_sync(l, offset, true);
+        line_locked(l, &h, op, offset, false, sync, n);
+        if (sync) {
+            page_keep_in_sync(l, offset);
+        }
+        cxl_shm_lines_unlock(l, &h);
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched++;
+    }
+    return true;
+}
+
+/* The media write of one line, its lock @h held */
+static void media_write_locked(CXLShmLines *l, Held *h, uint64_t offset,
                                const uint8_t *data)
 {
     uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
-    Held h = { NULL };
 
-    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
     memcpy(src, data, CXLSHM_LINE);
-    lock_page(l, offset, &h);
     if (offset >= l->coherent_size) {
         memcpy(old, l->pool + offset, CXLSHM_LINE);
         /* the version moves: every host's twin of the page is now old */
-        pool_write(l, &h, offset, src, old, false);
+        pool_write(l, h, offset, src, old, false);
     } else {
         /* no undo log: see rollback(); a death here may tear the line */
         write8((uint64_t *)(l->pool + offset), src);
     }
+}
+
+/* Microseconds of CLOCK_MONOTONIC (the engine uses no QEMU clock) */
+static int64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+bool cxl_shm_lines_try_media_write(CXLShmLines *l, uint64_t offset,
+                                   const uint8_t *data, int64_t wait_us)
+{
+    int64_t end = now_us() + wait_us;
+    Held h = { NULL };
+
+    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
+    while (!cxl_shm_lines_trylock(l, offset, &h)) {
+        if (now_us() >= end) {
+            return false;
+        }
+        sched_yield();
+    }
+    media_write_locked(l, &h, offset, data);
+    unlock_page(l, &h);
+    return true;
+}
+
+void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+                               const uint8_t *data)
+{
+    Held h = { NULL };
+
+    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
+    lock_page(l, offset, &h);
+    media_write_locked(l, &h, offset, data);
     unlock_page(l, &h);
 }
 
