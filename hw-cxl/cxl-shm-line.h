@@ -213,7 +213,10 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
  * Make image and twin a copy of the pool over [offset, offset + len)
  * (page aligned), dropping whatever the image held; the vCPUs must be
  * stopped.  Pages that are zero in the pool and were never touched in
- * the image stay unpopulated.
+ * the image stay unpopulated.  Never waits for a lock another host keeps
+ * (it may be stopped): such a page is copied without it, the line the
+ * holder is writing as it was before (its undo record), and not taken
+ * as in sync.
  */
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len);
 

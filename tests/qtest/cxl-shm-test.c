@@ -3351,6 +3351,64 @@ static void test_stopped_peer_fence(void)
 }
 
 /*
+ * A host's reset fetches its image again, page by page, under QEMU's
+ * global lock: a page whose lock a stopped peer keeps, stopped in the
+ * middle of writing one of its lines, must not make it wait.  Set up in
+ * the pool (as host b, live, would leave it): the lock word of a page
+ * under b's tag, b's undo record armed for one line with its old bytes,
+ * that line torn (its first half written), another line of the page
+ * whole.  a's reset answers (30 s watchdog) and a sees the whole line
+ * and the torn one as it was before b's write; once b's write is
+ * finished (line complete, record disarmed, lock free), a's invalidate
+ * fetches it.
+ */
+static void test_stopped_peer_reset_load(void)
+{
+    g_autofree char *pool = pool_path("stopped-load.pool");
+    uint64_t page = COH_SIZE + 0x9000, off = page + 0x40;
+    uint64_t word = 0x10000 + (page / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
+    uint64_t undo = 0x20000 + (1 * 2 + 1) * 64 * 128 + 63 * 128;
+    uint8_t old[LINE], torn[LINE], fresh[LINE], whole[LINE];
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    memset(old, 0x5a, LINE);
+    memset(fresh, 0xa5, LINE);
+    memcpy(torn, fresh, LINE / 2);
+    memcpy(torn + LINE / 2, old, LINE / 2);
+    memset(whole, 0x77, LINE);
+    patch_pool(pool, word, &tag, 8);
+    patch_pool(pool, META_SIZE + page + 0x80, whole, LINE);
+    patch_pool(pool, undo + 8, &off, 8);
+    patch_pool(pool, undo + 16, old, LINE);
+    patch_pool(pool, undo, &tag, 8);
+    patch_pool(pool, META_SIZE + off, torn, LINE);
+
+    stopped_peer_watch("a's reset (its image load)");
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    host_enable(&a, true);
+    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmphex(mem_rq(&a, page + 0x80), ==, 0x7777777777777777ULL);
+    g_assert_cmphex(mem_rq(&a, off), ==, 0x5a5a5a5a5a5a5a5aULL);
+    g_assert_cmphex(mem_rq(&a, off + 56), ==, 0x5a5a5a5a5a5a5a5aULL);
+
+    /* b's write finishes: the whole line, the record disarmed, unlocked */
+    patch_pool(pool, META_SIZE + off, fresh, LINE);
+    patch_pool(pool, undo, &zero, 8);
+    patch_pool(pool, word, &zero, 8);
+    g_assert_cmpuint(doorbell(&a, OP_INV, page, 4096), ==, 0);
+    g_assert_cmphex(mem_rq(&a, off), ==, 0xa5a5a5a5a5a5a5a5ULL);
+    g_assert_cmphex(mem_rq(&a, page + 0x80), ==, 0x7777777777777777ULL);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
  * A peer stopped while it holds the pool's file lock (a stopped QEMU in
  * the middle of its join, leave or reset; here the test holds it) never
  * freezes another host: a's reset (its rejoin) and a's clean exit (its
@@ -4207,6 +4265,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/stopped-peer-file-lock",
                    test_stopped_peer_file_lock);
     qtest_add_func("/cxl-shm/stopped-peer-fence", test_stopped_peer_fence);
+    qtest_add_func("/cxl-shm/stopped-peer-reset-load",
+                   test_stopped_peer_reset_load);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
     qtest_add_data_func("/cxl-shm/hostile-registers/timed", "timed",
