@@ -2873,6 +2873,59 @@ static void test_reset_inside_doorbell(void)
     qtest_quit(b.qts);
 }
 
+/*
+ * The guest's own vCPU resets the device (a secondary bus reset of its
+ * root port from a config write): the host reset cannot pause the vCPUs
+ * from there and runs in a bottom half of the main loop, right after,
+ * with them paused: the reset is counted, the other host sees the new
+ * generation, and the unflushed line stored just before is lost.  The
+ * body after fw_code's prologue:
+ *
+ *     movl $0x11, 0x200000
+ *     movw $0xcf8, %dx; movl $0x800c003c, %eax; outl %eax, %dx
+ *     movw $0xcfc, %dx; movl $0x00400000, %eax; outl %eax, %dx
+ *     xorl %eax, %eax; outl %eax, %dx; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static void test_reset_from_vcpu(void)
+{
+    static const uint8_t body[] = {
+        0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x00, 0x00, 0x00, 0x66,
+        0xba, 0xf8, 0x0c, 0xb8, 0x3c, 0x00, 0x0c, 0x80, 0xef, 0x66, 0xba,
+        0xfc, 0x0c, 0xb8, 0x00, 0x00, 0x40, 0x00, 0xef, 0x31, 0xc0, 0xef,
+        0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4,
+        0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("reset-vcpu.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    gint64 deadline;
+    Host a, b;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (shm_stat(a.qts, "resets") < 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    host_enable(&a, true);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE), ==, 0);           /* lost */
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
+    mem_wq(&b, COH_SIZE + 0x40, 0xb0b);
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
 /* Map BAR2 and find the primary mailbox in the device capability array */
 static uint64_t find_mbox(QTestState *qts)
 {
@@ -4252,6 +4305,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/reset-inside-doorbell",
                    test_reset_inside_doorbell);
+    qtest_add_func("/cxl-shm/reset-from-vcpu", test_reset_from_vcpu);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
