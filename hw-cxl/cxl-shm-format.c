@@ -306,9 +306,14 @@ uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,
         if ((int)i == self) {
             continue;
         }
+        /*
+         * From live only: a host that wrote "left" (or a rejoin's new
+         * state) after the read above, then dropped its lock, keeps it
+         */
         if (qatomic_read(&e->state) == CXLPOOL_HOST_LIVE &&
-            !cxlpool_host_locked(fd, i)) {
-            qatomic_set(&e->state, CXLPOOL_HOST_FAILED);
+            !cxlpool_host_locked(fd, i) &&
+            qatomic_cmpxchg(&e->state, CXLPOOL_HOST_LIVE,
+                            CXLPOOL_HOST_FAILED) == CXLPOOL_HOST_LIVE) {
             mask |= 1u << i;
         }
     }

@@ -684,53 +684,174 @@ bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
     return h->word && h->word == page_lock(l, offset);
 }
 
-void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
+                            uint64_t offset, CXLShmLineCount *n)
+{
+    Held h;
+    bool sync;
+
+    assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
+           offset < l->size);
+    if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
+        if (!cxl_shm_lines_trylock(l, offset, &h)) {
+            return false;
+        }
+        sync = page_in_sync(l, offset, true);
+        line_locked(l, &h, op, offset, false, sync, n);
+        if (sync) {
+            page_keep_in_sync(l, offset);
+        }
+        cxl_shm_lines_unlock(l, &h);
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched++;
+    }
+    return true;
+}
+
+/* The media write of one line, its lock @h held */
+static void media_write_locked(CXLShmLines *l, Held *h, uint64_t offset,
                                const uint8_t *data)
 {
     uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
-    Held h = { NULL };
 
-    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
     memcpy(src, data, CXLSHM_LINE);
-    lock_page(l, offset, &h);
     if (offset >= l->coherent_size) {
         memcpy(old, l->pool + offset, CXLSHM_LINE);
         /* the version moves: every host's twin of the page is now old */
-        pool_write(l, &h, offset, src, old, false);
+        pool_write(l, h, offset, src, old, false);
     } else {
         /* no undo log: see rollback(); a death here may tear the line */
         write8((uint64_t *)(l->pool + offset), src);
     }
+}
+
+/* Microseconds of CLOCK_MONOTONIC (the engine uses no QEMU clock) */
+static int64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+bool cxl_shm_lines_try_media_write(CXLShmLines *l, uint64_t offset,
+                                   const uint8_t *data, int64_t wait_us)
+{
+    int64_t end = now_us() + wait_us;
+    Held h = { NULL };
+
+    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
+    while (!cxl_shm_lines_trylock(l, offset, &h)) {
+        if (now_us() >= end) {
+            return false;
+        }
+        sched_yield();
+    }
+    media_write_locked(l, &h, offset, data);
     unlock_page(l, &h);
+    return true;
+}
+
+void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+                               const uint8_t *data)
+{
+    Held h = { NULL };
+
+    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
+    lock_page(l, offset, &h);
+    media_write_locked(l, &h, offset, data);
+    unlock_page(l, &h);
+}
+
+/*
+ * Image and twin of the lines [page, stop) become the pool's, except the
+ * line of @u (if not NULL), which becomes the old bytes @u logged
+ */
+static void load_lines(CXLShmLines *l, uint64_t page, uint64_t stop,
+                       const CXLShmUndo *u)
+{
+    uint64_t off;
+
+    for (off = page; off < stop; off += CXLSHM_LINE) {
+        uint64_t i = off - l->coherent_size;
+        uint64_t cur[CXLSHM_LINE_WORDS];
+
+        if (u && off == u->offset) {
+            memcpy(cur, u->old, CXLSHM_LINE);   /* before its write */
+        } else {
+            read8((const uint64_t *)(l->pool + off), cur);
+        }
+        if (!same8(cur, (const uint64_t *)(l->image + i))) {
+            write8((uint64_t *)(l->image + i), cur);
+        }
+        if (!same8(cur, (const uint64_t *)(l->twin + i))) {
+            write8((uint64_t *)(l->twin + i), cur);
+        }
+    }
+}
+
+/*
+ * Load the lines [page, stop) of a page whose lock another host keeps
+ * (tag @tag): it may be stopped, in the middle of a line operation, for
+ * as long as it is.  Every line as the pool has it, except the one line
+ * the holder may be writing (its undo record armed): that one as it was
+ * before the write, which is what a rollback would restore.  The holder
+ * must not have moved meanwhile (its lock and its undo record read the
+ * same after the copy as before); false if it did (try again).  The page
+ * is not taken as in sync.
+ */
+static bool load_page_busy(CXLShmLines *l, uint64_t *word, uint64_t tag,
+                           uint64_t page, uint64_t stop)
+{
+    uint32_t host = tag_host(tag);
+    int slot = tag_slot(tag);
+    CXLShmUndo *u = NULL, snap;
+    uint64_t armed = 0, uoff = 0;
+
+    if (host < CXLSHM_MAX_HOSTS && slot < CXLSHM_UNDO_SLOTS) {
+        u = undo_slot(l, host, tag, slot);
+        armed = qatomic_load_acquire(&u->armed);
+        uoff = qatomic_read(&u->offset);
+        memcpy(snap.old, u->old, CXLSHM_LINE);
+        snap.offset = armed == tag ? uoff : UINT64_MAX;
+    }
+    smp_rmb();      /* the record before the lines */
+    load_lines(l, page, stop, u ? &snap : NULL);
+    smp_rmb();      /* the lines before the second look */
+    return qatomic_read(word) == tag &&
+           (!u || (qatomic_read(&u->armed) == armed &&
+                   qatomic_read(&u->offset) == uoff));
 }
 
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
 {
     uint64_t start = MAX(offset, l->coherent_size);
     uint64_t end = MIN(offset + len, l->size);
-    uint64_t page, off;
+    uint64_t page;
 
     for (page = start; page < end; page += CXLSHM_LOCK_PAGE) {
+        uint64_t stop = MIN(end, page + CXLSHM_LOCK_PAGE);
+        uint64_t *word = page_lock(l, page);
         Held h;
 
-        lock_page(l, page, &h);
-        for (off = page; off < MIN(end, page + CXLSHM_LOCK_PAGE);
-             off += CXLSHM_LINE) {
-            uint64_t i = off - l->coherent_size;
-            uint64_t cur[CXLSHM_LINE_WORDS];
+        for (;;) {
+            uint64_t tag;
 
-            read8((const uint64_t *)(l->pool + off), cur);
-            if (!same8(cur, (const uint64_t *)(l->image + i))) {
-                write8((uint64_t *)(l->image + i), cur);
+            if (cxl_shm_lines_trylock(l, page, &h)) {
+                load_lines(l, page, stop, NULL);
+                if (page + CXLSHM_LOCK_PAGE <= end) {
+                    page_keep_in_sync(l, page);
+                }
+                cxl_shm_lines_unlock(l, &h);
+                break;
             }
-            if (!same8(cur, (const uint64_t *)(l->twin + i))) {
-                write8((uint64_t *)(l->twin + i), cur);
+            tag = qatomic_read(word);
+            if (tag && load_page_busy(l, word, tag, page, stop)) {
+                break;
             }
+            sched_yield();
         }
-        if (page + CXLSHM_LOCK_PAGE <= end) {
-            page_keep_in_sync(l, page);
-        }
-        unlock_page(l, &h);
     }
 }
 

@@ -191,12 +191,32 @@ bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
  */
 void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data);
+/*
+ * The same if the line's lock can be had within @wait_us microseconds
+ * (free, or freed meanwhile; no dead-owner recovery): false and nothing
+ * written if not.  For a caller that holds QEMU's global lock and must
+ * not wait for another host for long (a stopped host may hold the lock
+ * for as long as it is stopped).
+ */
+bool cxl_shm_lines_try_media_write(CXLShmLines *l, uint64_t offset,
+                                   const uint8_t *data, int64_t wait_us);
+
+/*
+ * One line of the non-coherent area, as cxl_shm_lines_op() on it, if its
+ * lock is free now (no wait, no dead-owner recovery): false, and nothing
+ * done, if another thread or host holds it.  For the same callers.
+ */
+bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
+                            uint64_t offset, CXLShmLineCount *n);
 
 /*
  * Make image and twin a copy of the pool over [offset, offset + len)
  * (page aligned), dropping whatever the image held; the vCPUs must be
  * stopped.  Pages that are zero in the pool and were never touched in
- * the image stay unpopulated.
+ * the image stay unpopulated.  Never waits for a lock another host keeps
+ * (it may be stopped): such a page is copied without it, the line the
+ * holder is writing as it was before (its undo record), and not taken
+ * as in sync.
  */
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len);
 

@@ -525,6 +525,35 @@ fail_close:
 }
 
 /*
+ * The pool lock for a live host's own entry (its rejoin, its leave), which
+ * runs under the BQL or at exit: never waited for beyond
+ * POOL_FLOCK_WAIT_US.  Another process keeps it only while it creates,
+ * joins, leaves or resets, unless it is stopped there (SIGSTOP, a
+ * debugger): then this host goes on without it.  What the lock orders
+ * here is only another host's reaping, which never touches a host whose
+ * liveness lock is held (a rejoin keeps it throughout) and turns only a
+ * "live" entry into "failed" (compare-and-swap: a leave writes "left"
+ * before it drops its liveness lock).  true if taken (the caller
+ * unlocks).
+ */
+#define POOL_FLOCK_WAIT_US      100000
+#define POOL_FLOCK_POLL_US      1000
+
+static bool pool_flock_bounded(CXLShmState *s, const char *what)
+{
+    int64_t end = g_get_monotonic_time() + POOL_FLOCK_WAIT_US;
+
+    while (cxlpool_flock(s->fd, LOCK_EX | LOCK_NB) < 0) {
+        if (g_get_monotonic_time() >= end) {
+            trace_cxl_shm_pool_flock_busy(s->pool_path, s->host_id, what);
+            return false;
+        }
+        g_usleep(POOL_FLOCK_POLL_US);
+    }
+    return true;
+}
+
+/*
  * A reset host is a failed host that rejoins at once: new generation (the
  * other hosts see it in the host table), same slot and liveness lock.
  * No line operation may be running (the vCPUs are stopped).
@@ -532,11 +561,12 @@ fail_close:
 void cxl_shm_pool_rejoin(CXLShmState *s)
 {
     CXLPoolHost *me;
+    bool locked;
 
     if (!s->joined) {
         return;
     }
-    cxlpool_flock(s->fd, LOCK_EX);
+    locked = pool_flock_bounded(s, "rejoined");
     pool_test_kill("reset-after-flock");
     me = &s->hosts[s->host_id];
     s->generation = qatomic_read(&me->generation) + 1;
@@ -545,7 +575,9 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
     pool_test_kill("reset-after-generation");
     s->lines.generation = s->generation;
     cxl_shm_lines_recover_own(&s->lines);
-    cxlpool_flock(s->fd, LOCK_UN);
+    if (locked) {
+        cxlpool_flock(s->fd, LOCK_UN);
+    }
     trace_cxl_shm_pool_rejoin(s->pool_path, s->host_id, s->generation);
 }
 
@@ -647,12 +679,13 @@ void cxl_shm_pool_abort(CXLShmState *s)
 void cxl_shm_pool_leave(CXLShmState *s)
 {
     CXLPoolHost *me;
+    bool locked;
 
     if (!s->joined) {
         return;
     }
     cxl_shm_pool_sync_stats(s);
-    cxlpool_flock(s->fd, LOCK_EX);
+    locked = pool_flock_bounded(s, "left");
     pool_test_kill("leave-after-flock");
     me = &s->hosts[s->host_id];
     me->leave_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
@@ -661,7 +694,9 @@ void cxl_shm_pool_leave(CXLShmState *s)
     qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
     pool_test_kill("leave-after-state");
     cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
-    cxlpool_flock(s->fd, LOCK_UN);
+    if (locked) {
+        cxlpool_flock(s->fd, LOCK_UN);
+    }
     s->joined = false;
     trace_cxl_shm_pool_leave(s->pool_path, s->host_id, s->generation);
 

@@ -475,11 +475,42 @@ static void cxl_shm_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
     }
 }
 
-/* A fence point of @cpu: its queued clwb / clflushopt / NT lines land */
+/*
+ * Direct mode, under the BQL: one queued entry lands if its line's lock
+ * is free now; false (nothing done) if another host holds it
+ */
+static bool cxl_shm_land_now(CXLShmState *s, uint64_t e, uint64_t mask,
+                             CXLShmLineCount *n)
+{
+    uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
+    CXLShmLineLock h;
+
+    if (!(e & CXLSHM_QUEUE_NT)) {
+        return cxl_shm_lines_try_line(&s->lines, e & CXLSHM_QUEUE_FLUSH ?
+                                      CXLSHM_LINE_FLUSH :
+                                      CXLSHM_LINE_WRITEBACK, line, n);
+    }
+    if (!cxl_shm_lines_trylock(&s->lines, line, &h)) {
+        return false;
+    }
+    cxl_shm_lines_nt(&s->lines, line, mask, false, &h, n);
+    cxl_shm_lines_unlock(&s->lines, &h);
+    return true;
+}
+
+/*
+ * A fence point of @cpu: its queued clwb / clflushopt / NT lines land.
+ * At an interrupt or exception delivery this runs under the BQL, which
+ * must not wait for another host (a stopped one may hold a line's lock
+ * for as long as it is stopped): in direct mode an entry whose line is
+ * locked stays queued, in order, and lands at the vCPU's next fence
+ * point (still pending), as a writeback still in flight would.
+ */
 static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
 {
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
-    uint32_t i, len;
+    bool nowait = !s->timed && bql_locked();
+    uint32_t i, len, kept = 0;
 
     if (!q || !q->len) {
         return;
@@ -489,15 +520,24 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
         uint64_t e = q->entry[i];
         uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
 
-        if (e & CXLSHM_QUEUE_NT) {
+        if (nowait) {
+            if (!cxl_shm_land_now(s, e, q->mask[i], n)) {
+                q->mask[kept] = q->mask[i];
+                q->entry[kept++] = e;
+            }
+        } else if (e & CXLSHM_QUEUE_NT) {
             cxl_shm_nt_land(s, line, q->mask[i], n);
         } else {
             cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
                           CXLSHM_LINE_WRITEBACK, line, CXLPOOL_LINE, n);
         }
     }
-    q->len = 0;
-    trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len);
+    q->len = kept;
+    if (kept) {
+        trace_cxl_shm_native_fence_busy(s->host_id, cpu->cpu_index, kept);
+        cache_maint_set_pending(cpu);
+    }
+    trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len - kept);
 }
 
 /*
@@ -729,7 +769,7 @@ static void cxl_shm_evict_tick(void *opaque)
     CXLShmState *s = opaque;
     CXLShmLineCount n = { 0 };
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), next, end;
-    uint32_t k, count;
+    uint32_t k, count, evicted = 0;
 
     if (!s->evict_left) {
         next = s->evict_period + SCALE_MS;
@@ -747,14 +787,22 @@ static void cxl_shm_evict_tick(void *opaque)
                        line * CXLPOOL_LINE;
         uint64_t before = n.written;
 
-        /* a dirty line is written back, a clean one fetched again */
-        cxl_shm_range(s, CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
+        /*
+         * A dirty line is written back, a clean one fetched again.  Under
+         * the BQL: a line whose lock another host holds (it may be
+         * stopped, for as long as it is) is not evicted this time.
+         */
+        if (!cxl_shm_lines_try_line(&s->lines, CXLSHM_LINE_FLUSH, dpa, &n)) {
+            trace_cxl_shm_evict_busy(s->host_id, dpa);
+            continue;
+        }
+        evicted++;
         trace_cxl_shm_evict(s->host_id, dpa, n.written - before);
     }
     s->evict_left -= count;
     if (count) {
         trace_cxl_shm_evict_chunk(s->host_id, count, s->evict_left);
-        qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], count);
+        qatomic_add(&s->stats[CXLSHM_STAT_EVICTED], evicted);
         n.fetched = 0;      /* evictions are not invalidations */
         cxl_shm_count(s, &n);
         if (!s->evict_left) {
@@ -1620,8 +1668,13 @@ static void cxl_shm_restrict_mailbox(CXLShmState *s)
  * instead, whole and under the line's lock.  The caller checks only
  * dpa + 64 against the capacity (which can wrap): check again here.  An
  * unaligned DPA (the spec requires 64-byte alignment) gets Internal Error,
- * the only failure this hook can return.
+ * the only failure this hook can return; so does a line whose lock
+ * another host keeps for more than CXLSHM_MEDIA_WAIT_US (it may be
+ * stopped, for as long as it is: the mailbox runs under the BQL, which
+ * must not wait for it).  The guest may try again.
  */
+#define CXLSHM_MEDIA_WAIT_US    10000
+
 static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
                                   uint8_t *data)
 {
@@ -1631,7 +1684,11 @@ static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
         s->size - dpa_offset < CXLSHM_LINE) {
         return false;
     }
-    cxl_shm_lines_media_write(&s->lines, dpa_offset, data);
+    if (!cxl_shm_lines_try_media_write(&s->lines, dpa_offset, data,
+                                       CXLSHM_MEDIA_WAIT_US)) {
+        trace_cxl_shm_media_write_busy(s->host_id, dpa_offset);
+        return false;
+    }
     trace_cxl_shm_media_write(s->host_id, dpa_offset);
     return true;
 }

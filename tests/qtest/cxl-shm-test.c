@@ -2873,6 +2873,59 @@ static void test_reset_inside_doorbell(void)
     qtest_quit(b.qts);
 }
 
+/*
+ * The guest's own vCPU resets the device (a secondary bus reset of its
+ * root port from a config write): the host reset cannot pause the vCPUs
+ * from there and runs in a bottom half of the main loop, right after,
+ * with them paused: the reset is counted, the other host sees the new
+ * generation, and the unflushed line stored just before is lost.  The
+ * body after fw_code's prologue:
+ *
+ *     movl $0x11, 0x200000
+ *     movw $0xcf8, %dx; movl $0x800c003c, %eax; outl %eax, %dx
+ *     movw $0xcfc, %dx; movl $0x00400000, %eax; outl %eax, %dx
+ *     xorl %eax, %eax; outl %eax, %dx; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static void test_reset_from_vcpu(void)
+{
+    static const uint8_t body[] = {
+        0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x00, 0x00, 0x00, 0x66,
+        0xba, 0xf8, 0x0c, 0xb8, 0x3c, 0x00, 0x0c, 0x80, 0xef, 0x66, 0xba,
+        0xfc, 0x0c, 0xb8, 0x00, 0x00, 0x40, 0x00, 0xef, 0x31, 0xc0, 0xef,
+        0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4,
+        0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("reset-vcpu.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    gint64 deadline;
+    Host a, b;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (shm_stat(a.qts, "resets") < 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    host_enable(&a, true);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE), ==, 0);           /* lost */
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
+    mem_wq(&b, COH_SIZE + 0x40, 0xb0b);
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE, 0x1000), ==, 0);
+    g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
 /* Map BAR2 and find the primary mailbox in the device capability array */
 static uint64_t find_mbox(QTestState *qts)
 {
@@ -3168,6 +3221,282 @@ static void test_eviction(void)
     g_assert_cmpuint(r64(&h, R_STAT_EVICTED), >=, 1000);
     g_assert_cmphex(mem_rq(&h, COH_SIZE + 0x100), ==, 0xe1e1);
     qtest_quit(h.qts);
+}
+
+/* A watchdog for a step that must not wait for a stopped peer */
+static const char *stopped_peer_what;
+
+static void stopped_peer_hung(int sig)
+{
+    static const char msg[] = "stopped-peer: this step waited 30 s for a "
+                              "stopped peer: ";
+
+    if (write(2, msg, sizeof(msg) - 1) < 0 ||
+        write(2, stopped_peer_what, strlen(stopped_peer_what)) < 0 ||
+        write(2, "\n", 1) < 0) {
+        /* nothing more to say */
+    }
+    abort();    /* libqtest's abort hook kills the QEMUs */
+}
+
+static void stopped_peer_watch(const char *what)
+{
+    struct sigaction sa = { 0 };
+
+    stopped_peer_what = what;
+    sa.sa_handler = stopped_peer_hung;
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(30);
+}
+
+static void stopped_peer_unwatch(void)
+{
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+}
+
+/* query-cxl-shm answers (the main loop and the BQL are free) */
+static void stopped_peer_qmp(QTestState *qts)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'query-cxl-shm'}");
+
+    g_assert_true(qdict_haskey(rsp, "return"));
+    qobject_unref(rsp);
+}
+
+/*
+ * A peer stopped (SIGSTOP, a debugger) while it holds a line lock never
+ * freezes another host's main loop: host b stands in for the stopped
+ * peer, its tag (live: nobody takes the lock over) written into the lock
+ * word of the page host a holds dirty.  a's eviction timer (under the
+ * BQL) skips the busy lines: the clock steps, QMP answers; once the
+ * lock is free the dirty line is evicted to the pool.  a's mailbox Clear
+ * Poison of a line of that page answers (Internal Error, after a bounded
+ * wait) instead of waiting under the BQL, and succeeds once it is free.
+ * 30 s watchdog on each step: the old device waited forever.
+ */
+static void test_stopped_peer_line_lock(void)
+{
+    g_autofree char *pool = pool_path("stopped-line.pool");
+    g_autofree char *args = host_args(pool, 0, ",evict-rate=1000");
+    uint64_t nc = COH_SIZE + 0x7000;
+    uint64_t word = 0x10000 + (nc / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, w, mb;
+    uint8_t clear[8 + LINE], line[LINE];
+    Host a, b;
+
+    host_start(&b, pool, 1, true);
+    a.qts = qtest_init(args);
+    host_enable(&a, true);
+    mem_wq(&a, nc + 0x100, 0xe1e1);
+    pool_pread(pool, word, &w, 8);
+    g_assert_cmphex(w, ==, 0);
+    patch_pool(pool, word, &tag, 8);
+
+    stopped_peer_watch("a's eviction timer");
+    qtest_clock_step(a.qts, 5 * 1000 * 1000);       /* 5 ms guest time */
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    g_assert_cmphex(pool_rq(pool, nc + 0x100), ==, 0);
+
+    mb = find_mbox(a.qts);
+    memset(clear, 0x5a, sizeof(clear));
+    stq_le_p(clear, nc + 0x200);
+    stopped_peer_watch("a's Clear Poison");
+    g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4302, clear, sizeof(clear),
+                             NULL, 0), ==, 0x4);    /* Internal Error */
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    pool_pread(pool, META_SIZE + nc + 0x200, line, LINE);
+    g_assert_cmphex(line[0], ==, 0);
+
+    patch_pool(pool, word, &zero, 8);
+    qtest_clock_step(a.qts, 50 * 1000 * 1000);
+    g_assert_cmphex(pool_rq(pool, nc + 0x100), ==, 0xe1e1);
+    g_assert_cmphex(mbox_cmd(a.qts, mb, 0x4302, clear, sizeof(clear),
+                             NULL, 0), ==, 0);
+    pool_pread(pool, META_SIZE + nc + 0x200, line, LINE);
+    g_assert_cmphex(line[0], ==, 0x5a);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
+ * The fence at an interrupt or exception delivery runs under the BQL: a
+ * queued clwb whose line's lock a stopped peer holds must not make it
+ * wait there.  The guest dirties a non-coherent line, clwb's it (queued,
+ * writeback=deferred), then raises int $0x20 (its IDT's handler is an
+ * iret) while the line's lock word is held under live host b's tag: the
+ * delivery does not wait (the vCPU reaches the handler, the monitor and
+ * QMP answer, the line is not in the pool yet); the handler's iret, a
+ * fence point outside the BQL, may wait for the lock like any vCPU that
+ * needs the line, and once the lock is free the line lands.  The body
+ * after fw_code's prologue (IDT at 0x6000, its descriptor at 0x6800,
+ * both written by the test):
+ *
+ *     jmp 1f; iret                    (the handler, at 0xfffff042)
+ * 1:  movl $0x7000, %esp; lidt 0x6800
+ *     movl $0x11, 0x200000; clwb 0x200000; movl $1, 0x5000
+ * 2:  cmpl $1, 0x5010; jne 2b
+ *     int $0x20; movl $2, 0x5000
+ * 3:  cmpl $2, 0x5010; jne 3b
+ *     sfence; movl $3, 0x5000
+ * 4:  hlt; jmp 4b
+ */
+static void test_stopped_peer_fence(void)
+{
+    static const uint8_t body[] = {
+        0xeb, 0x01, 0xcf, 0xbc, 0x00, 0x70, 0x00, 0x00, 0x0f, 0x01, 0x1d,
+        0x00, 0x68, 0x00, 0x00, 0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11,
+        0x00, 0x00, 0x00, 0x66, 0x0f, 0xae, 0x35, 0x00, 0x00, 0x20, 0x00,
+        0xc7, 0x05, 0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x83,
+        0x3d, 0x10, 0x50, 0x00, 0x00, 0x01, 0x75, 0xf7, 0xcd, 0x20, 0xc7,
+        0x05, 0x00, 0x50, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x83, 0x3d,
+        0x10, 0x50, 0x00, 0x00, 0x02, 0x75, 0xf7, 0x0f, 0xae, 0xf8, 0xc7,
+        0x05, 0x00, 0x50, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0xf4, 0xeb,
+        0xfd,
+    };
+    g_autofree char *pool = pool_path("stopped-fence.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t word = 0x10000 + (COH_SIZE / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
+    /* vector 0x20: a 32-bit interrupt gate to 0xfffff042, selector 8 */
+    uint64_t gate = 0x0008f042ULL | 0xffff8e00ULL << 32;
+    uint8_t idtr[6] = { 0x07, 0x01, 0x00, 0x60, 0x00, 0x00 };
+    Host a, b;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* its GDT */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_memwrite(a.qts, 0x6000 + 0x20 * 8, &gate, sizeof(gate));
+    qtest_memwrite(a.qts, 0x6800, idtr, sizeof(idtr));
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_phase(&a, 1);
+    g_assert_cmpuint(r64(&a, R_STAT_DEFERRED), ==, 1);
+    patch_pool(pool, word, &tag, 8);
+
+    stopped_peer_watch("a's fence at an exception delivery");
+    qtest_writel(a.qts, 0x5010, 1);
+    /* delivered: the vCPU is in the handler (the monitor answers) */
+    for (;;) {
+        g_autofree char *regs = qtest_hmp(a.qts, "info registers");
+
+        if (strstr(regs, "EIP=fffff042")) {
+            break;
+        }
+        g_usleep(1000);
+    }
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
+    g_assert_cmpuint(qtest_readl(a.qts, 0x5000), ==, 1);
+
+    /* iret is a fence point outside the BQL: the vCPU may wait there */
+    patch_pool(pool, word, &zero, 8);
+    fw_phase(&a, 2);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
+    qtest_writel(a.qts, 0x5010, 2);
+    fw_phase(&a, 3);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
+ * A host's reset fetches its image again, page by page, under QEMU's
+ * global lock: a page whose lock a stopped peer keeps, stopped in the
+ * middle of writing one of its lines, must not make it wait.  Set up in
+ * the pool (as host b, live, would leave it): the lock word of a page
+ * under b's tag, b's undo record armed for one line with its old bytes,
+ * that line torn (its first half written), another line of the page
+ * whole.  a's reset answers (30 s watchdog) and a sees the whole line
+ * and the torn one as it was before b's write; once b's write is
+ * finished (line complete, record disarmed, lock free), a's invalidate
+ * fetches it.
+ */
+static void test_stopped_peer_reset_load(void)
+{
+    g_autofree char *pool = pool_path("stopped-load.pool");
+    uint64_t page = COH_SIZE + 0x9000, off = page + 0x40;
+    uint64_t word = 0x10000 + (page / 4096 % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
+    uint64_t undo = 0x20000 + (1 * 2 + 1) * 64 * 128 + 63 * 128;
+    uint8_t old[LINE], torn[LINE], fresh[LINE], whole[LINE];
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    memset(old, 0x5a, LINE);
+    memset(fresh, 0xa5, LINE);
+    memcpy(torn, fresh, LINE / 2);
+    memcpy(torn + LINE / 2, old, LINE / 2);
+    memset(whole, 0x77, LINE);
+    patch_pool(pool, word, &tag, 8);
+    patch_pool(pool, META_SIZE + page + 0x80, whole, LINE);
+    patch_pool(pool, undo + 8, &off, 8);
+    patch_pool(pool, undo + 16, old, LINE);
+    patch_pool(pool, undo, &tag, 8);
+    patch_pool(pool, META_SIZE + off, torn, LINE);
+
+    stopped_peer_watch("a's reset (its image load)");
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    host_enable(&a, true);
+    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmphex(mem_rq(&a, page + 0x80), ==, 0x7777777777777777ULL);
+    g_assert_cmphex(mem_rq(&a, off), ==, 0x5a5a5a5a5a5a5a5aULL);
+    g_assert_cmphex(mem_rq(&a, off + 56), ==, 0x5a5a5a5a5a5a5a5aULL);
+
+    /* b's write finishes: the whole line, the record disarmed, unlocked */
+    patch_pool(pool, META_SIZE + off, fresh, LINE);
+    patch_pool(pool, undo, &zero, 8);
+    patch_pool(pool, word, &zero, 8);
+    g_assert_cmpuint(doorbell(&a, OP_INV, page, 4096), ==, 0);
+    g_assert_cmphex(mem_rq(&a, off), ==, 0xa5a5a5a5a5a5a5a5ULL);
+    g_assert_cmphex(mem_rq(&a, page + 0x80), ==, 0x7777777777777777ULL);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
+ * A peer stopped while it holds the pool's file lock (a stopped QEMU in
+ * the middle of its join, leave or reset; here the test holds it) never
+ * freezes another host: a's reset (its rejoin) and a's clean exit (its
+ * leave) do not wait for it beyond a bounded time, and the other hosts
+ * see the new generation, then the host as left.
+ */
+static void test_stopped_peer_file_lock(void)
+{
+    g_autofree char *pool = pool_path("stopped-flock.pool");
+    int fd;
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    fd = open(pool, O_RDWR);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(flock(fd, LOCK_EX), ==, 0);
+
+    stopped_peer_watch("a's reset");
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    host_enable(&a, true);
+    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+
+    stopped_peer_watch("a's leave at exit");
+    qtest_quit(a.qts);
+    stopped_peer_unwatch();
+    g_assert_cmpint(flock(fd, LOCK_UN), ==, 0);
+    close(fd);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 3);     /* left */
+    qtest_quit(b.qts);
 }
 
 /*
@@ -3976,6 +4305,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/reset-inside-doorbell",
                    test_reset_inside_doorbell);
+    qtest_add_func("/cxl-shm/reset-from-vcpu", test_reset_from_vcpu);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
@@ -3984,6 +4314,13 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
     qtest_add_func("/cxl-shm/refused-start-race", test_refused_start_race);
     qtest_add_func("/cxl-shm/table-read-locked", test_table_read_locked);
+    qtest_add_func("/cxl-shm/stopped-peer-line-lock",
+                   test_stopped_peer_line_lock);
+    qtest_add_func("/cxl-shm/stopped-peer-file-lock",
+                   test_stopped_peer_file_lock);
+    qtest_add_func("/cxl-shm/stopped-peer-fence", test_stopped_peer_fence);
+    qtest_add_func("/cxl-shm/stopped-peer-reset-load",
+                   test_stopped_peer_reset_load);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
     qtest_add_data_func("/cxl-shm/hostile-registers/timed", "timed",
