@@ -1693,7 +1693,6 @@ static bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
     return true;
 }
 
-static void cxl_shm_reset_bh(void *opaque);
 
 static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 {
@@ -1774,7 +1773,6 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
         goto fail_parent;
     }
 
-    s->reset_bh = qemu_bh_new(cxl_shm_reset_bh, s);
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
     s->skip_unresident = cxl_shm_no_swap();
@@ -1872,7 +1870,6 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
         s->evict_timer = NULL;
     }
     g_clear_pointer(&s->evict_pages, g_free);
-    g_clear_pointer(&s->reset_bh, qemu_bh_delete);
     migrate_del_blocker(&s->migration_blocker);
     sc->parent_exit(pci_dev);
     s->parent_obj.hostvmem = NULL;
@@ -1934,8 +1931,8 @@ static bool cxl_shm_vcpus_stopped(void)
  * monitor) comes while the others run, in clwb / clflushopt, a doorbell
  * or an atomic of the device without the BQL: they are paused for it
  * (pause_all_vcpus() waits until each has left the device), and resumed
- * after.  From a vCPU thread, which cannot pause the others, it runs in
- * a bottom half of the main loop, before that vCPU runs on for long.
+ * after.  From a vCPU thread, which cannot pause the others, it runs as
+ * that vCPU's safe work (cxl_shm_reset_work).
  */
 static void cxl_shm_host_reset_stopped(CXLShmState *s)
 {
@@ -1951,9 +1948,27 @@ static void cxl_shm_host_reset_stopped(CXLShmState *s)
     }
 }
 
-static void cxl_shm_reset_bh(void *opaque)
+/*
+ * A reset asked for by a vCPU (its config write set the root port's
+ * secondary bus reset): the host reset runs as safe work of that vCPU,
+ * before it executes another instruction, while every vCPU of this QEMU
+ * is outside guest code (the exclusive section of async_safe_run_on_cpu),
+ * so none is inside the device.  It lands at the same point of the
+ * guest's execution on every run, and nothing in the main loop waits for
+ * it.  A machine reset that comes first supersedes it (reset_pending).
+ */
+static void cxl_shm_reset_work(CPUState *cpu, run_on_cpu_data data)
 {
-    cxl_shm_host_reset_stopped(opaque);
+    CXLShmState *s = data.host_ptr;
+
+    bql_lock();
+    if (DEVICE(s)->realized && s->reset_pending > 0) {
+        s->reset_pending--;
+        trace_cxl_shm_reset_pause(s->host_id, false);
+        cxl_shm_host_reset(s);
+    }
+    bql_unlock();
+    object_unref(OBJECT(s));
 }
 
 static void cxl_shm_reset(DeviceState *dev)
@@ -1974,8 +1989,13 @@ static void cxl_shm_reset(DeviceState *dev)
     s->db_status = 0;
     /* the first reset is the machine's (or the hot-plug's) own */
     if (s->reset_once && current_cpu) {
-        qemu_bh_schedule(s->reset_bh);
+        s->reset_pending++;
+        object_ref(OBJECT(s));
+        async_safe_run_on_cpu(current_cpu, cxl_shm_reset_work,
+                              RUN_ON_CPU_HOST_PTR(s));
+        cpu_exit(current_cpu);
     } else if (s->reset_once) {
+        s->reset_pending = 0;   /* this reset supersedes a queued one */
         cxl_shm_host_reset_stopped(s);
     }
     s->reset_once = true;

@@ -158,7 +158,7 @@ struct CXLShmState {
     FILE *conflict_fp;
     QemuMutex conflict_lock;
     bool reset_once;
-    QEMUBH *reset_bh;           /* a host reset asked for by a vCPU */
+    unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
 
     /* mode=timed (cxl-shm-timed.c) */
     bool timed;
