@@ -15,6 +15,7 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/mmap-alloc.h"
 #include <sys/sysinfo.h>
 #include "qemu/units.h"
 #include "qemu/cutils.h"
@@ -380,30 +381,54 @@ static void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
  * (mincore) says nothing about content: a page another host wrote back
  * and the kernel dropped from the page cache of a disk-backed pool is on
  * disk.  A file system that cannot tell reports all of it as data.
+ *
+ * @run carries the data run found last across the calls of one
+ * whole-cache operation, which walk the pool in order: on tmpfs SEEK_HOLE
+ * walks the page cache up to the end of the file, so asking it again for
+ * every chunk of a long run made a pass quadratic in the pool's size.
+ * hugetlbfs reports everything as data; there a page the pool mapping
+ * does not have (mincore) was never written and is zero.
  */
+typedef struct CXLShmDataRun {
+    off_t data, hole;           /* [data, hole): data; valid when hole > 0 */
+    bool all;                   /* the file system cannot tell */
+} CXLShmDataRun;
+
 static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
-                              unsigned char *vec)
+                              unsigned char *vec, CXLShmDataRun *run)
 {
     off_t start = CXLPOOL_META_SIZE + dpa, end = start + len, pos = start;
     size_t pages = len / CXLSHM_PAGE;
 
+    if (s->pool_hugetlbfs) {
+        if (mincore(s->pool + dpa, len, vec) < 0) {
+            memset(vec, 1, pages);
+        }
+        return;
+    }
     memset(vec, 0, pages);
-    while (pos < end) {
-        off_t data = lseek(s->fd, pos, SEEK_DATA);
-        off_t hole;
+    while (pos < end && !run->all) {
+        off_t data = run->data, hole = run->hole;
         size_t i;
 
-        if (data < 0 && errno == ENXIO) {
-            return;                     /* only holes from @pos on */
-        }
-        hole = data < 0 ? -1 : lseek(s->fd, data, SEEK_HOLE);
-        if (hole < 0) {
-            memset(vec, 1, pages);
-            return;
+        if (hole <= pos) {
+            data = lseek(s->fd, pos, SEEK_DATA);
+            if (data < 0 && errno == ENXIO) {
+                run->data = run->hole = INT64_MAX;  /* only holes on */
+                return;
+            }
+            hole = data < 0 ? -1 : lseek(s->fd, data, SEEK_HOLE);
+            if (hole < 0) {
+                run->all = true;
+                break;
+            }
+            run->data = data;
+            run->hole = hole;
         }
         if (data >= end) {
             return;
         }
+        data = MAX(data, pos);
         hole = MIN(hole, end);
         for (i = (data - start) / CXLSHM_PAGE;
              i < DIV_ROUND_UP(hole - start, CXLSHM_PAGE); i++) {
@@ -411,14 +436,11 @@ static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
         }
         pos = hole;
     }
+    if (run->all) {
+        memset(vec, 1, pages);
+    }
 }
 
-/*
- * The whole non-coherent area (wbinvd, wbnoinvd, invd).  A page needs
- * nothing when image and twin are absent (mincore: they are this
- * process's anonymous memory, never populated, unless swap could hide a
- * dirty page) and the pool file has a hole there: zeros everywhere.
- */
 static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
                           CXLShmLineCount *n)
 {
@@ -427,6 +449,7 @@ static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
     g_autofree unsigned char *vi = g_malloc(pages);
     g_autofree unsigned char *vt = g_malloc(pages);
     g_autofree unsigned char *vp = g_malloc(pages);
+    CXLShmDataRun run = { 0 };
     uint64_t off;
 
     if (s->timed) {
@@ -444,7 +467,7 @@ static void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
             cxl_shm_range(s, op, dpa, len, n);
             continue;
         }
-        cxl_shm_pool_data(s, dpa, len, vp);
+        cxl_shm_pool_data(s, dpa, len, vp, &run);
         for (i = 0; i < np; i++) {
             if (((vi[i] | vt[i]) & 1) || vp[i]) {
                 cxl_shm_range(s, op, dpa + i * CXLSHM_PAGE, CXLSHM_PAGE, n);
@@ -1776,6 +1799,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
     s->skip_unresident = cxl_shm_no_swap();
+    /* on hugetlbfs a page the pool mapping lacks was never written */
+    s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
+                                      qemu_real_host_page_size();
     qemu_mutex_init(&s->conflict_lock);
     if (s->evict_rate && s->nc_size) {
         /* pages, not huge pages: the eviction candidates are exact */

@@ -147,6 +147,7 @@ struct CXLShmState {
     CXLShmLines lines;
     bool wb_deferred;
     bool skip_unresident;       /* whole-area ops may skip absent pages */
+    bool pool_hugetlbfs;        /* the pool file is on hugetlbfs */
     CXLShmQueue *queues;        /* one per possible vCPU */
     uint32_t nr_queues;
     QEMUTimer *evict_timer;
