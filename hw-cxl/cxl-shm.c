@@ -606,6 +606,8 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
     uint64_t off = s->db_offset, len = s->db_len;
     CXLShmLineCount n = { 0 };
     uint32_t st = cxl_shm_db_check(op, off, len, s->size);
+    unsigned epoch = s->db_epoch;
+    uint64_t lines;
     bool locked;
 
     s->db_status = st;
@@ -634,11 +636,15 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
     if (locked) {
         bql_lock();
     }
-    s->db_lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    /* a device reset meanwhile cleared the registers: they stay cleared */
+    if (s->db_epoch == epoch) {
+        s->db_lines = lines;
+    }
     qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op - 1]);
     cxl_shm_count(s, &n);
     cxl_shm_pool_sync_stats(s);
-    trace_cxl_shm_op(s->host_id, op_names[op], off, len, s->db_lines, st);
+    trace_cxl_shm_op(s->host_id, op_names[op], off, len, lines, st);
 }
 
 /*
@@ -2013,6 +2019,7 @@ static void cxl_shm_reset(DeviceState *dev)
     s->db_len = 0;
     s->db_lines = 0;
     s->db_status = 0;
+    s->db_epoch++;
     /* the first reset is the machine's (or the hot-plug's) own */
     if (s->reset_once && current_cpu) {
         s->reset_pending++;

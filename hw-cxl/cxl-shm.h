@@ -148,6 +148,7 @@ struct CXLShmState {
     bool wb_deferred;
     bool skip_unresident;       /* whole-area ops may skip absent pages */
     bool pool_hugetlbfs;        /* the pool file is on hugetlbfs */
+    unsigned db_epoch;          /* device resets (doorbell registers) */
     CXLShmQueue *queues;        /* one per possible vCPU */
     uint32_t nr_queues;
     QEMUTimer *evict_timer;
