@@ -2876,9 +2876,10 @@ static void test_reset_inside_doorbell(void)
 /*
  * The guest's own vCPU resets the device (a secondary bus reset of its
  * root port from a config write): the host reset cannot pause the vCPUs
- * from there and runs in a bottom half of the main loop, right after,
- * with them paused: the reset is counted, the other host sees the new
- * generation, and the unflushed line stored just before is lost.  The
+ * from there and runs as that vCPU's safe work, before its next
+ * instruction, with every vCPU outside guest code: the reset is counted,
+ * the other host sees the new generation, and the unflushed line stored
+ * just before is lost.  The
  * body after fw_code's prologue:
  *
  *     movl $0x11, 0x200000
