@@ -39,11 +39,24 @@ while [ "\$(cxlpod-poke read $((0x180000)) 16)" != "$END" ]; do
     cxlpod-poke write \$((0x4100000 + me * 64)) "h\$me-\$n" >/dev/null
     cxlpod-poke write \$((0x4200000 + me * 4096)) "h\$me-\$n" >/dev/null
     n=\$((n + 1))
-    [ \$me = 1 ] && cxlpod-poke write $((0x1c0000)) "\$(printf '%016d' \$n)" >/dev/null
+    [ \$me = 1 ] &&
+        cxlpod-poke write $((0x1c0000)) "\$(printf '%016d' \$n)" >/dev/null
 done
 echo "host \$me wrote \$n rounds"
 JOB
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+qemu_pid() {  # qemu_pid I: host I's QEMU, from the launcher's progress
+    sed -n "s/^cxlpod-launch: host $1: started QEMU pid \([0-9]*\)\$/\1/p" \
+        "$WORK/stderr"
+}
+die_with() {  # die_with MESSAGE: the launcher's output, then fail
+    cat "$WORK/stderr" "$WORK/stdout" 2>/dev/null
+    fail "$1 (seed $SEED)"
+}
+ask_host1() {  # host 1 answers query-cxl-shm within 5 s
+    timeout 5 "$CXLPOD_LAUNCH" qmp "$WORK/pod" 1 query-cxl-shm \
+        >/dev/null 2>&1
+}
 counter() {  # host 1's rounds so far (coherent window, pool file)
     local v
     v=$(dd if="$WORK/pod/pool.img" bs=1 skip=$((META + 0x1c0000)) count=16 \
@@ -59,12 +72,13 @@ pod -n 2 "${SHM[@]}" --device-opt evict-rate=1000 --json \
 launcher=$!
 pid0=
 for _ in $(seq 600); do
-    pid0=$(sed -n 's/^cxlpod-launch: host 0: started QEMU pid \([0-9]*\)$/\1/p' "$WORK/stderr")
+    pid0=$(qemu_pid 0)
     [ -n "$pid0" ] && [ "$(counter)" -gt 0 ] && break
-    kill -0 $launcher 2>/dev/null || { cat "$WORK/stderr"; fail "the pod ended before the jobs ran"; }
+    kill -0 $launcher 2>/dev/null ||
+        die_with "the pod ended before the jobs ran"
     sleep 0.5
 done
-[ -n "$pid0" ] && [ "$(counter)" -gt 0 ] || { cat "$WORK/stderr"; fail "the jobs never started"; }
+[ -n "$pid0" ] && [ "$(counter)" -gt 0 ] || die_with "the jobs never started"
 
 times=()
 for k in $(seq "$STOPS"); do
@@ -74,23 +88,24 @@ for k in $(seq "$STOPS"); do
     t_end=$(( $(now_ms) + SECS * 1000 ))
     while [ "$(now_ms)" -lt "$t_end" ]; do
         t0=$(now_ms)
-        if ! timeout 5 "$CXLPOD_LAUNCH" qmp "$WORK/pod" 1 query-cxl-shm >/dev/null 2>&1; then
-            kill -0 $launcher 2>/dev/null ||
-                { cat "$WORK/stderr"; fail "stop $k: the pod ended (seed $SEED)"; }
-            pid1=$(sed -n 's/^cxlpod-launch: host 1: started QEMU pid \([0-9]*\)$/\1/p' "$WORK/stderr")
+        if ! ask_host1; then
+            kill -0 $launcher 2>/dev/null || die_with "stop $k: the pod ended"
+            pid1=$(qemu_pid 1)
             for t in /proc/"$pid1"/task/*; do
-                echo "host 1 thread ${t##*/}: $(cut -d' ' -f2-3 "$t/stat") $(cat "$t/wchan" 2>/dev/null)"
+                echo "host 1 thread ${t##*/}: $(cut -d' ' -f2-3 "$t/stat")" \
+                     "$(cat "$t/wchan" 2>/dev/null)"
             done >&2
             command -v gdb >/dev/null &&
-                timeout 30 gdb -p "$pid1" -batch -ex 'thread apply all bt' >&2 2>&1
+                timeout 30 gdb -p "$pid1" -batch -ex 'thread apply all bt' \
+                    >&2 2>&1
             kill -CONT "$pid0"
-            fail "stop $k: host 1's QMP did not answer within 5 s (seed $SEED)"
+            die_with "stop $k: host 1's QMP did not answer within 5 s"
         fi
         dt=$(( $(now_ms) - t0 ))
         times+=("$dt")
         if [ "$dt" -ge 1000 ]; then
             kill -CONT "$pid0"
-            fail "stop $k: host 1's QMP took $dt ms (limit 1000; seed $SEED)"
+            die_with "stop $k: host 1's QMP took $dt ms (limit 1000)"
         fi
         sleep 0.2
     done
@@ -101,10 +116,12 @@ done
 printf '%s' "$END" | dd of="$WORK/pod/pool.img" bs=1 seek=$((META + 0x180000)) \
     conv=notrunc status=none
 rc=0; wait $launcher || rc=$?
-[ "$rc" = 0 ] || { cat "$WORK/stderr" "$WORK/stdout"; fail "launcher exit status $rc (seed $SEED)"; }
+[ "$rc" = 0 ] || die_with "launcher exit status $rc"
 expect_line 0 "^host 0 wrote [0-9]+ rounds\$"
 expect_line 1 "^host 1 wrote [0-9]+ rounds\$"
 sorted=$(printf '%s\n' "${times[@]}" | sort -n)
 n=${#times[@]}
+max=$(tail -n1 <<<"$sorted")
+median=$(sed -n "$(( (n + 1) / 2 ))p" <<<"$sorted")
 pass "$STOPS stops of $SECS s (seed $SEED): host 1's QMP answered $n times," \
-     "max $(tail -n1 <<<"$sorted") ms, median $(sed -n "$(( (n + 1) / 2 ))p" <<<"$sorted") ms"
+     "max $max ms, median $median ms"
