@@ -24,9 +24,12 @@ struct pod_run {
 /*
  * Host h failed to start or gave no result: the others would wait for it
  * (a peer that never comes), so the pod is stopped at once, unless
- * --keep-going or --interactive.
+ * --keep-going or --interactive.  With @only_ready (h stalled at boot),
+ * hosts still booting keep their own boot deadline and are reported for
+ * themselves.
  */
-static void stop_pod_for(struct pod_run *r, struct host *h, double t)
+static void stop_pod_for(struct pod_run *r, struct host *h, double t,
+                         bool only_ready)
 {
     struct opts *o = r->o;
     bool any = false;
@@ -37,15 +40,16 @@ static void stop_pod_for(struct pod_run *r, struct host *h, double t)
     r->stopping = true;
     for (int i = 0; i < o->nhosts; i++) {
         struct host *x = &g_hosts[i];
-        /* a host past its own boot deadline is reported as stalled */
-        bool stalled = !x->rep.ready && o->boot_timeout_s > 0 &&
-                       t - x->t_start > o->boot_timeout_s;
-        if (x != h && x->pid > 0 && !x->term_sent && !stalled) {
+        if (x != h && x->pid > 0 && !x->term_sent &&
+            (x->rep.ready || !only_ready)) {
             x->end = END_STOPPED;
             x->stopped_by = h->id;
             send_term(x, t);
             any = true;
         }
+    }
+    if (only_ready) {
+        r->stopping = false;    /* hosts still booting go on */
     }
     if (any || r->started < o->nhosts) {
         msg("host %d failed: stopping the pod (--keep-going lets the other "
@@ -122,7 +126,7 @@ static gboolean tick(gpointer data)
         struct host *h = &g_hosts[r->started];
         if (!spawn_qemu(h, o, accel, has_job)) {
             h->end = END_SPAWN_FAILED;
-            stop_pod_for(r, h, t);
+            stop_pod_for(r, h, t, false);
         } else if (!o->quiet) {
             msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
         }
@@ -316,7 +320,7 @@ static gboolean tick(gpointer data)
             show_qemu_tails(h, 25);
             h->end = END_BOOT_STALLED;
             send_term(h, t);
-            stop_pod_for(r, h, t);
+            stop_pod_for(r, h, t, true);
         }
 
         /* guest reported END but did not power off */
@@ -358,7 +362,7 @@ static gboolean tick(gpointer data)
                         (int)h->pid);
                 } else {
                     h->end = END_SPAWN_FAILED;
-                    stop_pod_for(r, h, t);
+                    stop_pod_for(r, h, t, false);
                 }
             } else if (h->end == END_EXITED && !h->rep.ended) {
                 char s[96];
@@ -367,7 +371,7 @@ static gboolean tick(gpointer data)
                     "without a result%s", h->id, s, t - h->t_start,
                     h->rep.ready ? "" : ", before its CXL region was ready");
                 show_qemu_tails(h, 8);
-                stop_pod_for(r, h, t);
+                stop_pod_for(r, h, t, false);
             }
         }
         if (h->pid > 0) {
