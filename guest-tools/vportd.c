@@ -6,12 +6,12 @@
  * an ssh login (cxlpod-launch ssh DIR I) without any network between the
  * host and the guest.
  *
- * Every connection starts with the line "cxlpod-vport-hello-1" (the
- * launcher's proxy sends it); CMD starts only after it.  QEMU's chardev
- * takes the next client as soon as one goes, faster than the guest can
- * tell, so the line, not the connection state, marks where a connection
- * begins: what an earlier one left unread is dropped, and a CMD never
- * answers a client that is gone.  While no host is connected, a read
+ * Every connection starts with a handshake (handshake() below): QEMU's
+ * chardev takes the next client as soon as one goes, faster than the
+ * guest can tell, so an earlier CMD may still be reading when the next
+ * client's bytes arrive.  The proxy repeats its hello until this side,
+ * with no CMD running, answers it; only then does the client's stream
+ * begin, and a CMD never sees another client's bytes.  While no host is connected, a read
  * returns 0 at once; the driver sends SIGIO to an O_ASYNC owner when that
  * changes, so the wait costs nothing.
  *
@@ -32,8 +32,10 @@
 #include <unistd.h>
 
 #define VPORTS "/sys/class/virtio-ports"
-/* the first line of every connection (cxlpod-launch proxy sends it) */
-#define VPORT_HELLO "cxlpod-vport-hello-1"
+/* the handshake of every connection with cxlpod-launch proxy */
+#define VPORT_HELLO "cxlpod-vport-hello-2"
+#define VPORT_READY "cxlpod-vport-ready-2"
+#define VPORT_GO "cxlpod-vport-go-2"
 
 /* /dev/vportXpY of the port named NAME; 0 when found. */
 static int find_port(const char *name, char *dev, size_t n)
@@ -79,14 +81,11 @@ static void wait_change(const sigset_t *set)
 }
 
 /*
- * Read the port byte by byte until a line equal to HELLO: what came before
- * it (the tail of an earlier connection) is dropped, what follows it stays
- * in the port for the command.  A read of 0 means the host is not
- * connected: wait for it.
+ * One line from the port, byte by byte (what follows stays in the port).
+ * False when the host went (a read of 0) or the line was too long.
  */
-static void wait_hello(int fd, const sigset_t *set)
+static bool read_line(int fd, const sigset_t *set, char *line, size_t size)
 {
-	char line[sizeof(VPORT_HELLO) + 1];
 	size_t n = 0;
 
 	for (;;) {
@@ -94,7 +93,9 @@ static void wait_hello(int fd, const sigset_t *set)
 		ssize_t r = read(fd, &c, 1);
 
 		if (r == 0 || (r < 0 && errno == EAGAIN)) {
-			wait_change(set);
+			if (n)
+				return false;   /* the host went mid-line */
+			wait_change(set);       /* no host: wait for one */
 			continue;
 		}
 		if (r < 0) {
@@ -103,13 +104,36 @@ static void wait_hello(int fd, const sigset_t *set)
 			continue;
 		}
 		if (c == '\n') {
-			if (n == strlen(VPORT_HELLO) && !memcmp(line, VPORT_HELLO, n))
+			line[n < size ? n : size - 1] = '\0';
+			return n < size;
+		}
+		if (n < size)
+			line[n] = c;
+		n++;
+	}
+}
+
+/*
+ * The start of a connection: HELLO NONCE (repeated by the proxy until it
+ * is answered), READY NONCE back, then GO from the proxy, after which the
+ * stream is the client's.  An earlier CMD that was still reading the port
+ * when this client came may eat some HELLOs (it dies of them), so only a
+ * HELLO read here is answered; lines before GO are dropped.
+ */
+static void handshake(int fd, const sigset_t *set)
+{
+	char line[128], reply[160];
+
+	for (;;) {
+		if (!read_line(fd, set, line, sizeof(line)) ||
+		    strncmp(line, VPORT_HELLO " ", strlen(VPORT_HELLO) + 1))
+			continue;
+		snprintf(reply, sizeof(reply), VPORT_READY " %s\n", line + strlen(VPORT_HELLO) + 1);
+		if (write(fd, reply, strlen(reply)) < 0)
+			continue;
+		while (read_line(fd, set, line, sizeof(line))) {
+			if (!strcmp(line, VPORT_GO))
 				return;
-			n = 0;
-		} else if (n < sizeof(line)) {
-			line[n++] = c;
-		} else {
-			n = sizeof(line); /* too long: not the hello */
 		}
 	}
 }
@@ -148,7 +172,7 @@ int main(int argc, char **argv)
 		pid_t pid;
 		int st;
 
-		wait_hello(fd, &set);
+		handshake(fd, &set);
 		pid = fork();
 		if (pid < 0) {
 			fprintf(stderr, "cxlpod-vportd: fork: %s\n", strerror(errno));

@@ -702,10 +702,54 @@ int proxy_main(int argc, char **argv)
         die(EXIT_USAGE, "host %ld: cannot reach its ssh port %s: %s (is the "
             "pod running, with --userland host?)", id, path, strerror(errno));
     }
-    /* the guest's cxlpod-vportd starts sshd -i after this line */
-    if (!write_all(fd, "cxlpod-vport-hello-1\n", 21)) {
-        die(EXIT_USAGE, "host %ld: writing to its ssh port %s: %s", id, path,
-            strerror(errno));
+    /*
+     * The handshake with the guest's cxlpod-vportd (guest-tools/vportd.c):
+     * our hello, repeated every half second until it answers with its
+     * ready (a sshd of the connection before may still be reading and eat
+     * a hello), then go, after which the stream is ssh's.
+     */
+    {
+        char nonce[17], line[256];
+        size_t n = 0;
+        double deadline = now_s() + 120;
+        bool ready = false;
+
+        snprintf(nonce, sizeof(nonce), "%016llx",
+                 (unsigned long long)g_random_int() << 32 | g_random_int());
+        g_autofree char *hello = g_strdup_printf("cxlpod-vport-hello-2 %s\n", nonce);
+        g_autofree char *want = g_strdup_printf("cxlpod-vport-ready-2 %s", nonce);
+        while (!ready) {
+            struct pollfd pf = { .fd = fd, .events = POLLIN };
+            if (now_s() > deadline) {
+                die(EXIT_USAGE, "host %ld: no answer on its ssh port %s in "
+                    "120 s (is its sshd up? the guest's cxlpod-vportd "
+                    "serves it)", id, path);
+            }
+            if (!write_all(fd, hello, strlen(hello))) {
+                die(EXIT_USAGE, "host %ld: writing to its ssh port %s: %s",
+                    id, path, strerror(errno));
+            }
+            while (!ready && poll(&pf, 1, 500) > 0) {
+                char c;
+                if (read(fd, &c, 1) != 1) {
+                    die(EXIT_USAGE, "host %ld: its ssh port %s closed",
+                        id, path);
+                }
+                if (c != '\n') {
+                    if (n < sizeof(line) - 1) {
+                        line[n++] = c;
+                    }
+                    continue;
+                }
+                line[n] = '\0';
+                n = 0;
+                ready = !strcmp(line, want);
+            }
+        }
+        if (!write_all(fd, "cxlpod-vport-go-2\n", 18)) {
+            die(EXIT_USAGE, "host %ld: writing to its ssh port %s: %s", id,
+                path, strerror(errno));
+        }
     }
     struct pollfd p[2] = { { .fd = 0, .events = POLLIN },
                            { .fd = fd, .events = POLLIN } };
