@@ -18,7 +18,7 @@ RESULTS=$BUILD/test-logs
 # inherit (one left behind would then refuse every later run).
 mkdir -p "$BUILD"
 if other=$(cat "$BUILD/.test.pid" 2>/dev/null) && [ "$other" != $$ ] &&
-   tr '\0' ' ' <"/proc/$other/cmdline" 2>/dev/null | grep -q 'scripts/test\.sh'; then
+   tr '\0' ' ' 2>/dev/null <"/proc/$other/cmdline" | grep -q 'scripts/test\.sh'; then
     die "another scripts/test.sh (pid $other) is running in this clone ($TOP): wait for it, or run from another clone"
 fi
 echo $$ >"$BUILD/.test.pid"
