@@ -6,9 +6,11 @@
 #include "libcxlpod.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <stdint.h>
@@ -224,6 +226,19 @@ static void test_model(void)
 	cxlpod_close(p);
 }
 
+/* The doorbell lock's file of register file @regs (CXLPOD_DB_LOCK_DIR is
+ * this test's directory, set in main()): removed after each test. */
+static void unlink_db_lock(const char *regs)
+{
+	struct stat sb;
+	char name[600];
+	if (stat(regs, &sb) == 0) {
+		snprintf(name, sizeof(name), "%s/cxlpod-db-%llx-%llx", getenv("CXLPOD_DB_LOCK_DIR"),
+			 (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino);
+		CHECK(unlink(name) == 0);
+	}
+}
+
 /*
  * The doorbell's registers are one set per device: two processes that ring
  * at once must not mix their DB_OFFSET / DB_LEN.  CXLPOD_TEST_REGS gives
@@ -284,6 +299,7 @@ static long doorbell_race(int nproc, int iters, double max_s)
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
 	unsetenv("CXLPOD_TEST_REGS");
+	unlink_db_lock(regs);
 	unlink(regs);
 	return mixed;
 }
@@ -301,9 +317,75 @@ static void test_doorbell_procs(void)
 	CHECK(locked == 0);
 }
 
+/*
+ * A process that dies holding the doorbell lock (between its register
+ * writes) must not block the others: the next caller takes the lock over.
+ * The lock is also held across a call that a second thread of the same
+ * process makes at the same time (threads exclude each other too).
+ */
+static void *ring_many(void *arg)
+{
+	cxlpod *q = arg;
+	uint8_t *b;
+	size_t l;
+	long bad = 0;
+	cxlpod_area(q, CXLPOD_AREA_NONCOHERENT, (void **)&b, &l);
+	for (int i = 0; i < 20000; i++)
+		if (cxlpod_writeback(q, b + ((uintptr_t)pthread_self() % 7) * 4096, 128) == EIO)
+			bad++;
+	return (void *)bad;
+}
+
+static void test_doorbell_owner_dies(void)
+{
+	char regs[300], spec[300];
+	snprintf(regs, sizeof(regs), "%s.regs", path);
+	snprintf(spec, sizeof(spec), "%s:1M:4M", path);
+	setenv("CXLPOD_TEST_REGS", regs, 1);
+	struct cxlpod_opts o = {.loopback = spec};
+	pid_t pid = fork();
+	if (pid == 0) {
+		cxlpod *q = NULL;
+		uint8_t *b;
+		size_t l;
+		if (cxlpod_open(&q, &o))
+			_exit(2);
+		cxlpod_area(q, CXLPOD_AREA_NONCOHERENT, (void **)&b, &l);
+		setenv("CXLPOD_TEST_DB_DIE", "1", 1);
+		cxlpod_writeback(q, b, 64); /* exits holding the lock */
+		_exit(3);
+	}
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cxlpod *p = NULL;
+	CHECK(cxlpod_open(&p, &o) == 0);
+	uint8_t *b;
+	size_t l;
+	CHECK(cxlpod_area(p, CXLPOD_AREA_NONCOHERENT, (void **)&b, &l) == 0);
+	/* a lock left held would hang here: the alarm turns that into a failure */
+	alarm(20);
+	CHECK(cxlpod_writeback(p, b, 64) == 0);
+	pthread_t t[2];
+	void *bad[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, ring_many, p) == 0);
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_join(t[i], &bad[i]) == 0);
+	alarm(0);
+	printf("doorbell lock: taken over from a dead holder; two threads mixed %ld + %ld times\n",
+	       (long)bad[0], (long)bad[1]);
+	CHECK(bad[0] == 0 && bad[1] == 0);
+	cxlpod_close(p);
+	unsetenv("CXLPOD_TEST_REGS");
+	unlink_db_lock(regs);
+	unlink(regs);
+}
+
 int main(int argc, char **argv)
 {
 	snprintf(path, sizeof(path), "%s/cxlpod-unit-%d", argc > 1 ? argv[1] : "/tmp", getpid());
+	setenv("CXLPOD_DB_LOCK_DIR", argc > 1 ? argv[1] : "/tmp", 1);
 	unsetenv("CXLPOD_HOST_ID");
 	unsetenv("CXLPOD_NHOSTS");
 	unsetenv("CXLPOD_METHOD");
@@ -311,6 +393,7 @@ int main(int argc, char **argv)
 	test_errors();
 	test_model();
 	test_doorbell_procs();
+	test_doorbell_owner_dies();
 	unlink(path);
 	char m[300];
 	snprintf(m, sizeof(m), "%s.model", path);
