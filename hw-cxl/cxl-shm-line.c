@@ -256,7 +256,17 @@ static int slot_claim(CXLShmLines *l)
 
         if (!qatomic_read(&l->slot_busy[s]) &&
             !qatomic_xchg(&l->slot_busy[s], 1)) {
-            return s;
+            /* the xchg is a full barrier: quiesced is read after it */
+            if (!qatomic_read(&l->quiesced)) {
+                return s;
+            }
+            /* a reset is waiting for the lock holders to leave */
+            qatomic_store_release(&l->slot_busy[s], 0);
+            while (qatomic_read(&l->quiesced)) {
+                sched_yield();
+            }
+            i = -1;
+            continue;
         }
         if (i && s == hint) {
             sched_yield();
@@ -299,8 +309,16 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
     uint32_t host = tag_host(tag);
 
     if (host == l->host_id) {
-        /* our own threads, or an earlier life of this host */
-        return CXLPOOL_TAG_GEN(tag) == CXLPOOL_TAG_GEN(l->generation);
+        /*
+         * Our own threads, or an earlier life of this host.  A lock of an
+         * earlier generation whose undo slot is busy is a live thread's
+         * that a reset did not wait for (cxl_shm_lines_quiesce()): the
+         * slot stays busy until that thread has freed the word.
+         */
+        return CXLPOOL_TAG_GEN(tag) ==
+               CXLPOOL_TAG_GEN(qatomic_read(&l->generation)) ||
+               (tag_slot(tag) < CXLSHM_UNDO_SLOTS &&
+                qatomic_read(&l->slot_busy[tag_slot(tag)]));
     }
     return !l->owner_alive || l->owner_alive(l->opaque, host,
                                              CXLPOOL_TAG_GEN(tag));
@@ -312,7 +330,7 @@ static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
 
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    h->tag = tag_make(l->host_id, h->slot, l->generation);
+    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
     for (;;) {
         uint64_t old = qatomic_read(h->word);
 
@@ -352,7 +370,9 @@ static void unlock_page(CXLShmLines *l, Held *h)
 static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
                        const uint64_t *src, const uint64_t *old, bool own)
 {
-    CXLShmUndo *u = undo_slot(l, l->host_id, l->generation, h->slot);
+    /* the bank of the lock's generation, which a reset may have moved */
+    CXLShmUndo *u = undo_slot(l, l->host_id, CXLPOOL_TAG_GEN(h->tag),
+                              h->slot);
     uint64_t *pool = (uint64_t *)(l->pool + off);
 
     qatomic_set(&u->offset, off);
@@ -663,7 +683,7 @@ bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
 {
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    h->tag = tag_make(l->host_id, h->slot, l->generation);
+    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
     if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
         return true;
     }
@@ -855,6 +875,29 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
     }
 }
 
+bool cxl_shm_lines_quiesce(CXLShmLines *l, int64_t wait_us)
+{
+    int64_t end = now_us() + wait_us;
+    int i;
+
+    qatomic_set(&l->quiesced, 1);
+    smp_mb();   /* set before the slots are read (slot_claim() pairs) */
+    for (i = 0; i < CXLSHM_UNDO_SLOTS; i++) {
+        while (qatomic_read(&l->slot_busy[i])) {
+            if (now_us() >= end) {
+                return false;
+            }
+            sched_yield();
+        }
+    }
+    return true;
+}
+
+void cxl_shm_lines_resume(CXLShmLines *l)
+{
+    qatomic_store_release(&l->quiesced, 0);
+}
+
 void cxl_shm_lines_recover_own(CXLShmLines *l)
 {
     int i;
@@ -865,8 +908,10 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
 
         /*
          * Not a lock a thread of this process holds (its undo slot is
-         * busy): only a dead life's are taken over (a reset runs with no
-         * vCPU inside the device, so none is held then).
+         * busy): only a dead life's are taken over.  A reset runs with no
+         * vCPU inside the device and waits for the other threads
+         * (cxl_shm_lines_quiesce()), so none is held then unless one
+         * outstayed that wait.
          */
         if (old && tag_host(old) == l->host_id &&
             CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation) &&

@@ -21,6 +21,10 @@
  *   in-sync-run  pages 32 MiB apart share a lock word and its version: a
  *                host's own writes to one keep the other in sync, another
  *                host's write or a media write does not
+ *   reset-holder a lock a thread holds across a host reset (new
+ *                generation) stays its own: the reset waits for it
+ *                (bounded), and past the bound neither the recovery nor
+ *                a thread of the new generation takes it over
  *
  * Every test but in-sync runs twice: without the page versions (the
  * engine reads the pool for every line) and with them.
@@ -772,6 +776,139 @@ static void test_in_sync_run(void)
     munmap(big, size);
 }
 
+/* --- reset-holder ------------------------------------------------------ */
+
+/*
+ * A host reset (a new generation, then the recovery of the earlier
+ * lives' locks) while a thread of this process that is not a vCPU (a
+ * timer, a QMP path, a DMA access in mode=timed) is inside a line lock:
+ * that lock stays its holder's.  Another thread of the host that needs
+ * the same lock word after the reset waits for it, as before the reset;
+ * it never takes the lock over as a dead life's.
+ */
+static CXLShmLines rh_host;
+static volatile int rh_release, rh_held, rh_done;
+static uint64_t rh_value;
+
+static void *rh_holder(void *arg)
+{
+    CXLShmLineLock h = { NULL };
+
+    (void)arg;
+    cxl_shm_lines_lock(&rh_host, COH + 4096, &h);
+    rh_held = 1;
+    while (!rh_release) {
+        usleep(1000);
+    }
+    cxl_shm_lines_unlock(&rh_host, &h);
+    return NULL;
+}
+
+static void *rh_other(void *arg)
+{
+    CXLShmLineCount n = { 0 };
+
+    (void)arg;
+    *img_word(&rh_host, COH + 4096 + 64, 0) = rh_value;
+    cxl_shm_lines_op(&rh_host, CXLSHM_LINE_WRITEBACK, COH + 4096 + 64, 64,
+                     &n);
+    rh_done = 1;
+    return NULL;
+}
+
+static void *rh_releaser(void *arg)
+{
+    (void)arg;
+    usleep(30000);
+    rh_release = 1;
+    return NULL;
+}
+
+static void test_reset_holder(void)
+{
+    pthread_t holder, other, releaser;
+    int64_t t0, t1;
+    uint64_t tag;
+    int i;
+
+    pod_reset();
+    host_init(&rh_host, 0);
+    rh_release = rh_held = rh_done = 0;
+    rh_value = 0x77;
+    pthread_create(&holder, NULL, rh_holder, NULL);
+    while (!rh_held) {
+        usleep(100);
+    }
+    tag = *lock_word(COH + 4096);
+
+    /*
+     * The reset as the device runs it: it waits (bounded: 50 ms here)
+     * for the holder, which outstays the wait; then a new generation and
+     * the earlier lives' locks recovered
+     */
+    t0 = g_get_monotonic_time();
+    CHECK(!cxl_shm_lines_quiesce(&rh_host, 50000), "the holder left?");
+    t1 = g_get_monotonic_time();
+    CHECK(t1 - t0 >= 50000 && t1 - t0 < 2000000, "waited %lld us, not the "
+          "bound of 50000", (long long)(t1 - t0));
+    rh_host.generation++;
+    cxl_shm_lines_recover_own(&rh_host);
+    cxl_shm_lines_resume(&rh_host);
+    CHECK(*lock_word(COH + 4096) == tag, "the reset took over a lock its "
+          "live thread holds");
+
+    pthread_create(&other, NULL, rh_other, NULL);
+    for (i = 0; i < 200 && !rh_done; i++) {
+        usleep(1000);
+    }
+    CHECK(!rh_done, "a thread of the new generation took the lock another "
+          "thread of the host holds (mutual exclusion broken)");
+    CHECK(*lock_word(COH + 4096) == tag || rh_done, "lock word changed");
+    rh_release = 1;
+    pthread_join(holder, NULL);
+    pthread_join(other, NULL);
+    CHECK(*(uint64_t *)(pool + COH + 4096 + 64) == 0x77,
+          "the writeback after the holder left did not land");
+    CHECK(*lock_word(COH + 4096) == 0, "lock still held");
+
+    /*
+     * A holder that leaves within the bound: the reset waits for it, and
+     * a thread that comes for a lock meanwhile waits until the reset is
+     * done (it takes the lock in the new generation)
+     */
+    rh_release = rh_held = rh_done = 0;
+    rh_value = 0x78;
+    pthread_create(&holder, NULL, rh_holder, NULL);
+    while (!rh_held) {
+        usleep(100);
+    }
+    pthread_create(&releaser, NULL, rh_releaser, NULL);
+    t0 = g_get_monotonic_time();
+    CHECK(cxl_shm_lines_quiesce(&rh_host, 10000000), "the reset did not "
+          "see the holder leave");
+    t1 = g_get_monotonic_time();
+    CHECK(t1 - t0 >= 20000, "the reset waited only %lld us for a holder "
+          "that stayed 30 ms", (long long)(t1 - t0));
+    CHECK(*lock_word(COH + 4096) == 0, "lock held after the wait");
+    pthread_create(&other, NULL, rh_other, NULL);
+    usleep(20000);
+    CHECK(!rh_done && *lock_word(COH + 4096) == 0, "a lock was taken "
+          "while the reset waited");
+    rh_host.generation++;
+    cxl_shm_lines_recover_own(&rh_host);
+    cxl_shm_lines_resume(&rh_host);
+    pthread_join(holder, NULL);
+    pthread_join(releaser, NULL);
+    pthread_join(other, NULL);
+    CHECK(rh_done && *lock_word(COH + 4096) == 0, "the waiting thread did "
+          "not run after the reset");
+    CHECK(*(uint64_t *)(pool + COH + 4096 + 64) == 0x78,
+          "the writeback after the reset did not land");
+    printf("reset-holder: a reset waits for the lock holders (bounded); "
+           "a lock held past the bound stays its holder's\n");
+    host_free(&rh_host);
+}
+
 static void run_all(void)
 {
     test_exact();
@@ -781,6 +918,7 @@ static void run_all(void)
     test_torn();
     test_media_write();
     test_nt();
+    test_reset_holder();
 }
 
 int main(void)
