@@ -49,6 +49,7 @@
 #include "qemu/error-report.h"
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
+#include "qemu/bitmap.h"
 #include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
@@ -238,32 +239,85 @@ static uint64_t timed_live_hosts(CXLShmState *s)
     return live;
 }
 
-/* This host's (earlier lives') marks in the filter: gone */
-static void sf_forget_me(CXLShmState *s)
+/*
+ * This host's (earlier lives') marks in filter set @i: gone.  The set's
+ * lock is held (coherent line i: lock word i, coherent-size >= 2 MiB
+ * here), and the cache lock.
+ */
+static void sf_forget_set(CXLShmState *s, uint32_t i)
 {
     uint64_t me = 1ULL << s->host_id;
-    uint32_t i, j;
+    uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+    uint32_t j;
 
-    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
-        CXLShmLineLock h;
-        uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+    for (j = 0; j < s->t.sf_ways; j++) {
+        uint64_t e = set[j];
 
-        /* coherent line i: lock word i (coherent-size >= 2 MiB here) */
-        cxl_shm_lines_lock(&s->lines, (uint64_t)i * CXLSHM_LINE, &h);
-        for (j = 0; j < s->t.sf_ways; j++) {
-            uint64_t e = set[j];
-
-            if (!(e & SF_VALID)) {
-                continue;
-            }
-            if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
-                e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
-            }
-            e &= ~me;
-            qatomic_set(&set[j], e);
+        if (!(e & SF_VALID)) {
+            continue;
         }
-        cxl_shm_lines_unlock(&s->lines, &h);
+        if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
+            e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
+        }
+        e &= ~me;
+        qatomic_set(&set[j], e);
     }
+    if (test_bit(i, s->t.sf_stale)) {
+        clear_bit(i, s->t.sf_stale);
+        s->t.nr_stale--;
+    }
+}
+
+/*
+ * The stale sets whose lock is free now are cleaned; never waits (the
+ * callers hold the BQL, and a stopped host may keep a lock for as long
+ * as it is stopped).  Those still locked are tried again a millisecond
+ * later.  Cache lock held.
+ */
+static void sf_forget_retry(CXLShmState *s)
+{
+    CXLShmTimed *t = &s->t;
+    unsigned long i;
+
+    for (i = find_first_bit(t->sf_stale, CXLSHM_NR_LOCKS);
+         i < CXLSHM_NR_LOCKS;
+         i = find_next_bit(t->sf_stale, CXLSHM_NR_LOCKS, i + 1)) {
+        CXLShmLineLock h;
+
+        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h)) {
+            sf_forget_set(s, i);
+            cxl_shm_lines_unlock(&s->lines, &h);
+        }
+    }
+    if (t->nr_stale) {
+        trace_cxl_shm_timed_sf_stale(s->host_id, t->nr_stale);
+        timer_mod(t->sf_timer,
+                  qemu_clock_get_ms(QEMU_CLOCK_REALTIME) + 1);
+    }
+}
+
+static void sf_forget_tick(void *opaque)
+{
+    CXLShmState *s = opaque;
+
+    qemu_mutex_lock(&s->t.lock);
+    sf_forget_retry(s);
+    qemu_mutex_unlock(&s->t.lock);
+}
+
+/*
+ * This host's (earlier lives') marks in the filter: gone, at its join
+ * and at each reset.  A set whose lock another host keeps stays marked
+ * stale until it is cleaned: by the retry timer, or first by this host's
+ * own next access to a line of the set (under that lock, before it
+ * marks the set itself).  Until then another host may count a
+ * back-invalidate of this host there.  Cache lock held.
+ */
+static void sf_forget_me(CXLShmState *s)
+{
+    bitmap_fill(s->t.sf_stale, CXLSHM_NR_LOCKS);
+    s->t.nr_stale = CXLSHM_NR_LOCKS;
+    sf_forget_retry(s);
 }
 
 /* Per-vCPU line lock of an atomic in progress */
@@ -593,6 +647,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
     }
 
+    if (unlikely(t->nr_stale) &&
+        test_bit(line % CXLSHM_NR_LOCKS, t->sf_stale)) {
+        sf_forget_set(s, line % CXLSHM_NR_LOCKS);  /* an earlier life's */
+    }
     i = sf_find(s, set, tag);
     if (i < 0) {
         i = sf_insert(s, set, tag, off, c);
@@ -813,6 +871,51 @@ void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
 }
 
 /*
+ * The fence at an interrupt or exception delivery, under the BQL, which
+ * never waits for another host: the queued clwb (@op writeback),
+ * clflushopt (@op flush) or non-temporal bytes (@nt) of the line at @off
+ * land if that needs no wait.  A line not cached, or clean, needs no
+ * lock; a dirty one is written back only if its lock is free now.  false,
+ * and nothing done, if another thread or host holds it.  Charged here.
+ */
+bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
+                            bool nt, CXLShmLineCount *n)
+{
+    CXLShmLineCount m = { 0 };
+    CXLShmLineLock h = { NULL };
+    Cost c = { 0 };
+    CXLShmWay *w;
+    bool done = true;
+
+    qemu_mutex_lock(&s->t.lock);
+    w = cache_find(&s->t, off / CXLSHM_LINE);
+    if (w && nt && !w->nt) {
+        w = NULL;       /* evicted meanwhile: the eviction wrote its bytes */
+    }
+    if (w && (w->dirty | w->nt)) {
+        if (cxl_shm_lines_trylock(&s->lines, off, &h)) {
+            way_writeback(s, w, &h, &m);
+            cxl_shm_lines_unlock(&s->lines, &h);
+        } else {
+            done = false;
+        }
+    }
+    if (w && done && (nt || op != CXLSHM_LINE_WRITEBACK)) {
+        w->tag = 0;     /* invalid: the next access fetches it */
+        w->dirty = w->nt = 0;
+    }
+    timed_done(s, &m, &c);
+    qemu_mutex_unlock(&s->t.lock);
+    if (done && !nt && op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched++;
+    }
+    n->written += m.written;
+    n->conflicts += m.conflicts;
+    cxl_shm_charge_ns(s, c.ns);
+    return done;
+}
+
+/*
  * The doorbell's or an instruction's operation on [off, off + len) of
  * the non-coherent area: the cached lines in it are written back and/or
  * invalidated.  Lines not cached need nothing (their pool copy is the
@@ -905,8 +1008,8 @@ void cxl_shm_timed_reset(CXLShmState *s)
             cxl_shm_lines_unlock(&s->lines, &t->held[i]);
         }
     }
-    qemu_mutex_unlock(&t->lock);
     sf_forget_me(s);
+    qemu_mutex_unlock(&t->lock);
 }
 
 /* CDAT: reads cost a miss, writes a writeback */
@@ -1042,7 +1145,13 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     if (!timed_join_filter(s, errp)) {
         return false;
     }
+    qemu_mutex_init(&t->lock);
+    qemu_mutex_init(&t->stale_lock);
+    t->sf_stale = bitmap_new(CXLSHM_NR_LOCKS);
+    t->sf_timer = timer_new_ms(QEMU_CLOCK_REALTIME, sf_forget_tick, s);
+    qemu_mutex_lock(&t->lock);
     sf_forget_me(s);
+    qemu_mutex_unlock(&t->lock);
     memory_region_init_io(&t->io, OBJECT(s), &cxl_shm_timed_ops, s,
                           "cxl-shm-timed", s->size);
     /* accesses run without the BQL (patch 0008): they may wait long */
@@ -1058,8 +1167,6 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     memset(t->way, 0, (size_t)t->sets * t->cache_ways * sizeof(*t->way));
     t->nr_held = ms->smp.max_cpus;
     t->held = g_new0(CXLShmLineLock, t->nr_held);
-    qemu_mutex_init(&t->lock);
-    qemu_mutex_init(&t->stale_lock);
     if (tcg_enabled()) {
         tcg_atomic_step_hook_add(timed_step_done, s);
     }
@@ -1084,6 +1191,8 @@ void cxl_shm_timed_fini(CXLShmState *s)
     if (tcg_enabled()) {
         tcg_atomic_step_hook_remove(timed_step_done, s);
     }
+    /* the BQL is held: the retry timer is not running */
+    g_clear_pointer(&t->sf_timer, timer_free);
 }
 
 /*
@@ -1113,4 +1222,5 @@ void cxl_shm_timed_release(CXLShmState *s)
     t->way = NULL;
     g_free(t->held);
     t->held = NULL;
+    g_clear_pointer(&t->sf_stale, g_free);
 }

@@ -499,14 +499,21 @@ static void cxl_shm_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
 }
 
 /*
- * Direct mode, under the BQL: one queued entry lands if its line's lock
- * is free now; false (nothing done) if another host holds it
+ * Under the BQL: one queued entry lands if its line's lock is free now;
+ * false (nothing done) if another host holds it
  */
 static bool cxl_shm_land_now(CXLShmState *s, uint64_t e, uint64_t mask,
                              CXLShmLineCount *n)
 {
     uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
     CXLShmLineLock h;
+
+    if (s->timed) {
+        return cxl_shm_timed_try_land(s, line, e & CXLSHM_QUEUE_FLUSH ?
+                                      CXLSHM_LINE_FLUSH :
+                                      CXLSHM_LINE_WRITEBACK,
+                                      e & CXLSHM_QUEUE_NT, n);
+    }
 
     if (!(e & CXLSHM_QUEUE_NT)) {
         return cxl_shm_lines_try_line(&s->lines, e & CXLSHM_QUEUE_FLUSH ?
@@ -525,14 +532,14 @@ static bool cxl_shm_land_now(CXLShmState *s, uint64_t e, uint64_t mask,
  * A fence point of @cpu: its queued clwb / clflushopt / NT lines land.
  * At an interrupt or exception delivery this runs under the BQL, which
  * must not wait for another host (a stopped one may hold a line's lock
- * for as long as it is stopped): in direct mode an entry whose line is
- * locked stays queued, in order, and lands at the vCPU's next fence
- * point (still pending), as a writeback still in flight would.
+ * for as long as it is stopped): an entry whose line is locked stays
+ * queued, in order, and lands at the vCPU's next fence point (still
+ * pending), as a writeback still in flight would.
  */
 static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
 {
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
-    bool nowait = !s->timed && bql_locked();
+    bool nowait = bql_locked();
     uint32_t i, len, kept = 0;
 
     if (!q || !q->len) {

@@ -89,6 +89,10 @@ typedef struct CXLShmTimed {
     /* per vCPU: the coherent line lock held over an atomic's accesses */
     CXLShmLineLock *held;
     uint32_t nr_held;
+    /* filter sets an earlier life's marks stay in (their lock was busy) */
+    unsigned long *sf_stale;
+    uint32_t nr_stale;
+    QEMUTimer *sf_timer;        /* retries them (never waits) */
     bool released;              /* cxl_shm_timed_fini() ran */
     FILE *stale_fp;
     QemuMutex stale_lock;
@@ -216,6 +220,8 @@ void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
 void cxl_shm_timed_reset(CXLShmState *s);
 void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
 void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n);
+bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
+                            bool nt, CXLShmLineCount *n);
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
 void cxl_shm_pass_time(int64_t ns);
 void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,

@@ -3344,7 +3344,7 @@ static void test_stopped_peer_line_lock(void)
  *     sfence; movl $3, 0x5000
  * 4:  hlt; jmp 4b
  */
-static void test_stopped_peer_fence(void)
+static void stopped_peer_fence(bool timed)
 {
     static const uint8_t body[] = {
         0xeb, 0x01, 0xcf, 0xbc, 0x00, 0x70, 0x00, 0x00, 0x0f, 0x01, 0x1d,
@@ -3370,7 +3370,8 @@ static void test_stopped_peer_fence(void)
     g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* its GDT */
     memcpy(code + 0x40, body, sizeof(body));
     host_start(&b, pool, 1, true);
-    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
+                       timed ? TIMED : NULL, NULL);
     qtest_memwrite(a.qts, 0x6000 + 0x20 * 8, &gate, sizeof(gate));
     qtest_memwrite(a.qts, 0x6800, idtr, sizeof(idtr));
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
@@ -3400,6 +3401,87 @@ static void test_stopped_peer_fence(void)
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
     qtest_writel(a.qts, 0x5010, 2);
     fw_phase(&a, 3);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+static void test_stopped_peer_fence(void)
+{
+    stopped_peer_fence(false);
+}
+
+/*
+ * The same in mode=timed: the clwb'd line is dirty in a's cache model,
+ * and the fence at the delivery must not wait for its lock either.
+ */
+static void test_stopped_peer_fence_timed(void)
+{
+    stopped_peer_fence(true);
+}
+
+/*
+ * A timed host's reset removes its earlier life's marks from the pod's
+ * snoop filter, each set under its coherent line's lock: a set whose lock
+ * a stopped peer keeps must not make the reset wait under the BQL.  a
+ * reads two coherent lines (the filter lists a for both), the lock word
+ * of the first is held under live host b's tag, a's system_reset answers
+ * (30 s watchdog) with a's mark gone from the free set and still in the
+ * held one; once the lock is free, a's mark there goes too (retried
+ * without waiting), and a works on.
+ */
+static uint64_t sf_entry_of(const char *pool, uint64_t off)
+{
+    uint64_t e[4];
+    int i;
+
+    /* the default filter: 32768 entries, 4 ways per set */
+    pool_pread(pool, 0x111000 + (off / LINE % 8192) * 4 * 8, e, sizeof(e));
+    for (i = 0; i < 4; i++) {
+        if ((e[i] & 1ULL << 63) &&
+            ((e[i] >> 42) & 0x1fffff) == off / LINE / 8192) {
+            return e[i];
+        }
+    }
+    return 0;
+}
+
+static void test_stopped_peer_reset_timed(void)
+{
+    g_autofree char *pool = pool_path("stopped-reset-timed.pool");
+    uint64_t held = 0x2040, free_line = 0x3080;
+    uint64_t word = 0x10000 + (held / LINE % 8192) * 8;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
+    gint64 deadline;
+    Host a, b;
+
+    timed_start(&a, pool, 0, NULL);
+    timed_start(&b, pool, 1, NULL);
+    g_assert_cmphex(mem_rq(&a, held), ==, 0);
+    g_assert_cmphex(mem_rq(&a, free_line), ==, 0);
+    g_assert_cmphex(sf_entry_of(pool, held) & 1, ==, 1);
+    g_assert_cmphex(sf_entry_of(pool, free_line) & 1, ==, 1);
+    patch_pool(pool, word, &tag, 8);
+
+    stopped_peer_watch("a's timed reset (its snoop filter cleanup)");
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    stopped_peer_qmp(a.qts);
+    stopped_peer_unwatch();
+    g_assert_cmphex(sf_entry_of(pool, free_line) & 1, ==, 0);
+    g_assert_cmphex(sf_entry_of(pool, held) & 1, ==, 1);
+
+    patch_pool(pool, word, &zero, 8);
+    deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    while (sf_entry_of(pool, held) & 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    host_enable(&a, true);
+    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    mem_wq(&b, held, 0xb1);
+    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 0);     /* a holds nothing */
+    g_assert_cmphex(mem_rq(&a, held), ==, 0xb1);
+    g_assert_cmphex(sf_entry_of(pool, held) & 3, ==, 3);
     qtest_quit(a.qts);
     qtest_quit(b.qts);
 }
@@ -4320,6 +4402,10 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/stopped-peer-file-lock",
                    test_stopped_peer_file_lock);
     qtest_add_func("/cxl-shm/stopped-peer-fence", test_stopped_peer_fence);
+    qtest_add_func("/cxl-shm/stopped-peer-fence-timed",
+                   test_stopped_peer_fence_timed);
+    qtest_add_func("/cxl-shm/stopped-peer-reset-timed",
+                   test_stopped_peer_reset_timed);
     qtest_add_func("/cxl-shm/stopped-peer-reset-load",
                    test_stopped_peer_reset_load);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
