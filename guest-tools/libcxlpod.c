@@ -795,7 +795,8 @@ static const char *db_status_name(uint32_t s)
 	case 2: return "unaligned";
 	case 3: return "zero length";
 	case 4: return "reserved op";
-	case 5: return "registers mixed with another process's (test registers)";
+	case 5: return "busy (another vCPU's op in flight)";
+	case 0x100: return "registers mixed with another process's (test registers)";
 	default: return "unknown status";
 	}
 }
@@ -817,7 +818,7 @@ static int doorbell(cxlpod *p, int op, uint64_t off, uint64_t len)
 	if (p->test_regs) {
 		/* what a device would act on: the shared registers at DB_OP */
 		st = (rd64(p, CXLPOD_REG_DB_OFFSET) != off ||
-		      rd64(p, CXLPOD_REG_DB_LEN) != len) ? 5 : 0;
+		      rd64(p, CXLPOD_REG_DB_LEN) != len) ? 0x100 : 0;
 	}
 	db_unlock(p);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -31,6 +31,7 @@ enum {
     CXLSHM_DB_UNALIGNED = 2,
     CXLSHM_DB_ZERO = 3,
     CXLSHM_DB_BADOP = 4,
+    CXLSHM_DB_BUSY = 5,         /* read only: a rung op has not completed */
 };
 
 typedef struct CXLShmDoorbellRegs {

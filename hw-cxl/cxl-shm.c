@@ -608,50 +608,54 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
     cache_maint_set_pending(cpu);
 }
 
+/*
+ * One doorbell engine: an op runs when the one rung before it has
+ * completed.  DB_OFFSET and DB_LEN are taken at the DB_OP write; the
+ * ringer waits for the engine outside the BQL (another vCPU's op may take
+ * long), and the op's line work and latency charge run without it too.
+ * DB_STATUS reads busy while a rung op has not completed; DB_STATUS and
+ * DB_LINES are written together, under the BQL, when it completes, so
+ * they always describe one op (docs/device.md, "Guest control").
+ */
 static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
 {
     uint64_t off = s->db_offset, len = s->db_len;
     CXLShmLineCount n = { 0 };
     uint32_t st = cxl_shm_db_check(op, off, len, s->size);
     unsigned epoch = s->db_epoch;
-    uint64_t lines;
-    bool locked;
+    uint64_t lines = 0;
+    bool locked = bql_locked();
 
-    s->db_status = st;
-    if (st != CXLSHM_DB_OK) {
-        s->db_lines = 0;
-        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
-        trace_cxl_shm_op(s->host_id, "refused", off, len, 0, st);
-        cxl_shm_pool_sync_stats(s);
-        return;
-    }
-
-    /*
-     * The line work and the latency charge run without the BQL: they may
-     * take long, and the line engine needs no lock of QEMU's.  The
-     * doorbell registers are read above and written below under the BQL
-     * again; a guest that rings from two vCPUs at once shares one set of
-     * registers (docs/interfaces.md: software serialises its calls).
-     */
-    locked = bql_locked();
+    s->db_queued++;
     if (locked) {
         bql_unlock();
     }
-    cxl_shm_range(s, cxl_shm_db_line_op(op), off, len, &n);
-    cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
-                                       off + len)) / CXLPOOL_LINE);
+    qemu_mutex_lock(&s->db_engine);
+    if (st == CXLSHM_DB_OK) {
+        cxl_shm_range(s, cxl_shm_db_line_op(op), off, len, &n);
+        cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
+                                           off + len)) / CXLPOOL_LINE);
+        lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    }
     if (locked) {
         bql_lock();
     }
-    lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    s->db_queued--;
     /* a device reset meanwhile cleared the registers: they stay cleared */
     if (s->db_epoch == epoch) {
+        s->db_status = st;
         s->db_lines = lines;
     }
-    qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op - 1]);
-    cxl_shm_count(s, &n);
+    if (st != CXLSHM_DB_OK) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        trace_cxl_shm_op(s->host_id, "refused", off, len, 0, st);
+    } else {
+        qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op - 1]);
+        cxl_shm_count(s, &n);
+        trace_cxl_shm_op(s->host_id, op_names[op], off, len, lines, st);
+    }
     cxl_shm_pool_sync_stats(s);
-    trace_cxl_shm_op(s->host_id, op_names[op], off, len, lines, st);
+    qemu_mutex_unlock(&s->db_engine);
 }
 
 /*
@@ -898,7 +902,10 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         v = s->db_len;
         break;
     case 0x110:
-        return hi ? s->db_status : 0;
+        if (!hi) {
+            return 0;
+        }
+        return s->db_queued ? CXLSHM_DB_BUSY : s->db_status;
     case 0x118:
         v = s->db_lines;
         break;
@@ -1816,6 +1823,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
     qemu_mutex_init(&s->conflict_lock);
+    qemu_mutex_init(&s->db_engine);
     if (s->evict_rate && s->nc_size) {
         /* pages, not huge pages: the eviction candidates are exact */
         qemu_madvise(s->image, s->nc_size, QEMU_MADV_NOHUGEPAGE);
@@ -1878,6 +1886,7 @@ static void cxl_shm_release(struct rcu_head *head)
         s->conflict_fp = NULL;
     }
     qemu_mutex_destroy(&s->conflict_lock);
+    qemu_mutex_destroy(&s->db_engine);
     g_free(s->queues);
     s->queues = NULL;
     cxl_shm_drop_image(s);

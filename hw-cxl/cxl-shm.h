@@ -181,6 +181,8 @@ struct CXLShmState {
     uint64_t db_len;
     uint64_t db_lines;
     uint32_t db_status;
+    unsigned db_queued;         /* rung ops not completed (BQL) */
+    QemuMutex db_engine;        /* held by the op that runs */
     uint64_t stats[CXLSHM_STAT_NR];
 
     QLIST_ENTRY(CXLShmState) live;  /* in the pod: cxl_shm_live */

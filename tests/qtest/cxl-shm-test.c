@@ -2391,6 +2391,119 @@ static void test_doorbell_concurrent(void)
 }
 
 /*
+ * Two doorbells at once (docs/device.md, "Guest control"): the device has
+ * one doorbell engine, so a ring while another op runs waits for it (the
+ * ringer stalls in its DB_OP write, outside the BQL) and then runs with
+ * the DB_OFFSET / DB_LEN it latched at its write; DB_STATUS reads 5
+ * (busy) while a rung op has not completed, and DB_STATUS and DB_LINES
+ * are written together when an op completes, so they always describe
+ * one op.  The guest's vCPU rings a writeback of 16384 lines whose
+ * latency charge takes about a second; while it runs, the test thread
+ * (another requester) reads the identify and statistics registers, sets
+ * its own DB_OFFSET / DB_LEN and rings a reserved op.  The body after
+ * fw_code's prologue:
+ *
+ *     movl $0x11, 0x200000; movl $1, 0x5040; movl $1, DB_OP
+ *     movl DB_STATUS, %eax; movl %eax, 0x5044
+ *     movl DB_LINES, %eax; movl %eax, 0x5048; movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static bool log_has(const char *log, const char *what)
+{
+    g_autofree char *text = NULL;
+
+    return g_file_get_contents(log, &text, NULL, NULL) &&
+           strstr(text, what);
+}
+
+static void test_doorbell_two_rings(void)
+{
+    static const uint8_t body[] = {
+        0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x00, 0x00, 0x00, 0xc7,
+        0x05, 0x40, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xc7, 0x05,
+        0x10, 0x01, 0x10, 0xe0, 0x01, 0x00, 0x00, 0x00, 0xa1, 0x14, 0x01,
+        0x10, 0xe0, 0xa3, 0x44, 0x50, 0x00, 0x00, 0xa1, 0x18, 0x01, 0x10,
+        0xe0, 0xa3, 0x48, 0x50, 0x00, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("doorbell-two.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "doorbell-two.log",
+                                            NULL);
+    g_autofree char *opts = g_strdup_printf("-trace cxl_shm_op -trace "
+                                            "cxl_shm_reg_write -D %s", log);
+    g_autofree char *text = NULL;
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t pde = 0xe0000083, b_off = COH_SIZE + 0x100000;
+    uint32_t busy, st, lines;
+    const char *op_a, *op_b;
+    gint64 deadline, t0, waited;
+    Host a;
+
+    g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
+    g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* its GDT */
+    memcpy(code + 0x40, body, sizeof(body));
+    unlink(log);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
+                       ",latency-ns=60000", opts);
+    qtest_memwrite(a.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, 16384 * LINE);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    /* the vCPU's DB_OP write has reached the device: its op runs */
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (!log_has(log, "addr 0x110 val 0x1 size 4")) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    busy = r32(&a, R_DB_STATUS);
+
+    /* every read is served, right, while the op runs */
+    g_assert_cmphex(r32(&a, R_MAGIC), ==, 0x504c5843);    /* "CXLP" */
+    g_assert_cmpuint(r64(&a, R_SIZE), ==, POOL_SIZE);
+    g_assert_cmpuint(r64(&a, R_COH_SIZE), ==, COH_SIZE);
+    g_assert_cmpuint(r32(&a, R_HOST_ID), ==, 0);
+    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 0);    /* not done yet */
+    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, COH_SIZE);
+    /* every write takes effect: the parameters now read back as set */
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, b_off);
+    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, LINE);
+    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, b_off);
+    g_assert_cmpuint(r64(&a, R_DB_LEN), ==, LINE);
+    t0 = g_get_monotonic_time();
+    qtest_writel(a.qts, BAR5_ADDR + R_DB_OP, 7);
+    waited = g_get_monotonic_time() - t0;
+    st = r32(&a, R_DB_STATUS);
+    lines = r64(&a, R_DB_LINES);
+    fw_host_wait(&a);
+    g_test_message("DB_STATUS %u while the vCPU's op ran; the second ring "
+                   "took %" PRId64 " us; then DB_STATUS %u DB_LINES %u; "
+                   "the vCPU read %u %u", busy, waited, st, lines,
+                   qtest_readl(a.qts, 0x5044), qtest_readl(a.qts, 0x5048));
+
+    /* the ops ran one after the other: the vCPU's first (traces) */
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    op_a = strstr(text, "cxl_shm_op host 0 writeback");
+    op_b = strstr(text, "cxl_shm_op host 0 refused");
+    g_assert_nonnull(op_a);
+    g_assert_nonnull(op_b);
+    g_assert_true(op_a < op_b);
+    /* the registers describe one op: the last, the refused one */
+    g_assert_cmpuint(st, ==, 4);
+    g_assert_cmpuint(lines, ==, 0);
+    /* what the vCPU read after its ring: one op's pair, or busy */
+    st = qtest_readl(a.qts, 0x5044);
+    lines = qtest_readl(a.qts, 0x5048);
+    g_assert_true(st == 5 || (st == 0 && lines == 1) ||
+                  (st == 4 && lines == 0));
+    g_assert_cmpuint(busy, ==, 5);
+    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 1);
+    g_assert_cmpuint(r64(&a, R_STAT_ERRORS), ==, 1);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
+    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, b_off);
+    qtest_quit(a.qts);
+}
+
+/*
  * Latency under icount: a firmware (flat protected mode) reads the TSC,
  * rings a writeback of 16 non-coherent lines, reads the TSC again.  With
  * -icount the TSC is the virtual clock in ns, so the charge must show
@@ -4362,6 +4475,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
     qtest_add_func("/cxl-shm/doorbell-concurrent", test_doorbell_concurrent);
+    qtest_add_func("/cxl-shm/doorbell-two-rings", test_doorbell_two_rings);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);

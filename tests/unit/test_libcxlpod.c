@@ -243,7 +243,7 @@ static void unlink_db_lock(const char *regs)
  * The doorbell's registers are one set per device: two processes that ring
  * at once must not mix their DB_OFFSET / DB_LEN.  CXLPOD_TEST_REGS gives
  * the loopback handles a shared fake register block; a doorbell reports
- * EIO (status 5) when the registers at DB_OP are not the ones it wrote.
+ * EIO (status 0x100) when the registers at DB_OP are not the ones it wrote.
  * Returns how many of the children's doorbells saw mixed registers.
  */
 static long doorbell_race(int nproc, int iters, double max_s)
