@@ -650,13 +650,19 @@ static bool pool_peer_joined(CXLShmState *s)
 void cxl_shm_pool_abort(CXLShmState *s)
 {
     CXLPoolHost *me;
+    bool locked;
 
     if (!s->joined) {
         return;
     }
     pool_test_kill("abort-before-flock");
-    cxlpool_flock(s->fd, LOCK_EX);
-    if (s->made != CXLSHM_MADE_NOTHING && pool_peer_joined(s)) {
+    /*
+     * Bounded (a refused start may come at run time, under the BQL): a
+     * process that keeps the lock is joining, leaving or resetting on
+     * this pool, or stopped there, so the pool stays as if a peer joined.
+     */
+    locked = pool_flock_bounded(s, "undid its start");
+    if (s->made != CXLSHM_MADE_NOTHING && (!locked || pool_peer_joined(s))) {
         trace_cxl_shm_pool_abort_kept(s->pool_path, s->host_id, s->made);
         s->made = CXLSHM_MADE_NOTHING;
     }
@@ -680,7 +686,9 @@ void cxl_shm_pool_abort(CXLShmState *s)
     s->hosts = NULL;
     pool_undo_made(s);
     cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
-    cxlpool_flock(s->fd, LOCK_UN);
+    if (locked) {
+        cxlpool_flock(s->fd, LOCK_UN);
+    }
     s->joined = false;
     trace_cxl_shm_pool_abort(s->pool_path, s->host_id);
     qemu_close(s->fd);

@@ -1273,6 +1273,47 @@ static void test_refused_start_race(void)
     unlink(pool);
 }
 
+/*
+ * A refused start whose undo finds the pool lock held (a peer stopped in
+ * its join, leave or reset; here the test holds it) does not wait for it
+ * beyond a bounded time: it exits, keeping the pool it made (without the
+ * lock it cannot know that no other host joined it), with its entry not
+ * live.  30 s watchdog: the old device waited for the lock forever.
+ */
+static void stopped_peer_watch(const char *what);
+static void stopped_peer_unwatch(void);
+
+static void test_refused_start_flock(void)
+{
+    g_autofree char *pool = pool_path("refused-flock.pool");
+    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
+                     NULL };
+    int fd, status;
+    GPid pid;
+    Host b;
+
+    unlink(pool);
+    pid = refused_start(pool, 0, stop);
+    g_assert_cmpint(waitpid(pid, &status, WUNTRACED), ==, pid);
+    g_assert_true(WIFSTOPPED(status));
+    fd = open(pool, O_RDWR);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(flock(fd, LOCK_EX), ==, 0);
+    stopped_peer_watch("a refused start's undo");
+    kill(pid, SIGCONT);
+    refused_wait_exit(pid);
+    stopped_peer_unwatch();
+    g_assert_cmpint(flock(fd, LOCK_UN), ==, 0);
+    close(fd);
+    /* the pool stayed: a host joins it and finds host 0 not live */
+    g_assert_true(g_file_test(pool, G_FILE_TEST_IS_REGULAR));
+    host_start(&b, pool, 1, true);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), !=, 1);
+    qtest_quit(b.qts);
+    unlink(pool);
+}
+
 /* Refused configurations: error text, and the pool left byte-identical */
 
 /* Digest of the content (holes read as zeros), mode and size of a file */
@@ -4510,6 +4551,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/eviction-chunks", test_eviction_chunks);
     qtest_add_func("/cxl-shm/migration-refused", test_migration_refused);
     qtest_add_func("/cxl-shm/refused-start-race", test_refused_start_race);
+    qtest_add_func("/cxl-shm/refused-start-flock", test_refused_start_flock);
     qtest_add_func("/cxl-shm/table-read-locked", test_table_read_locked);
     qtest_add_func("/cxl-shm/stopped-peer-line-lock",
                    test_stopped_peer_line_lock);
