@@ -195,9 +195,15 @@ static inline void write8(uint64_t *dst, const uint64_t *src)
     }
 }
 
+/*
+ * By hand, not memcmp(): this runs for every line of every operation, and
+ * an OR of the eight differences compiles to a few vector instructions
+ * where memcmp() is a call that stops at the first difference.
+ */
 static inline bool same8(const uint64_t *a, const uint64_t *b)
 {
-    return memcmp(a, b, CXLSHM_LINE) == 0;
+    return !((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) |
+             (a[4] ^ b[4]) | (a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]));
 }
 
 /*
@@ -211,7 +217,8 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
  * and the log only by this process's device code under that lock (the
  * lock-free line_needs_work() reads are a hint, re-checked under it).
  */
-static void snapshot(const uint64_t *img, uint64_t *snap)
+static inline QEMU_ALWAYS_INLINE
+void snapshot(const uint64_t *img, uint64_t *snap)
 {
     uint64_t diff;
     int tries;
@@ -331,6 +338,7 @@ static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
     h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
+    h->writing = false;
     for (;;) {
         uint64_t old = qatomic_read(h->word);
 
@@ -367,8 +375,9 @@ static void unlock_page(CXLShmLines *l, Held *h)
  * @old is the line's current pool content (the caller has read it, or
  * knows it equal to its twin).  @own: as for pool_will_change().
  */
-static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
-                       const uint64_t *src, const uint64_t *old, bool own)
+static inline QEMU_ALWAYS_INLINE
+void pool_write(CXLShmLines *l, Held *h, uint64_t off, const uint64_t *src,
+                const uint64_t *old, bool own)
 {
     /* the bank of the lock's generation, which a reset may have moved */
     CXLShmUndo *u = undo_slot(l, l->host_id, CXLPOOL_TAG_GEN(h->tag),
@@ -379,7 +388,14 @@ static void pool_write(CXLShmLines *l, Held *h, uint64_t off,
     memcpy(u->old, old, CXLSHM_LINE);
     smp_wmb();  /* offset and old bytes are logged before the log is armed */
     qatomic_set(&u->armed, h->tag);
-    pool_will_change(l, h->word, own);
+    /*
+     * Once per hold for its own writes: the version is odd and the run
+     * ends at it from the first on, so a second call would change nothing.
+     */
+    if (!own || !h->writing) {
+        pool_will_change(l, h->word, own);
+        h->writing = own;
+    }
     smp_wmb();  /* armed before the pool line changes */
     memcpy(pool, src, CXLSHM_LINE);
     smp_wmb();  /* the whole line is written before the log is disarmed */
@@ -423,9 +439,9 @@ static void report_conflict(CXLShmLines *l, uint64_t off,
  * line is the twin); the caller keeps the page in sync once its lines are
  * done (page_keep_in_sync()).
  */
-static void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
-                        uint64_t off, bool force, bool sync,
-                        CXLShmLineCount *n)
+static inline QEMU_ALWAYS_INLINE
+void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op, uint64_t off,
+                 bool force, bool sync, CXLShmLineCount *n)
 {
     uint64_t i = off - l->coherent_size;
     uint64_t *img = (uint64_t *)(l->image + i);
@@ -579,8 +595,8 @@ void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
  * Does the line need the lock?  Reads only; see the header.  @sync: the
  * page is in sync (page_in_sync()), so the pool line is the twin.
  */
-static bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off,
-                            bool sync)
+static inline QEMU_ALWAYS_INLINE
+bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off, bool sync)
 {
     uint64_t i = off - l->coherent_size;
     const uint64_t *img = (const uint64_t *)(l->image + i);
@@ -684,6 +700,7 @@ bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
     h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
+    h->writing = false;
     if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
         return true;
     }

@@ -68,6 +68,7 @@ typedef struct CXLShmLineLock {
     uint64_t *word;             /* NULL when not held */
     uint64_t tag;
     int slot;
+    bool writing;               /* this hold's own pool writes began */
 } CXLShmLineLock;
 
 typedef enum CXLShmLineOp {

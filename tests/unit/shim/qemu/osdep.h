@@ -25,6 +25,7 @@
 #ifndef MAX
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #endif
+#define QEMU_ALWAYS_INLINE __attribute__((always_inline))
 #define QEMU_ALIGN_DOWN(n, m) ((n) / (m) * (m))
 #define QEMU_ALIGN_UP(n, m) QEMU_ALIGN_DOWN((n) + (m) - 1, (m))
 #endif
