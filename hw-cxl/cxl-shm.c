@@ -744,7 +744,15 @@ static void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         return;
     }
     cxl_shm_count(s, &n);
-    cxl_shm_pool_sync_stats(s);
+    /*
+     * The pool's copy of the counters follows at the points where queued
+     * work completes (a fence, a whole-cache operation, an undeferred
+     * line): copying every counter at each clwb cost more than queueing it.
+     */
+    if (cop == CACHE_MAINT_FENCE || what || !s->wb_deferred ||
+        n.written || n.fetched) {
+        cxl_shm_pool_sync_stats(s);
+    }
     cxl_shm_charge(s, lines);
 }
 
