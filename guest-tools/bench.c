@@ -249,13 +249,109 @@ static int measure(struct tool *t, struct res *r, uint8_t *buf, size_t size, siz
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+/* --curve: the cost of one call of each coherence operation, per size */
+#define CURVE_MAX 12
+struct curve_pt {
+	size_t size;
+	double ns[2][3];    /* [method][wb, inv, flush]: ns per call */
+	double memcpy_ns;   /* a guest memcpy of the same size, RAM to RAM */
+};
+
+/* Time calls of @op over @size bytes at @buf (dirtied first, untimed, when
+ * @dirty) until @min_s of calls have run; ns per call. */
+static int curve_op(cxlpod *p, uint8_t *buf, size_t size, opfn op, bool dirty, double *ns)
+{
+	double spent = 0;
+	size_t calls = 0;
+	while (spent < min_time || calls < 3) {
+		if (dirty)
+			for (size_t i = 0; i < size; i += 64)
+				buf[i] ^= 1;
+		double t0 = now_s();
+		int e = op(p, buf, size);
+		if (e)
+			return e;
+		cxlpod_fence(p);
+		spent += now_s() - t0;
+		calls++;
+	}
+	*ns = spent * 1e9 / calls;
+	return 0;
+}
+
+static double curve_memcpy(uint8_t *dst, const uint8_t *src, size_t size)
+{
+	double spent = 0;
+	size_t calls = 0;
+	while (spent < min_time || calls < 3) {
+		double t0 = now_s();
+		for (int k = 0; k < 16; k++) {
+			memcpy(dst, src, size);
+			__asm__ volatile("" ::: "memory");
+		}
+		spent += now_s() - t0;
+		calls += 16;
+	}
+	return spent * 1e9 / calls;
+}
+
+/* Sizes 64 B, 256 B, ... up to @max (x4 steps), in the non-coherent area */
+static int measure_curve(struct tool *t, uint8_t *buf, size_t max,
+			 const enum cxlpod_method *methods, int nmethods,
+			 struct curve_pt *pts, int *npts)
+{
+	static const opfn ops[3] = {cxlpod_writeback, cxlpod_invalidate, cxlpod_flush};
+	uint8_t *src = aligned_alloc(4096, max), *dst = aligned_alloc(4096, max);
+	int n = 0;
+	if (!src || !dst) {
+		fprintf(stderr, "%s: out of memory\n", t->name);
+		return EXIT_SETUP;
+	}
+	memset(src, 1, max);
+	memset(dst, 2, max);
+	/* untimed: the pool pages of the range exist and are in sync */
+	for (size_t i = 0; i < max; i += 64)
+		buf[i] ^= 1;
+	if (cxlpod_flush(t->p, buf, max)) {
+		fprintf(stderr, "%s: flush: %s\n", t->name, cxlpod_errmsg());
+		return EXIT_SETUP;
+	}
+	for (size_t sz = 64; sz <= max && n < CURVE_MAX; sz *= 4, n++) {
+		struct curve_pt *c = &pts[n];
+		c->size = sz;
+		c->memcpy_ns = curve_memcpy(dst, src, sz);
+		for (int m = 0; m < nmethods; m++) {
+			cxlpod_set_method(t->p, methods[m]);
+			for (int o = 0; o < 3; o++) {
+				double best = 0;
+				for (int r = 0; r < repeat; r++) {
+					double v;
+					if (curve_op(t->p, buf, sz, ops[o], o != 1, &v)) {
+						fprintf(stderr, "%s: coherence op failed: %s\n",
+							t->name, cxlpod_errmsg());
+						return EXIT_SETUP;
+					}
+					if (!r || v < best)
+						best = v;
+				}
+				c->ns[m][o] = best;
+			}
+		}
+	}
+	cxlpod_set_method(t->p, methods[0]);
+	free(src);
+	free(dst);
+	*npts = n;
+	return 0;
+}
+
 static void usage(void)
 {
 	printf("usage: cxlpod-bench [--size BYTES(16M)] [--lat-size BYTES] [--pool-size BYTES]\n"
 	       "                    [--pool-lat-size BYTES] [--lat-small BYTES] [--repeat N]\n"
 	       "                    [--min-time S(0.2)] [--quick]\n"
 	       "                    [--method doorbell|native|both] [--raw] [--latency-only]\n"
-	       "                    [--touch-all] [options]\n"
+	       "                    [--touch-all] [--curve MAX] [options]\n"
 	       "  --size           bandwidth buffer per area (RAM and pool areas)\n"
 	       "  --lat-size       pointer-chase working set (default: --size)\n"
 	       "  --pool-size      bandwidth buffer in the pool areas (default: --size)\n"
@@ -272,6 +368,10 @@ static void usage(void)
 	       "  --touch-all      no benchmark: store to every line of this host's pool\n"
 	       "                   areas, write the non-coherent area back, exit (for host\n"
 	       "                   memory measurements)\n"
+	       "  --curve MAX      also the cost of one writeback / invalidate / flush call\n"
+	       "                   of 64 B, 256 B, ... up to MAX bytes (x4 steps) in the\n"
+	       "                   non-coherent area, each method, beside a guest memcpy\n"
+	       "                   of the same size (\"curve\" in JSON)\n"
 	       "%s",
 	       tool_common_usage());
 }
@@ -322,6 +422,9 @@ int main(int argc, char **argv)
 	struct tool t = {.name = "cxlpod-bench", .rank = -1};
 	size_t size = 0, lat_size = 0, pool_size = 0, pool_lat_size = 0, lat_small = 0;
 	size_t op_lines = 4096;
+	size_t curve_max = 0;
+	struct curve_pt curve[CURVE_MAX];
+	int ncurve = 0;
 	bool touch = false;
 	bool quick = false;
 	double min_time_arg = 0;
@@ -336,6 +439,7 @@ int main(int argc, char **argv)
 		{"--quick", TOPT_FLAG, &quick, 0, 0},
 		{"--touch-all", TOPT_FLAG, &touch, 0, 0},
 		{"--latency-only", TOPT_FLAG, &lat_only, 0, 0},
+		{"--curve", TOPT_SIZE, &curve_max, 64, 1e15},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
 	};
 	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
@@ -426,6 +530,13 @@ int main(int argc, char **argv)
 		if ((rc = measure(&t, &res[2], b, nc_bw, nc_lat, methods, nmethods, op_lines)))
 			return rc;
 	}
+	if (curve_max && nmethods && nc_slice) {
+		if (curve_max > nc_slice)
+			curve_max = nc_slice;
+		if ((rc = measure_curve(&t, t.nc + t.rank * nc_slice, curve_max, methods,
+					nmethods, curve, &ncurve)))
+			return rc;
+	}
 
 	if (!t.json) {
 		printf("%-12s %5s %5s %10s %12s %12s", "area", "MiB", "chase", "lat ns",
@@ -488,6 +599,22 @@ int main(int argc, char **argv)
 				       (unsigned long long)st.dev_stale_reads,
 				       st.dev_charged_ns / 1e6);
 		}
+		if (ncurve) {
+			printf("cost of one call (ns), non-coherent area, every line dirty for "
+			       "writeback/flush:\n%10s %12s", "bytes", "guest memcpy");
+			for (int m = 0; m < nmethods; m++)
+				printf("  %9.9s wb %9.9s inv %9.9s flush",
+				       cxlpod_method_name(methods[m]), cxlpod_method_name(methods[m]),
+				       cxlpod_method_name(methods[m]));
+			printf("\n");
+			for (int c = 0; c < ncurve; c++) {
+				printf("%10zu %12.0f", curve[c].size, curve[c].memcpy_ns);
+				for (int m = 0; m < nmethods; m++)
+					printf("  %12.0f %13.0f %15.0f", curve[c].ns[m][0],
+					       curve[c].ns[m][1], curve[c].ns[m][2]);
+				printf("\n");
+			}
+		}
 		if (t.info.backend == CXLPOD_BACKEND_LOOPBACK)
 			printf("(loopback: coherence operations are no-ops)\n");
 		if (raw)
@@ -543,6 +670,23 @@ int main(int argc, char **argv)
 			j_obj_end(&j);
 		}
 		j_obj_end(&j);
+		if (ncurve) {
+			static const char *const opn[3] = {"wb_ns", "inv_ns", "flush_ns"};
+			j_arr_begin(&j, "curve");
+			for (int c = 0; c < ncurve; c++) {
+				j_obj_begin(&j, NULL);
+				j_uint(&j, "size", curve[c].size);
+				j_dbl(&j, "guest_memcpy_ns", curve[c].memcpy_ns);
+				for (int m = 0; m < nmethods; m++) {
+					j_obj_begin(&j, cxlpod_method_name(methods[m]));
+					for (int o = 0; o < 3; o++)
+						j_dbl(&j, opn[o], curve[c].ns[m][o]);
+					j_obj_end(&j);
+				}
+				j_obj_end(&j);
+			}
+			j_arr_end(&j);
+		}
 		if (!raw && t.info.mode == CXLPOD_MODE_TIMED) {
 			struct cxlpod_stats st;
 			if (!cxlpod_stats(t.p, &st)) {

@@ -463,16 +463,28 @@ static int open_raw_dax(cxlpod *p, const char *dax)
 		return err;
 	const char *name = strrchr(dpath, '/');
 	name = name ? name + 1 : dpath;
-	snprintf(spath, sizeof(spath), "/sys/bus/dax/devices/%s/size", name);
-	if (read_sysfs(spath, buf, sizeof(buf)))
-		return fail(ENODEV, "raw dax: cannot read %s (not a dax device?)", spath);
-	uint64_t size = strtoull(buf, NULL, 0);
+	uint64_t size;
+	struct stat sb;
+	int bar = !strncmp(dpath, "/sys/bus/pci/devices/", 21) && !strncmp(name, "resource", 8);
+	if (bar) {
+		/* a PCI memory BAR (e.g. ivshmem-plain's BAR2): sysfs gives its size */
+		if (stat(dpath, &sb) < 0)
+			return fail(errno, "raw: %s: %s", dpath, strerror(errno));
+		size = sb.st_size;
+	} else {
+		snprintf(spath, sizeof(spath), "/sys/bus/dax/devices/%s/size", name);
+		if (read_sysfs(spath, buf, sizeof(buf)))
+			return fail(ENODEV, "raw dax: cannot read %s (not a dax device?)", spath);
+		size = strtoull(buf, NULL, 0);
+	}
 	if (size == 0 || size % CXLPOD_LINE)
 		return fail(EIO, "raw dax: %s has size %llu", dpath, (unsigned long long)size);
 	int fd = open(dpath, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return fail(errno, "open %s: %s", dpath, strerror(errno));
-	size_t len = (size + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	/* a dax device maps in 2 MiB units; a BAR file exactly */
+	size_t len = bar ? size
+		   : (size + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
 	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		int e = errno;

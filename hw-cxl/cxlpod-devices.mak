@@ -11,6 +11,9 @@ CONFIG_VIRTIO_BLK=y
 # host-userland guests: the pod network and the host's root file system
 CONFIG_VIRTIO_NET=y
 CONFIG_VIRTIO_9P=y
+# scripts/bench.sh: the pool file as a plain shared-memory BAR, the baseline
+# most multi-VM shared-memory work uses
+CONFIG_IVSHMEM_DEVICE=y
 # cxlpod's multi-host shared-memory pod device (hw-cxl/)
 CONFIG_CXL_SHM=y
 # qtest: tests/qtest/cxl-shm-test

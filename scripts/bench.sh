@@ -10,6 +10,17 @@
 #      /dev/dax0.0 (every access MMIO: smaller bandwidth buffer)
 #   C  cxl-shm pool with a 448 MiB coherent window (64 MiB non-coherent):
 #      touches the whole pool, to show what scales with which area
+#   D  cxl-shm in mode=timed (every access through the cache model), the
+#      small buffers of B
+#
+# Guest A also measures the cost of one writeback / invalidate / flush call
+# from 64 B to 64 MiB (--quick: 4 MiB), doorbell and native, beside a guest
+# memcpy; the host's memcpy of the same sizes and the line engine's floor
+# (tests/unit/bench_lines: compare image and twin, copy to pool and twin)
+# run right before and after guest A.  Guest B also maps guest A's pool file
+# as a plain ivshmem-plain BAR (the same bytes, no coherence model) and runs
+# cxlpod-bench --raw on it.  gnuplot draws the cost curves from results.json
+# (cost-curves.png in the work dir).
 #
 # and samples the host memory of each QEMU (/proc/PID/smaps_rollup, smaps,
 # and the RAM block addresses from QMP) while its guest runs.  Prints one
@@ -177,13 +188,21 @@ def memory(name, tag, pool_size, nc_size):
             "other_anon": anon - pcram[1] - image[1] - pool[1] - (twin_rss or 0),
             "nc_size": nc_size}
 
-shm_runs = jlines("shm", "cxlpod-bench", lambda d: "areas" in d)
-t3_runs = jlines("type3", "cxlpod-bench", lambda d: "areas" in d)
+shm_runs = jlines("shm", "cxlpod-bench", lambda d: "areas" in d and "curve" not in d)
+curve = jline("shm", "cxlpod-bench", lambda d: "curve" in d)
+t3_runs = jlines("type3", "cxlpod-bench",
+                 lambda d: "areas" in d and "resource" not in d.get("dax", ""))
+ivs_runs = jlines("type3", "cxlpod-bench",
+                  lambda d: "areas" in d and "resource" in d.get("dax", ""))
+timed_runs = (jlines("timed", "cxlpod-bench", lambda d: "areas" in d)
+              if os.path.exists(os.path.join(W, "timed.out")) else [])
 info = jline("shm", "cxlpod-info")
 shm, shm_med = merge([d["areas"] for d in shm_runs])
 t3, t3_med = merge([d["areas"] for d in t3_runs])
 ram, coh, nc, dax, ram3 = shm["ram"], shm["coherent"], shm["noncoherent"], t3["dax"], t3["ram"]
 mram, mcoh, mnc, mdax = shm_med["ram"], shm_med["coherent"], shm_med["noncoherent"], t3_med["dax"]
+ivs = merge([d["areas"] for d in ivs_runs])[0]["dax"] if ivs_runs else None
+tim = merge([d["areas"] for d in timed_runs])[0] if timed_runs else None
 
 try:
     cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
@@ -195,7 +214,12 @@ res = {"date": date,
        "accel": "tcg", "rounds": int(rounds), "repeat": int(repeat), "quick": quick == "1",
        "best": {"cxl_shm": shm, "cxl_type3": t3},
        "median_of_rounds": {"cxl_shm": shm_med, "cxl_type3": t3_med},
-       "runs": {"cxl_shm": shm_runs, "cxl_type3": t3_runs}, "cxl_shm_info": info}
+       "runs": {"cxl_shm": shm_runs, "cxl_type3": t3_runs, "ivshmem": ivs_runs,
+                "cxl_shm_timed": timed_runs}, "cxl_shm_info": info}
+if ivs:
+    res["best"]["ivshmem"] = ivs
+if tim:
+    res["best"]["cxl_shm_timed"] = tim
 
 def spd_bw(a, b): return a["read_MBps"] / b["read_MBps"] if b["read_MBps"] else 0
 def spd_lat(a, b, k="lat_ns"): return b[k] / a[k] if a[k] else 0
@@ -220,8 +244,14 @@ hdr = ("%-24s %5s %9s %7s %8s  %5s %8s %7s %8s  %9s %7s %8s"
 print(hdr)
 print("-" * len(hdr))
 rows = [("coherent window", coh, ram), ("non-coherent area", nc, ram),
-        ("guest RAM", ram, ram), ("stock cxl-type3 *", dax, ram3),
-        ("guest RAM (type3 guest)", ram3, ram3)]
+        ("guest RAM", ram, ram), ("stock cxl-type3 *", dax, ram3)]
+if ivs:
+    rows.append(("ivshmem-plain BAR +", ivs, ram3))
+rows.append(("guest RAM (type3 guest)", ram3, ram3))
+if tim:
+    rows += [("timed: coherent window #", tim["coherent"], tim["ram"]),
+             ("timed: non-coherent #", tim["noncoherent"], tim["ram"]),
+             ("guest RAM (timed guest)", tim["ram"], tim["ram"])]
 for label, a, ref in rows:
     print("%-24s %5d %9.0f %7.2f %8.1f  %5d %8.1f %7.2f %8.2f  %9.1f %7.2f %8.1f"
           % (label, a["size"] >> 20, a["read_MBps"], spd_bw(a, ref), spd_bw(a, dax),
@@ -230,7 +260,15 @@ for label, a, ref in rows:
              spd_lat(a, dax, "lat_small_ns")))
 print("* stock cxl-type3: every access is MMIO, so the bandwidth buffer is %d MiB (not %d);"
       % (dax["size"] >> 20, ram["size"] >> 20))
-print("  its ratios \"vs RAM\" are against the RAM of its own guest (last row).")
+print("  its ratios \"vs RAM\" are against the RAM of its own guest.")
+if ivs:
+    print("+ ivshmem-plain: guest A's pool file (its data area) as a plain shared-memory BAR in the")
+    print("  type3 guest: the same bytes with no coherence model and no device in the path")
+    print("  (what Tigon and most multi-VM shared-memory work use); ratios against that guest's RAM.")
+if tim:
+    print("# cxl-shm mode=timed: every access goes through the device's cache model (%d MiB buffers);"
+          % (tim["coherent"]["size"] >> 20))
+    print("  ratios against the RAM of its own guest.")
 print("  lat 256K: chase over 256 KiB (64 pages, fit the emulated TLB): the cost of one load")
 print("  without guest page walks; the large chase pays TCG's page walk on most loads.")
 print()
@@ -362,11 +400,101 @@ if hm:
                  o["inv_line_ns"], o["flush_line_ns"]))
     print("(targets: doorbell writeback >= 0.80x host memcpy; native per line: goal < 100 ns)")
     res["coherence_targets"] = {"host_memcpy_MBps": host_mbs, "ops": ops}
+# the line engine's floor on the host, before and after guest A
+floors = []
+for f in ("floor-before.txt", "floor-after.txt"):
+    try:
+        for l in open(os.path.join(W, f)):
+            fl = l.split()
+            if len(fl) >= 3 and fl[0] in ("floor", "writeback", "memcpy"):
+                floors.append((f, fl[0], float(fl[1])))
+    except OSError:
+        pass
+floor_mbs = max([v for _, k, v in floors if k == "floor"] or [0])
+if floor_mbs and hm:
+    eng = max([v for _, k, v in floors if k == "writeback"] or [0])
+    wb = ops.get("doorbell", {}).get("wb_MBps", 0)
+    print("line-engine floor on the host (compare image and twin, copy to pool and twin, %d MiB):"
+          % (nc["size"] >> 20))
+    print("  %.0f MB/s; the engine itself there %.0f MB/s = %.2fx the floor; doorbell writeback"
+          % (floor_mbs, eng, eng / floor_mbs))
+    print("  in guest A %.0f MB/s = %.2fx the floor%s (target >= 0.80x the floor)"
+          % (wb, wb / floor_mbs, "!" if wb / floor_mbs < 0.8 else ""))
+    res["coherence_targets"]["floor_MBps"] = floor_mbs
+    res["coherence_targets"]["engine_host_MBps"] = eng
+    res["coherence_targets"]["doorbell_wb_vs_floor"] = wb / floor_mbs
+
+# cost curves: one call of each operation per size, against memcpy
+hc = []
+for f in ("hostmemcpy-curve-before.json", "hostmemcpy-curve-after.json"):
+    try:
+        hc.append({p["size"]: p["ns"] for p in json.loads(open(os.path.join(W, f)).read())["curve"]})
+    except (OSError, ValueError, KeyError):
+        pass
+if curve:
+    pts = curve["curve"]
+    meths = [m for m in ("doorbell", "native") if m in pts[0]]
+    print()
+    print("cost of one call (ns), non-coherent area; writeback and flush of dirty lines,")
+    print("invalidate of clean ones; host memcpy of the same size, best of before/after guest A")
+    hdr = "%9s %10s %10s" % ("bytes", "host cpy", "guest cpy")
+    for m in meths:
+        hdr += " %11s %11s %11s" % (m[:4] + " wb", m[:4] + " inv", m[:4] + " flush")
+    hdr += " %9s" % "db wb/cpy"
+    print(hdr)
+    print("-" * len(hdr))
+    rows_c = []
+    for p_ in pts:
+        sz = p_["size"]
+        host = min([h[sz] for h in hc if sz in h] or [0])
+        line = "%9d %10.0f %10.0f" % (sz, host, p_["guest_memcpy_ns"])
+        row = {"size": sz, "host_memcpy_ns": host, "guest_memcpy_ns": p_["guest_memcpy_ns"]}
+        for m in meths:
+            line += " %11.0f %11.0f %11.0f" % (p_[m]["wb_ns"], p_[m]["inv_ns"], p_[m]["flush_ns"])
+            row[m] = p_[m]
+        dbw = p_.get("doorbell", {}).get("wb_ns", 0)
+        line += " %9.1f" % (dbw / host if host else 0)
+        print(line)
+        rows_c.append(row)
+    print("(db wb/cpy: a doorbell writeback call over a host memcpy of the same size; the memcpy")
+    print(" copies the same buffers again and again, so it runs from the host's caches where they fit)")
+    res["cost_curves"] = rows_c
+    # the figure: gnuplot from the table, when gnuplot is installed
+    dat = os.path.join(W, "cost-curves.dat")
+    with open(dat, "w") as f:
+        f.write("# bytes host_memcpy guest_memcpy " +
+                " ".join("%s_wb %s_inv %s_flush" % (m, m, m) for m in meths) + "\n")
+        for r in rows_c:
+            f.write("%d %g %g %s\n" % (r["size"], r["host_memcpy_ns"] or float("nan"),
+                                       r["guest_memcpy_ns"],
+                                       " ".join("%g %g %g" % (r[m]["wb_ns"], r[m]["inv_ns"],
+                                                             r[m]["flush_ns"]) for m in meths)))
+    plot = ['set terminal png size 900,560',
+            'set output "%s"' % os.path.join(W, "cost-curves.png"),
+            'set title "cxlpod: one coherence-operation call vs memcpy of the same size (%s)"'
+            % date[:10],
+            'set logscale xy', 'set xlabel "bytes per call"', 'set ylabel "ns per call"',
+            'set key top left', 'set grid']
+    series = ['"%s" using 1:2 with linespoints title "host memcpy"' % dat,
+              '"%s" using 1:3 with linespoints title "guest memcpy (TCG)"' % dat]
+    col = 4
+    for m in meths:
+        for k in ("writeback", "invalidate", "flush"):
+            series.append('"%s" using 1:%d with linespoints title "%s %s"' % (dat, col, m, k))
+            col += 1
+    plot.append("plot " + ", ".join(series))
+    try:
+        import subprocess
+        subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True,
+                       capture_output=True)
+        print("figure: %s" % os.path.join(W, "cost-curves.png"))
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("(no figure: gnuplot failed or is missing: %s; scripts/deps.sh installs gnuplot-nox)" % e)
 print("(median: of the %s runs' own best-of-%s figures, each against the median of its reference)"
       % (rounds, repeat))
 json.dump(res, open(os.path.join(W, "results.json"), "w"), indent=1)
 print()
-print("raw results: %s/results.json; guest outputs and logs: %s/{shm,type3,probe}" % (W, W))
+print("raw results: %s/results.json; guest outputs and logs: %s/{shm,type3,probe,timed}" % (W, W))
 EOF
 }
 if [ -n "$REPORT" ]; then
@@ -396,9 +524,9 @@ W=$(cd "$W" && pwd)
 
 POOL_SIZE=512M
 if [ $QUICK = 1 ]; then
-    BW=8M LAT=4M T3_BW=2M T3_LAT=2M
+    BW=8M LAT=4M T3_BW=2M T3_LAT=2M CURVE_MAX=4M CURVE_MIN=0.02
 else
-    BW=64M LAT=32M T3_BW=8M T3_LAT=32M
+    BW=64M LAT=32M T3_BW=8M T3_LAT=32M CURVE_MAX=64M CURVE_MIN=0.1
 fi
 SMALL=256K
 COMMON="--json --repeat $REPEAT --lat-small $SMALL"
@@ -467,11 +595,21 @@ m() { printf "$MARK" "$1"; }
 # the host's memcpy, the baseline of the device's writeback, right before and
 # after guest A
 MEMCPY=$BUILD/meson/host-tools/cxlpod-memcpy
+FLOOR=$BUILD/meson/tests/unit/bench_lines
 hostmemcpy() {
     if [ -x "$MEMCPY" ]; then
         "$MEMCPY" --size "$BW" --repeat 5 >"$W/hostmemcpy-$1.json" || warn "cxlpod-memcpy failed"
+        "$MEMCPY" --curve "$CURVE_MAX" --repeat 5 >"$W/hostmemcpy-curve-$1.json" \
+            || warn "cxlpod-memcpy --curve failed"
     else
         warn "$MEMCPY missing: no host memcpy baseline (scripts/build-tools.sh)"
+    fi
+    # the line engine on the host, and the floor of any twin-comparing
+    # writeback, over the same number of MiB as guest A's writeback
+    if [ -x "$FLOOR" ]; then
+        "$FLOOR" --repeat 5 --mib "${BW%M}" >"$W/floor-$1.txt" 2>&1 || warn "bench_lines failed"
+    else
+        warn "$FLOOR missing: no floor baseline (scripts/build-tools.sh)"
     fi
 }
 hostmemcpy before
@@ -482,19 +620,31 @@ cxlpod-info --json
 for r in $(seq -s " " $ROUNDS); do
     cxlpod-bench $COMMON --method both --size $BW --lat-size $LAT; echo BENCH-RC:\$?
 done
+cxlpod-bench --json --method both --size 1M --lat-size 1M --repeat $REPEAT --min-time $CURVE_MIN --curve $CURVE_MAX; echo BENCH-RC:\$?
 $(m bench)
 cxlpod-bench --touch-all --json
 $(m touched)" \
     --device cxl-shm --size $POOL_SIZE --coherent-size 64M --latency-ns "$LAT_NS"
 hostmemcpy after
 
-# B: stock cxl-type3
+# B: stock cxl-type3, and guest A's pool file as an ivshmem-plain BAR
+# (its data area: the pool's metadata is the first 2 MiB)
+IVSHMEM_SIZE=$(( $(stat -c %s "$W/shm/pool.img") - 2 * 1024 * 1024 ))
 run type3 1800 "$(m idle)
+IVS=
+for d in /sys/bus/pci/devices/*; do
+    [ \"\$(cat \$d/vendor)\" = 0x1af4 ] && [ \"\$(cat \$d/device)\" = 0x1110 ] && IVS=\$d/resource2
+done
+[ -n \"\$IVS\" ] || { echo 'no ivshmem-plain device in the guest'; echo BENCH-RC:1; }
 for r in $(seq -s " " $ROUNDS); do
     cxlpod-bench $COMMON --raw --size $BW --lat-size $LAT --pool-size $T3_BW --pool-lat-size $T3_LAT; echo BENCH-RC:\$?
+    CXLPOD_DAX=\$IVS cxlpod-bench $COMMON --raw --size $BW --lat-size $LAT; echo BENCH-RC:\$?
 done
 $(m bench)" \
-    --device cxl-type3 --size $POOL_SIZE
+    --device cxl-type3 --size $POOL_SIZE \
+    --qemu-arg -object \
+    --qemu-arg "memory-backend-file,id=ivshmem0,share=on,mem-path=$W/shm/pool.img,offset=2097152,size=$IVSHMEM_SIZE" \
+    --qemu-arg -device --qemu-arg "ivshmem-plain,memdev=ivshmem0,bus=pcie.0"
 
 # C: cxl-shm, coherent window 448 MiB (non-coherent 64 MiB)
 if [ $PROBE = 1 ]; then
@@ -503,6 +653,12 @@ cxlpod-bench --touch-all --json; echo BENCH-RC:\$?
 $(m touched)" \
         --device cxl-shm --size $POOL_SIZE --coherent-size 448M --latency-ns "$LAT_NS"
 fi
+
+# D: cxl-shm, mode=timed (every access through the device: small buffers)
+run timed 1800 "for r in $(seq -s " " $ROUNDS); do
+    cxlpod-bench $COMMON --method doorbell --size $T3_BW --lat-size $T3_LAT --pool-size $T3_BW --pool-lat-size $T3_LAT; echo BENCH-RC:\$?
+done" \
+    --device cxl-shm --size $POOL_SIZE --coherent-size 64M --device-opt mode=timed
 
 LOAD1=$(load)
 T1=$(date +%s)
