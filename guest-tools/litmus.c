@@ -86,6 +86,7 @@ struct lit {
 	struct ctl *ctl;
 	uint8_t *base[NAREAS];
 	int iters_mp, iters_sb, atomic_ops, threads, poll_ms;
+	double atomic_s;	/* this host's time in its adds, last atomic test */
 	uint64_t token;
 	int mismatches, combos;
 	struct jbuf *j;
@@ -309,7 +310,9 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	case T_ATOMIC: {
 		PRIME(l, a, L_ATOMIC, 1, 0);
 		uint64_t *ctr = (uint64_t *)LINE(l, a, L_ATOMIC);
+		double t0 = now_s();
 		OP(adders(l, ctr, proto));
+		l->atomic_s = now_s() - t0;
 		if (proto == P_WB)
 			OP(wb_fence(l, ctr));
 		if (tool_barrier(t))
@@ -533,6 +536,12 @@ static int run_all(struct lit *l, const char *only)
 				j_str(l->j, "area", area_name[a]);
 				j_str(l->j, "proto", proto_name[p]);
 				j_str(l->j, "outcome", got);
+				if (test == T_ATOMIC) {
+					/* this host's adds (all its threads), for throughput */
+					j_dbl(l->j, "seconds", l->atomic_s);
+					j_dbl(l->j, "ops_per_s", l->atomic_s > 0 ? l->threads *
+					      (double)l->atomic_ops / l->atomic_s : 0);
+				}
 				if (test == T_FS) {
 					j_uint(l->j, "conflicts", conflicts);
 					uint64_t off = 0;
