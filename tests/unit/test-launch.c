@@ -276,6 +276,10 @@ static void test_kernel_cmdline(void)
     g_assert_nonnull(strstr(c, "console=ttyS0 quiet tsc=reliable "
                                "no_timer_check"));
     g_assert_nonnull(strstr(c, " cxlpod.host=1 cxlpod.nhosts=2"));
+    /* boot-time work a pod guest does not need (docs/launcher.md) */
+    g_assert_nonnull(strstr(c, " cryptomgr.notests initcall_blacklist="
+                               "crypto_kdf108_init,jent_mod_init,"
+                               "init_encrypted"));
     /* the host's TSC rate, measured; absent only if it cannot be */
     k = strstr(c, " tsc_early_khz=");
     if (k) {
