@@ -7,7 +7,7 @@
  * the command line are applied after the file and override it.  Groups:
  *
  *   [pod]      hosts, workdir, qemu, kernel, initrd, accel, mem, smp,
- *              append, stagger, qemu-arg (a list)
+ *              append, stagger, boot-parallel, qemu-arg (a list)
  *   [device]   device, pool, size, coherent-size, latency-ns, max-hosts,
  *              device-opt (a list), pool-backend, prealloc, host-nodes
  *   [job]      job, command, interactive, timeout, boot-timeout,
@@ -36,7 +36,8 @@ static const struct key_def pod_keys[] = {
     { "hosts", K_VALUE }, { "workdir", K_PATH }, { "qemu", K_PATH },
     { "kernel", K_PATH }, { "initrd", K_PATH }, { "accel", K_VALUE },
     { "mem", K_VALUE }, { "smp", K_VALUE }, { "append", K_VALUE },
-    { "stagger", K_VALUE }, { "qemu-arg", K_LIST }, { "userland", K_VALUE },
+    { "stagger", K_VALUE }, { "boot-parallel", K_VALUE },
+    { "qemu-arg", K_LIST }, { "userland", K_VALUE },
     { "net", K_BOOL }, { NULL, 0 },
 };
 

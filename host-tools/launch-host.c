@@ -18,6 +18,7 @@ int g_n_kill_recs;
 
 struct host *g_hosts;
 int g_nhosts;
+double g_pod_t0;            /* when the pod's first host was started */
 volatile sig_atomic_t g_signal;
 
 /*

@@ -30,9 +30,10 @@ void usage(FILE *f)
 "      --qemu PATH         QEMU binary ($CXLPOD_QEMU, else\n"
 "                          $TOP/build/qemu/qemu-system-x86_64)\n"
 "      --kernel PATH       guest kernel ($CXLPOD_KERNEL, else newest\n"
-"                          $TOP/build/guest/kernel-*/boot/vmlinuz-*)\n"
+"                          $TOP/build/guest/kernel-*/boot/vmlinuz-*, or\n"
+"                          the vmlinux-* beside it: PVH boot)\n"
 "      --initrd PATH       guest initramfs ($CXLPOD_INITRD, else\n"
-"                          $TOP/build/guest/initramfs.cpio.gz)\n"
+"                          $TOP/build/guest/initramfs.cpio)\n"
 "      --accel auto|tcg|kvm  (default auto: TCG unless CXLPOD_TRY_KVM=1 and\n"
 "                          a KVM probe passes)\n"
 "      --mem SIZE          guest RAM (default 512M)\n"
@@ -40,6 +41,9 @@ void usage(FILE *f)
 "      --append ARGS       extra kernel command line\n"
 "      --qemu-arg ARG      extra QEMU argument (repeatable)\n"
 "      --stagger MS        delay between guest starts (default 0)\n"
+"      --boot-parallel N   at most N guests booting at once; the next starts\n"
+"                          when one is ready (default: the host's CPUs + 1;\n"
+"                          0 = all at once)\n"
 "      --userland initramfs|host  what the guests run (default initramfs):\n"
 "                          host = this machine's root file system,\n"
 "                          read-only, the current directory read-write at\n"
@@ -107,6 +111,7 @@ enum {
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
     OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
     OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
+    OPT_BOOT_PARALLEL,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */
@@ -148,6 +153,7 @@ static const struct opt_def long_opts[] = {
     { "seed", OPT_SEED, true },
     { "stall-timeout", OPT_STALL_TIMEOUT, true },
     { "stagger", OPT_STAGGER, true },
+    { "boot-parallel", OPT_BOOT_PARALLEL, true },
     { "follow", 'f', false },
     { "json", OPT_JSON, false },
     { "dry-run", OPT_DRY_RUN, false },
@@ -187,6 +193,7 @@ void opts_init(struct opts *o)
     o->qemu_args = g_ptr_array_new_with_free_func(g_free);
     o->job_cmd = g_ptr_array_new_with_free_func(g_free);
     o->smp = 2;
+    o->boot_parallel = -1;      /* auto: the host's CPUs + 1 */
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
     o->restarts = 1;
@@ -452,6 +459,12 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
             BAD("--stagger", "need milliseconds");
         }
         o->stagger_ms = v;
+        break;
+    case OPT_BOOT_PARALLEL:
+        if (!parse_int(optarg, 0, MAX_HOSTS, &v)) {
+            BAD("--boot-parallel", "need a number of hosts, 0 for all");
+        }
+        o->boot_parallel = (int)v;
         break;
     case 'f':
         o->follow = true;

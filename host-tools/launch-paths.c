@@ -35,7 +35,7 @@ void resolve_paths(struct opts *o)
         o->initrd = g_strdup(e);
     }
     if (!o->initrd && top) {
-        o->initrd = g_strdup_printf("%s/build/guest/initramfs.cpio.gz", top);
+        o->initrd = g_strdup_printf("%s/build/guest/initramfs.cpio", top);
     }
     if (!o->qemu || !o->kernel || !o->initrd) {
         die(EXIT_USAGE, "cannot find the cxlpod repository from the executable's "

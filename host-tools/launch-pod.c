@@ -91,6 +91,51 @@ static void stop_servers(struct pod_run *r, double t)
     }
 }
 
+/*
+ * Whether host h is still booting: its QEMU runs and has shown neither its
+ * ready marker (with a pod network: its up marker) nor an error.
+ */
+static bool host_booting(const struct opts *o, const struct host *h)
+{
+    if (h->runs == 0 || h->pid <= 0 || h->term_sent || h->errs_reported > 0 ||
+        h->rep.ended) {
+        return false;
+    }
+    return pod_has_net(o) ? !h->rep.up : !h->rep.ready;
+}
+
+/*
+ * How many hosts may boot at once (0: all).  TCG guests that boot side by
+ * side on a few cores spend much of their CPU time spinning on one another
+ * (a vCPU waiting for its sibling's IPI while the host runs someone else):
+ * 32 guests started at once on 2 cores used 9.5 s of CPU time per guest to
+ * get ready, 3 at a time 4.6 s (docs/benchmarks.md, "Where a guest's boot
+ * goes").  The default, the host's CPUs + 1, keeps every core busy.
+ */
+int boot_parallel(const struct opts *o)
+{
+    if (o->boot_parallel >= 0) {
+        return o->boot_parallel;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n + 1 : 0;
+}
+
+/* --boot-parallel N: whether another host may start now. */
+static bool boot_slot_free(const struct pod_run *r)
+{
+    const struct opts *o = r->o;
+    int max = boot_parallel(o), booting = 0;
+
+    if (max <= 0) {
+        return true;
+    }
+    for (int i = 0; i < r->started; i++) {
+        booting += host_booting(o, &g_hosts[i]);
+    }
+    return booting < max;
+}
+
 /* SIGINT, SIGTERM, SIGHUP: the next tick shuts the guests down. */
 static gboolean on_unix_signal(gpointer data)
 {
@@ -112,7 +157,8 @@ static gboolean tick(gpointer data)
     double t0 = r->t0;
     double t = now_s();
 
-    /* start hosts (all at once, or --stagger apart) */
+    /* start hosts (all at once, --stagger apart, or --boot-parallel N
+     * booting at a time) */
     if (r->wait_header && r->started == 1) {
         unsigned st1;
         uint64_t gen1;
@@ -122,7 +168,8 @@ static gboolean tick(gpointer data)
     while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
            !r->stopping &&
            !(r->wait_header && r->started == 1) &&
-           t - t0 >= r->started * (o->stagger_ms / 1000.0)) {
+           t - t0 >= r->started * (o->stagger_ms / 1000.0) &&
+           boot_slot_free(r)) {
         struct host *h = &g_hosts[r->started];
         if (!spawn_qemu(h, o, accel, has_job)) {
             h->end = END_SPAWN_FAILED;
@@ -483,6 +530,7 @@ int run(struct opts *o)
 
     pod_switch_start(o);
     double t0 = now_s();
+    g_pod_t0 = t0;
     /*
      * A memory backend creates and sizes a missing pool file before its
      * device takes the pool's lock and writes the header; a pool= host

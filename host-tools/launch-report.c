@@ -177,8 +177,10 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
     add_bool(b, "restarted", h->killed_once && h->runs > 1);
     if (h->t_ready > 0) {
         add_num(b, "boot_s", h->t_ready - h->t_start, 2);
+        add_num(b, "ready_at_s", h->t_ready - g_pod_t0, 2);
     } else {
         add_null(b, "boot_s");
+        add_null(b, "ready_at_s");
     }
     if (h->t_up > 0) {
         add_num(b, "up_s", h->t_up - h->t_start, 2);
@@ -330,6 +332,17 @@ int report(const struct opts *o, enum accel accel, double wall,
         }
     }
     json_builder_end_array(b);
+    /* the pod's boot: from its first QEMU's start to its last ready marker */
+    double all_ready = 0;
+    for (int i = 0; i < o->nhosts && all_ready >= 0; i++) {
+        const struct host *h = &g_hosts[i];
+        all_ready = h->t_ready <= 0 ? -1 : MAX(all_ready, h->t_ready - g_pod_t0);
+    }
+    if (all_ready >= 0) {
+        add_num(b, "all_ready_s", all_ready, 2);
+    } else {
+        add_null(b, "all_ready_s");
+    }
 
     for (int i = 0; i < o->nhosts; i++) {
         struct host *h = &g_hosts[i];

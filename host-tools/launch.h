@@ -175,6 +175,7 @@ struct opts {
     bool seed_given;
     double stall_timeout_s;     /* job silent this long: stalled (0: off) */
     long stagger_ms;
+    int boot_parallel;          /* hosts booting at once (0: all, -1: auto) */
     bool json;
     bool follow;
     bool dry_run;
@@ -313,6 +314,7 @@ extern struct kill_rec *g_kill_recs;
 extern int g_n_kill_recs;
 extern struct host *g_hosts;
 extern int g_nhosts;
+extern double g_pod_t0;
 extern volatile sig_atomic_t g_signal;
 void atexit_cleanup(void);
 void describe_status(int st, char *out, size_t n);
@@ -351,6 +353,7 @@ int cmp_double(const void *a, const void *b);
 int qmp_main(int argc, char **argv);
 
 /* launch-pod.c */
+int boot_parallel(const struct opts *o);
 int run(struct opts *o);
 
 /* launch-report.c */

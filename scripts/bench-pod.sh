@@ -12,9 +12,19 @@
 #   pod    N host-userland guests (default 32) booted at once: the time
 #          until every one is up, and the host memory of the QEMUs (the sum
 #          of their RSS, sampled every second; its peak, and per guest)
+#   ipod   N initramfs guests (default 32, --mem 256M) started by the
+#          launcher's defaults (--boot-parallel): the time from its first
+#          QEMU's start to every CXL region ready (all_ready_s of --json),
+#          the CPU time the QEMUs used until then, and their peak memory
+#          (sum of RSS, and of PSS, which counts the kernel and initramfs
+#          files the QEMUs share once); every guest's job waits (sleep)
+#          until the last one is ready, then the pod is interrupted.
+#          --ipod-arg ARG (repeatable) passes ARG to that launcher run,
+#          e.g. --ipod-arg --boot-parallel=0 for all at once
 #
 #   bash scripts/bench-pod.sh [--no-build] [--rounds R] [--hosts N]
-#                             [--mem SIZE] [--skip boot,net,pod] [--workdir DIR]
+#                             [--mem SIZE] [--skip boot,net,pod,ipod]
+#                             [--ipod-arg ARG]... [--workdir DIR]
 #
 # Prints a table and writes WORKDIR/results.json (default build/bench-pod).
 # Wall-clock times under TCG on this machine: its load shows (printed).
@@ -22,6 +32,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 BUILD_ALL=1 ROUNDS=3 NPOD=32 PODMEM=384M SKIP=""
+IPOD_ARGS=()
 W=$BUILD/bench-pod
 while [ $# -gt 0 ]; do
     case $1 in
@@ -31,6 +42,7 @@ while [ $# -gt 0 ]; do
         --mem) [ $# -ge 2 ] || die "--mem needs a size"; PODMEM=$2; shift 2 ;;
         --skip) [ $# -ge 2 ] || die "--skip needs a list"; SKIP=$2; shift 2 ;;
         --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; shift 2 ;;
+        --ipod-arg) [ $# -ge 2 ] || die "--ipod-arg needs an argument"; IPOD_ARGS+=("$2"); shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
@@ -129,6 +141,44 @@ if ! skip pod; then
           load:$load}' <<<"$j")"
 fi
 
+# ---------------------------------------------------------------- ipod
+# the PIDs of the QEMUs of the launcher run in work dir $1
+pod_qemus() { pgrep -f -- "qemu-system-x86_64 .*$1/" || true; }
+if ! skip ipod; then
+    log "ipod: $NPOD initramfs guests, --mem 256M, until every region is ready"
+    "$L" -w "$W/ipod" -n "$NPOD" --mem 256M --timeout 1200 --boot-timeout 900 --json \
+        ${IPOD_ARGS[@]+"${IPOD_ARGS[@]}"} -- 'sleep 100000' >"$W/ipod.out" 2>"$W/ipod.err" &
+    lp=$!
+    rss=0 pss=0 cpu="" load0=$(load)
+    while kill -0 $lp 2>/dev/null; do
+        pids=$(pod_qemus "$W/ipod")
+        kb=0 pk=0
+        for p in $pids; do
+            kb=$((kb + $(awk '/^VmRSS:/ {print $2}' /proc/$p/status 2>/dev/null || echo 0)))
+            pk=$((pk + $(awk '/^Pss:/ {print $2}' /proc/$p/smaps_rollup 2>/dev/null || echo 0)))
+        done
+        [ $kb -gt $rss ] && rss=$kb
+        [ $pk -gt $pss ] && pss=$pk
+        if [ -z "$cpu" ] && [ "$(grep -l '@@CXLPOD-READY' "$W"/ipod/host*.log 2>/dev/null | wc -l)" -ge "$NPOD" ]; then
+            # CPU time (user + system) of the pod's QEMUs so far, in seconds
+            cpu=$(for p in $pids; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done |
+                  awk -v hz="$(getconf CLK_TCK)" '{s += $1} END {printf "%.1f", s / hz}')
+            kill -INT $lp
+        fi
+        sleep 0.5
+    done
+    wait $lp || true    # interrupted: exit 130
+    j=$(grep '^{' "$W/ipod.out" | tail -n1)
+    [ -n "$j" ] && [ "$(jq -r .all_ready_s <<<"$j")" != null ] || die "the $NPOD-host initramfs pod did not get ready; see $W/ipod.err"
+    rec "$(jq -c --argjson rss "$rss" --argjson pss "$pss" --argjson n "$NPOD" --argjson cpu "${cpu:-null}" \
+        --arg load0 "$load0" --arg load "$(load)" --arg args "${IPOD_ARGS[*]+${IPOD_ARGS[*]}}" \
+        '{bench:"ipod", hosts:$n, args:$args, all_ready_s:.all_ready_s,
+          boot_s_max:([.results[].boot_s] | max), cpu_s:$cpu, cpu_s_per_guest:($cpu / $n),
+          peak_rss_mib:($rss / 1024), rss_per_guest_mib:($rss / 1024 / $n),
+          peak_pss_mib:($pss / 1024), pss_per_guest_mib:($pss / 1024 / $n),
+          load_before:$load0, load:$load}' <<<"$j")"
+fi
+
 # ---------------------------------------------------------------- table
 jq -s '.' "$R" >"$W/results.json"
 echo
@@ -153,4 +203,10 @@ jq -r '.[] | select(.bench == "pod") |
   "\(.hosts)-host host-userland pod, --mem \(.mem):",
   "  all up after \(.all_up_s) s (wall \(.wall_s) s), \(.ok) of \(.hosts) ok",
   "  QEMU memory: peak \(.peak_rss_mib | round) MiB in all, \(.rss_per_guest_mib | round) MiB per guest"' "$W/results.json"
+jq -r '.[] | select(.bench == "ipod") |
+  "\(.hosts)-host initramfs pod, --mem 256M\(if .args != "" then ", " + .args else "" end):",
+  "  every region ready after \(.all_ready_s) s (the slowest guest booted in \(.boot_s_max) s)",
+  "  QEMU CPU time until then \(.cpu_s) s, \(.cpu_s_per_guest * 100 | round / 100) s per guest",
+  "  QEMU memory, peak: RSS \(.peak_rss_mib | round) MiB (\(.rss_per_guest_mib | round) per guest), PSS \(.peak_pss_mib | round) MiB (\(.pss_per_guest_mib | round) per guest)",
+  "  load average before / after: \(.load_before) / \(.load)"' "$W/results.json"
 echo "results: $W/results.json"

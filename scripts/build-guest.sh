@@ -12,8 +12,9 @@
 #                     linux-image-6.12.118+deb12-amd64-unsigned
 #   --force           rebuild the initramfs even if no input changed
 #
-# Output: $BUILD/guest/vmlinuz (a symlink into kernel-<release>/boot/) and
-# $BUILD/guest/initramfs.cpio.gz; the two paths are printed on stdout, one
+# Output: $BUILD/guest/vmlinuz (a symlink into kernel-<release>/boot/, with
+# vmlinux-<release> beside it for PVH boot) and $BUILD/guest/initramfs.cpio
+# (not compressed); the two paths are printed on stdout, one
 # per line, at the end (all messages go to stderr).  Runs of this script are
 # serialised with a lock, so parallel callers are safe.
 set -euo pipefail
@@ -49,7 +50,7 @@ mkdir -p "$GUEST" "$DL"
 exec 9>"$GUEST/.lock"
 flock 9 || die "cannot lock $GUEST/.lock"
 [ -f "$INIT_SRC" ] || die "missing $INIT_SRC"
-for t in cpio gzip xz sha256sum; do
+for t in cpio gzip xz sha256sum truncate od; do
     command -v "$t" >/dev/null || die "'$t' not found; run scripts/deps.sh"
 done
 [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -x insmod >/dev/null \
@@ -132,6 +133,50 @@ VMLINUZ_SRC=$KDIR/boot/vmlinuz-$KREL
 MODDIR=$KDIR/lib/modules/$KREL
 KCONFIG=$KDIR/boot/config-$KREL
 ln -sfn "kernel-$KREL/boot/vmlinuz-$KREL" "$GUEST/vmlinuz.tmp" && mv -Tf "$GUEST/vmlinuz.tmp" "$GUEST/vmlinuz"
+
+# ---------------------------------------------------------------- vmlinux (PVH)
+# The uncompressed kernel (the ELF the bzImage carries), which QEMU boots
+# directly through its PVH entry point: no decompression and no real-mode
+# setup under TCG, about 1 s of a guest's boot (docs/benchmarks.md,
+# "Where a guest's boot goes").  The launcher takes vmlinux-<release> beside
+# vmlinuz-<release> when it is there.  Kernels without CONFIG_PVH keep
+# booting from the bzImage.
+VMLINUX=$KDIR/boot/vmlinux-$KREL
+extract_vmlinux() {  # extract_vmlinux BZIMAGE OUT
+    local bz=$1 out=$2 ss po pl off magic dec cut=4
+    ss=$(od -An -tu1 -j $((0x1f1)) -N1 "$bz" | tr -d ' ')
+    [ "$ss" != 0 ] || ss=4
+    po=$(od -An -tu4 -j $((0x248)) -N4 "$bz" | tr -d ' ')
+    pl=$(od -An -tu4 -j $((0x24c)) -N4 "$bz" | tr -d ' ')
+    off=$(( (ss + 1) * 512 + po ))
+    magic=$(od -An -tx1 -j "$off" -N4 "$bz" | tr -d ' ')
+    # the payload ends with its 4-byte uncompressed size (gzip has it
+    # in its own trailer)
+    case $magic in
+        28b52ffd) dec="zstd -qdc" ;;
+        fd377a58) dec="xz -dc" ;;
+        1f8b*) dec="gzip -dc"; cut=0 ;;
+        *) warn "$bz: payload of unknown compression (magic $magic)"; return 1 ;;
+    esac
+    command -v "${dec%% *}" >/dev/null || { warn "${dec%% *} not found"; return 1; }
+    dd if="$bz" iflag=skip_bytes,count_bytes skip="$off" count=$((pl - cut)) bs=1M status=none |
+        $dec >"$out.tmp" 2>"$LOGDIR/guest-vmlinux.log" ||
+        { rm -f "$out.tmp"; warn "decompressing the kernel in $bz failed; see $LOGDIR/guest-vmlinux.log"; return 1; }
+    [ "$(od -An -tx1 -N4 "$out.tmp" | tr -d ' ')" = 7f454c46 ] ||
+        { rm -f "$out.tmp"; warn "$bz does not carry an ELF kernel"; return 1; }
+    mv -f "$out.tmp" "$out"
+}
+if [ -f "$VMLINUX" ]; then
+    :
+elif grep -qx 'CONFIG_PVH=y' "$KCONFIG" 2>/dev/null; then
+    if extract_vmlinux "$VMLINUZ_SRC" "$VMLINUX"; then
+        log "kernel $KREL: vmlinux-$KREL extracted (PVH boot)"
+    else
+        warn "no vmlinux for PVH boot; guests boot the bzImage (about 1 s slower each)"
+    fi
+else
+    log "kernel $KREL has no CONFIG_PVH; guests boot the bzImage"
+fi
 
 # ---------------------------------------------------------------- modules
 # Wanted modules; those built in (=y) are skipped, those absent are fatal
@@ -262,6 +307,22 @@ build_kmod() {
 build_kmod || true
 if [ -n "$KMOD" ]; then KMOD_STATUS="built $KREL"; else KMOD_STATUS="not built: $KMOD_WHY"; fi
 
+# strip_sig KO: drop the signature Debian appended to a module.  Loading a
+# signed module makes the kernel check an RSA signature under TCG: 0.2 s of
+# the guest's boot for the seven modules it loads.  An unsigned module
+# taints the kernel (E), as cxlpod_cache.ko (built here, unsigned) already
+# does; sig_enforce is off in Debian's kernel, so it loads.
+MODSIG_MAGIC='~Module signature appended~'
+strip_sig() {
+    local ko=$1 size len
+    [ "$(tail -c 28 "$ko" | head -c 27)" = "$MODSIG_MAGIC" ] || return 0
+    size=$(stat -c %s "$ko")
+    # struct module_signature (12 bytes, sig_len big-endian last) before the magic
+    len=$(od -An -tu1 -j $((size - 32)) -N4 "$ko" | awk '{print (($1 * 256 + $2) * 256 + $3) * 256 + $4}')
+    [ "$len" -gt 0 ] && [ "$len" -lt "$size" ] || die "$ko: unreadable module signature trailer"
+    truncate -s $((size - 28 - 12 - len)) "$ko"
+}
+
 # ---------------------------------------------------------------- inputs hash
 TOOLS=()
 if [ -d "$TOOLS_DIR" ]; then
@@ -281,7 +342,7 @@ inputs_hash() {
         fi
     }
 }
-INITRD=${OUTPUT:-$GUEST/initramfs.cpio.gz}
+INITRD=${OUTPUT:-$GUEST/initramfs.cpio}
 case $INITRD in /*) ;; *) INITRD=$PWD/$INITRD ;; esac
 mkdir -p "$(dirname "$INITRD")"
 inputs_hash >"$INITRD.inputs.new"
@@ -319,6 +380,7 @@ else
             *.ko.gz)  gzip -dc "$MODDIR/$m" >"$stage/lib/modules/$KREL/${m%.gz}"; m=${m%.gz} ;;
             *)        cp "$MODDIR/$m" "$stage/lib/modules/$KREL/$m" ;;
         esac
+        strip_sig "$stage/lib/modules/$KREL/$m"
         echo "/lib/modules/$KREL/$m" >>"$list"
     done
     if [ -n "$KMOD" ]; then
@@ -340,8 +402,11 @@ else
     printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/etc/passwd"
     printf 'root:x:0:\n' >"$stage/etc/group"
     find "$stage" -exec touch -h -d @0 {} +     # same inputs, same bytes
+    # not compressed: the kernel's inflate of a gzip image cost 0.25 s of
+    # every guest's boot under TCG (docs/benchmarks.md, "Where a guest's
+    # boot goes"); QEMU maps the file, so its pages are shared
     (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --reproducible --quiet) \
-        | gzip -6 -n >"$INITRD.tmp"
+        >"$INITRD.tmp"
     mv -f "$INITRD.tmp" "$INITRD"
     # first line: the hash compared on the next run; then what was hashed
     { echo "$HASH"; cat "$INITRD.inputs.new"; } >"$INITRD.inputs"

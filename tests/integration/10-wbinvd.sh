@@ -13,7 +13,7 @@
 # failure of the image build step, not a skipped test.
 # build-guest.sh records it in the image's inputs: "kmod <sha256>" or
 # "kmod none: <reason>".
-inputs=${CXLPOD_INITRD:-$CXLPOD_TOP/build/guest/initramfs.cpio.gz}.inputs
+inputs=${CXLPOD_INITRD:-$CXLPOD_TOP/build/guest/initramfs.cpio}.inputs
 if km=$(grep '^kmod none' "$inputs" 2>/dev/null); then
     fail "build step: the guest image has no cxlpod_cache module (${km#kmod none: }); see build/logs/guest-kmod.log or guest-headers-download.log"
 fi

@@ -276,6 +276,10 @@ static void test_kernel_cmdline(void)
     g_assert_nonnull(strstr(c, "console=ttyS0 quiet tsc=reliable "
                                "no_timer_check"));
     g_assert_nonnull(strstr(c, " cxlpod.host=1 cxlpod.nhosts=2"));
+    /* boot-time work a pod guest does not need (docs/launcher.md) */
+    g_assert_nonnull(strstr(c, " cryptomgr.notests initcall_blacklist="
+                               "crypto_kdf108_init,jent_mod_init,"
+                               "init_encrypted"));
     /* the host's TSC rate, measured; absent only if it cannot be */
     k = strstr(c, " tsc_early_khz=");
     if (k) {
@@ -293,6 +297,20 @@ static void test_kernel_cmdline(void)
     ci = kernel_cmdline(&oi, 0);
     g_assert_nonnull(strstr(ci, "tsc=reliable no_timer_check "
                                 "tsc_early_khz=1000000 cxlpod.host=0"));
+}
+
+/* --boot-parallel: the host's CPUs + 1 unless given; 0 = all at once */
+static void test_boot_parallel(void)
+{
+    struct opts o, o0, o4;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    parse_line("-n 8 -- true", &o);
+    g_assert_cmpint(boot_parallel(&o), ==, ncpu > 0 ? ncpu + 1 : 0);
+    parse_line("-n 8 --boot-parallel 0 -- true", &o0);
+    g_assert_cmpint(boot_parallel(&o0), ==, 0);
+    parse_line("-n 8 --boot-parallel 4 -- true", &o4);
+    g_assert_cmpint(boot_parallel(&o4), ==, 4);
 }
 
 /* the pool device arguments of both devices */
@@ -822,6 +840,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/launch/size", test_size);
+    g_test_add_func("/launch/boot-parallel", test_boot_parallel);
     g_test_add_func("/launch/kill", test_kill);
     g_test_add_func("/launch/qmp-reply", test_qmp_reply);
     g_test_add_func("/launch/qmp-args", test_qmp_args);
