@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling benchmark (docs/benchmarks.md section 7): the same pool shared by
+# Scaling benchmark (docs/benchmarks.md section 8): the same pool shared by
 # 1, 2, 4, 8, 16 and 32 guests on this machine, each running the atomic
 # counter (cxlpod-litmus --test atomic, from 2 hosts), the message queue
 # (cxlpod-mq) and the allreduce (cxlpod-allreduce); per pod size: the time
