@@ -75,6 +75,22 @@ def launch(d):
     except (OSError, ValueError, IndexError):
         return None
 
+def each_pod(keys, fmt, label):
+    """(key, dir, launcher report, ready times, peak summed PSS in MiB) of each
+    pod that reported; a line for each that did not"""
+    for k in keys:
+        d = os.path.join(W, fmt % k)
+        lj = launch(d)
+        if not lj:
+            print(label % k + "  (pod failed: see %s)" % d)
+            continue
+        boots = [r["boot_s"] for r in lj["results"] if r.get("boot_s") is not None]
+        try:
+            pss = max(int(x) for x in open(os.path.join(d, "pss.txt")).read().split()) / 1024
+        except (OSError, ValueError):
+            pss = None
+        yield k, d, lj, boots, pss
+
 res = {"date": info["date"], "host": info["host"], "pods": [], "pool_sizes": []}
 print()
 print("cxlpod scaling benchmark, %s; %s" % (info["date"], info["host"]["cpu"]))
@@ -86,13 +102,7 @@ hdr = ("%5s %8s %8s %9s %12s %12s %11s %11s %10s %10s"
           "mq msg/s", "(all)", "allred MB/s", "(all)"))
 print(hdr)
 print("-" * len(hdr))
-for n in info["hosts"]:
-    d = os.path.join(W, "pod%d" % n)
-    lj = launch(d)
-    if not lj:
-        print("%5d  (pod failed: see %s)" % (n, d))
-        continue
-    boots = [r["boot_s"] for r in lj["results"] if r.get("boot_s") is not None]
+for n, d, lj, boots, pss in each_pod(info["hosts"], "pod%d", "%5d"):
     atom, mq, ar = [], [], []
     for i in range(n):
         out = os.path.join(d, "host%d.out" % i)
@@ -108,11 +118,7 @@ for n in info["hosts"]:
             s = [x for x in l.get("sizes", []) if "MBps" in x]
             if s:
                 ar.append(s[-1]["MBps"])
-    mem = None
-    try:
-        mem = max(int(x) for x in open(os.path.join(d, "pss.txt")).read().split()) / n / 1024
-    except (OSError, ValueError):
-        pass
+    mem = pss / n if pss else None
     avg = lambda v: sum(v) / len(v) if v else 0
     row = {"hosts": n, "ready_s_median": sorted(boots)[len(boots) // 2] if boots else None,
            "ready_s_max": max(boots) if boots else None, "wall_s": lj.get("wall_s"),
@@ -137,20 +143,10 @@ hdr = ("%9s %8s %9s %12s %12s %12s" % ("pool", "ready s", "MiB/guest", "wb ns/li
                                        "wb us/MiB", "inv us/MiB"))
 print(hdr)
 print("-" * len(hdr))
-for sz in info["pool_sizes"]:
-    d = os.path.join(W, "size%s" % sz)
-    lj = launch(d)
-    if not lj:
-        print("%9s  (pod failed: see %s)" % (sz, d))
-        continue
-    boots = [r["boot_s"] for r in lj["results"] if r.get("boot_s") is not None]
+for sz, d, lj, boots, pss in each_pod(info["pool_sizes"], "size%s", "%9s"):
     b = tool_lines(os.path.join(d, "host0.out"), "cxlpod-bench")
     nc = b[-1]["areas"].get("noncoherent", {}) if b else {}
-    mem = None
-    try:
-        mem = max(int(x) for x in open(os.path.join(d, "pss.txt")).read().split()) / 2 / 1024
-    except (OSError, ValueError):
-        pass
+    mem = pss / 2 if pss else None
     row = {"pool": sz, "ready_s_max": max(boots) if boots else None, "mib_per_guest": mem,
            "wb_line_ns": nc.get("wb_line_ns"), "wb_MiB_us": nc.get("wb_MiB_us"),
            "inv_MiB_us": nc.get("inv_MiB_us")}
