@@ -24,12 +24,15 @@
  *     turns in rank order, one global step at a time, so only one host
  *     touches the pool's data at any moment and the cache and snoop-filter
  *     state at the start of every turn is fixed.  The next host learns
- *     that the step before its own is done from that host's "done" line
+ *     that the step before its own is done from that host's control line
  *     in the NON-coherent area (a plain store + writeback; it polls with
- *     invalidate + load).  Waiting never touches the coherent window, so
- *     it never changes the snoop filter; the poll line is one line of the
- *     waiter's cache, whose state after the first poll does not depend on
- *     how many polls there were.  No atomics are used on the pool.
+ *     invalidate + load; a random epoch, agreed at the start as tool.c's
+ *     join does, tells this run's lines from stale ones).  Waiting never
+ *     touches the coherent window, so it never changes the snoop filter;
+ *     the poll line is one line of the waiter's cache, whose state after
+ *     the first poll does not depend on how many polls there were.  No
+ *     atomics are used on the pool (under -icount a timed-mode xchg on
+ *     the pool never completes: tool_join/tool_barrier cannot be used).
  *   - Own work only.  A turn's guest time is the sum of rdtsc deltas over
  *     its own work (under -icount shift=N the TSC counts virtual
  *     nanoseconds: instructions x 2^N plus the latency the device charged),
@@ -78,9 +81,8 @@
 #define UNIT_WORDS 512u /* 4 KiB: the unit of work and of a coherence call */
 #define MAXL 16
 #define NPHASE 3
-#define NC_CTRL 0            /* done lines at the start of the nc area */
+#define NC_CTRL 0            /* control lines at the start of the nc area */
 #define NC_DATA (2u << 20)   /* data after the control lines */
-#define READY_MAGIC 0x5944414552505845ull /* "EXPREADY" */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -204,14 +206,34 @@ static int parse_list(const char *s, uint64_t *out, int max, bool size)
 }
 
 /* ---- turns ------------------------------------------------------------------------------- */
+/*
+ * Control lines, all in the non-coherent area, each written by one host only:
+ *   line h (h < 32):       host h's: w0 = last step done, w1 = the run's epoch
+ *                          once it has joined, w2 = its hello nonce
+ *   line 32 + r:           host 0's welcome of host r: w0 = r's nonce, w1 = epoch
+ * The epoch is random, so lines left in the pool by an earlier run (or
+ * another tool) never pass for this run's (the join of tool.c, without
+ * atomics and without the coherent window).
+ */
 struct ctx {
 	struct tool t;
 	uint64_t step;      /* global step counter (same sequence on every host) */
 	int prev_owner;     /* host of the step before */
-	volatile uint64_t *done; /* done lines, one per host, non-coherent */
+	uint64_t epoch;
+	volatile uint64_t *ctl; /* control lines */
 	unsigned wait_ms_max;
 	int err;
 };
+
+static volatile uint64_t *host_line(struct ctx *c, int h)
+{
+	return &c->ctl[h * 8];
+}
+
+static volatile uint64_t *welcome_line(struct ctx *c, int r)
+{
+	return &c->ctl[(32 + r) * 8];
+}
 
 static int chk(struct ctx *c, int e)
 {
@@ -222,46 +244,133 @@ static int chk(struct ctx *c, int e)
 	return e;
 }
 
-/* Wait until word @w of host @h's done line is at least @want (invalidate +
- * load, then sleep a little longer each time; the waiter's own guest time
- * is not measured, and it never touches the coherent window). */
-static int wait_line(struct ctx *c, int h, int w, uint64_t want)
+/* Fetch a control line afresh: invalidate, then load (by the caller) */
+static int refetch(struct ctx *c, volatile uint64_t *l)
 {
-	volatile uint64_t *d = &c->done[h * 8 + w];
-	double t0 = 0;
-	unsigned polls = 0;
-	long sleep_ns = 20000;
-	for (;;) {
-		if (chk(c, cxlpod_invalidate(c->t.p, (const void *)d, 64)))
-			return c->err;
-		if (w ? *d == want : *d >= want)
-			return 0;
-		struct timespec ts = {0, sleep_ns};
-		nanosleep(&ts, NULL);
-		if (sleep_ns < (long)c->wait_ms_max * 1000000)
-			sleep_ns += sleep_ns / 4 + 1000;
-		if ((++polls & 63) == 0) {
-			double n = now_s();
-			if (t0 == 0)
-				t0 = n;
-			else if (n - t0 > c->t.timeout_s) {
-				fprintf(stderr, "%s: timeout after %.0f s waiting for host %d (step %llu)\n",
-					c->t.name, c->t.timeout_s, h, (unsigned long long)want);
-				return EXIT_PEER;
-			}
-			if (tool_peers_alive(&c->t))
-				return EXIT_PEER;
+	return chk(c, cxlpod_invalidate(c->t.p, (const void *)l, 64)) ? c->err : 0;
+}
+
+/* Make this host's stores to a control line visible */
+static int publish(struct ctx *c, volatile uint64_t *l)
+{
+	if (chk(c, cxlpod_writeback(c->t.p, (const void *)l, 64)) || chk(c, cxlpod_fence(c->t.p)))
+		return c->err;
+	return 0;
+}
+
+/* Between polls: sleep a little longer each time (up to --wait-ms-max);
+ * the waiter's own guest time is never measured.  Returns EXIT_PEER on
+ * timeout or a failed peer. */
+struct backoff {
+	double t0;
+	unsigned polls;
+	long ns;
+};
+
+static int backoff(struct ctx *c, struct backoff *b, const char *what)
+{
+	if (!b->ns)
+		b->ns = 20000;
+	struct timespec ts = {b->ns / 1000000000, b->ns % 1000000000};
+	nanosleep(&ts, NULL);
+	if (b->ns < (long)c->wait_ms_max * 1000000)
+		b->ns += b->ns / 4 + 1000;
+	if ((++b->polls & 15) == 0) {
+		double n = now_s();
+		if (b->t0 == 0)
+			b->t0 = n;
+		else if (n - b->t0 > c->t.timeout_s) {
+			fprintf(stderr, "%s: timeout after %.0f s waiting for %s\n", c->t.name,
+				c->t.timeout_s, what);
+			return EXIT_PEER;
 		}
+		if (tool_peers_alive(&c->t))
+			return EXIT_PEER;
+	}
+	return 0;
+}
+
+/* Wait until host @h has done step @want of this run */
+static int wait_step(struct ctx *c, int h, uint64_t want)
+{
+	volatile uint64_t *l = host_line(c, h);
+	struct backoff b = {0};
+	for (;;) {
+		if (refetch(c, l))
+			return c->err;
+		if (l[1] == c->epoch && l[0] >= want)
+			return 0;
+		if (backoff(c, &b, "the host before this one"))
+			return EXIT_PEER;
 	}
 }
 
 static int publish_done(struct ctx *c)
 {
-	volatile uint64_t *d = &c->done[c->t.rank * 8];
-	*d = c->step;
-	if (chk(c, cxlpod_writeback(c->t.p, (const void *)d, 64)) || chk(c, cxlpod_fence(c->t.p)))
-		return c->err;
-	return 0;
+	volatile uint64_t *l = host_line(c, c->t.rank);
+	l[0] = c->step;
+	return publish(c, l);
+}
+
+/* Every host learns the run's epoch; host 0 takes its first step only once
+ * every host has joined. */
+static int join(struct ctx *c)
+{
+	struct tool *t = &c->t;
+	volatile uint64_t *mine = host_line(c, t->rank);
+	struct backoff b = {0};
+	int rc;
+	if (t->rank == 0) {
+		uint64_t welcomed[32] = {0};
+		c->epoch = rand64();
+		mine[0] = 0;
+		mine[1] = c->epoch;
+		mine[2] = 0;
+		if ((rc = publish(c, mine)))
+			return rc;
+		for (;;) {
+			bool all = true;
+			for (int r = 1; r < t->nhosts; r++) {
+				volatile uint64_t *l = host_line(c, r);
+				if ((rc = refetch(c, l)))
+					return rc;
+				uint64_t hello = l[2], ready = l[1];
+				if (ready == c->epoch)
+					continue;
+				all = false;
+				if (hello && hello != welcomed[r]) {
+					volatile uint64_t *w = welcome_line(c, r);
+					w[0] = hello;
+					w[1] = c->epoch;
+					if ((rc = publish(c, w)))
+						return rc;
+					welcomed[r] = hello;
+				}
+			}
+			if (all)
+				return 0;
+			if (backoff(c, &b, "every host to join"))
+				return EXIT_PEER;
+		}
+	}
+	uint64_t nonce = rand64();
+	mine[0] = 0;
+	mine[1] = 0;
+	mine[2] = nonce;
+	if ((rc = publish(c, mine)))
+		return rc;
+	volatile uint64_t *w = welcome_line(c, t->rank);
+	for (;;) {
+		if ((rc = refetch(c, w)))
+			return rc;
+		if (w[0] == nonce)
+			break;
+		if (backoff(c, &b, "host 0's welcome"))
+			return EXIT_PEER;
+	}
+	c->epoch = w[1];
+	mine[1] = c->epoch;
+	return publish(c, mine);
 }
 
 /* One step of the schedule: returns true (after waiting for the step
@@ -272,7 +381,7 @@ static int next_step(struct ctx *c, int owner, bool *mine)
 	*mine = owner == c->t.rank;
 	int rc = 0;
 	if (*mine && c->prev_owner >= 0 && c->prev_owner != c->t.rank)
-		rc = wait_line(c, c->prev_owner, 0, c->step - 1);
+		rc = wait_step(c, c->prev_owner, c->step - 1);
 	c->prev_owner = owner;
 	return rc;
 }
@@ -458,7 +567,7 @@ static void usage(void)
 {
 	printf("usage: cxlpod-allreduce-exp [--areas coherent,noncoherent] [--hosts-list 2,4]\n"
 	       "         [--sizes 64K,256K] [--rounds 2] [--seed 1] [--slice-us 2500]\n"
-	       "         [--no-slices] [--no-irq-check] [--wait-ms-max 5] [options]\n"
+	       "         [--no-slices] [--no-irq-check] [--wait-ms-max 50] [options]\n"
 	       "Run on every host of a mode=timed pod under -icount (docs/experiment.md).\n"
 	       "--nhosts is the pod's size; every host runs the same list of experiments.\n%s",
 	       tool_common_usage());
@@ -467,10 +576,10 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	struct ctx c = {.t = {.name = "cxlpod-allreduce-exp", .rank = -1}, .prev_owner = -1,
-			.wait_ms_max = 5};
+			.wait_ms_max = 50};
 	struct tool *t = &c.t;
 	const char *areas_arg = "coherent,noncoherent", *hosts_arg = "2", *sizes_arg = "64K";
-	int rounds = 2, slice_us = 2500, wait_ms = 5;
+	int rounds = 2, slice_us = 2500, wait_ms = 50;
 	bool noslices = false, noirq = false;
 	const struct topt opts[] = {
 		{"--areas", TOPT_STR, &areas_arg, 0, 0},
@@ -528,7 +637,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: the non-coherent area is too small\n", t->name);
 		return EXIT_SETUP;
 	}
-	c.done = (volatile uint64_t *)(t->nc + NC_CTRL);
+	c.ctl = (volatile uint64_t *)(t->nc + NC_CTRL);
 
 	/* the tick, the interrupt count, no page faults and no preemption inside
 	 * the measured work */
@@ -575,17 +684,10 @@ int main(int argc, char **argv)
 	if (sched_setscheduler(0, SCHED_FIFO, &sp))
 		fprintf(stderr, "%s: SCHED_FIFO: %s\n", t->name, strerror(errno));
 
-	/* start: every host says it is ready (word 1 of its done line); the
-	 * first step's host waits for all of them */
-	c.done[t->rank * 8] = 0;
-	c.done[t->rank * 8 + 1] = READY_MAGIC ^ seed;
-	if (chk(&c, cxlpod_writeback(t->p, (const void *)&c.done[t->rank * 8], 64)) ||
-	    chk(&c, cxlpod_fence(t->p)))
-		return c.err;
-	if (t->rank == 0)
-		for (int h = 1; h < t->nhosts; h++)
-			if ((rc = wait_line(&c, h, 1, READY_MAGIC ^ seed)))
-				return rc;
+	/* start: every host joins this run (its epoch); host 0 takes the first
+	 * step once all have */
+	if ((rc = join(&c)))
+		return rc;
 
 	int nexp = nareas * nh * ns;
 	struct exp *xs = calloc(nexp, sizeof(*xs));
@@ -609,7 +711,7 @@ int main(int argc, char **argv)
 	 * nothing in the snoop filter any more, which would change the
 	 * back-invalidates of the turns still running */
 	if (c.prev_owner >= 0 && c.prev_owner != t->rank &&
-	    (rc = wait_line(&c, c.prev_owner, 0, c.step)))
+	    (rc = wait_step(&c, c.prev_owner, c.step)))
 		return rc;
 	sp.sched_priority = 0;
 	sched_setscheduler(0, SCHED_OTHER, &sp);
