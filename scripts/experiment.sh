@@ -149,7 +149,7 @@ rows() {
            slices: tot(.slices), disturbed_slices: tot(.disturbed),
            wrong_elements: ($g | map(.wrong) | add),
            phases: $phases})
-      | sort_by(.pod != "podA", .pod, .area, .n, .bytes, .round)' "$1/lines.jsonl"
+      | sort_by(.pod != "podA", .filter, .pod, .area, .n, .bytes, .round)' "$1/lines.jsonl"
 }
 
 if [ -z "$REPORT" ]; then
@@ -178,7 +178,13 @@ if [ -d "$W/run2" ]; then
     fi
 fi
 
-# results.json: what ran where, and the rows of run 1
+# results.json: what ran where, and the rows of run 1 (--report keeps
+# what the run itself recorded: its date, command, machine and set-up)
+PREV=
+if [ -n "$REPORT" ] && [ -f "$W/results.json" ]; then
+    PREV=$W/results.run.json
+    [ -f "$PREV" ] || cp "$W/results.json" "$PREV"
+fi
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 jq -n --slurpfile rows "$W/rows1.json" \
     --arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg host "$(uname -n)" \
@@ -202,6 +208,11 @@ jq -n --slurpfile rows "$W/rows1.json" \
              protocol: "non-coherent area: libcxlpod doorbell writeback+fence after writing, invalidate before reading, one call per 4 KiB"},
      identical_runs: $ident,
      rows: $rows[0]}' >"$W/results.json"
+if [ -n "$PREV" ]; then
+    jq -s '.[1] + (.[0] | {date, command, machine, qemu, icount, wall_seconds, setup})
+           + {tabulated: (now | strftime("%Y-%m-%dT%H:%MZ"))}' "$PREV" "$W/results.json" \
+        >"$W/results.tmp" && mv "$W/results.tmp" "$W/results.json"
+fi
 
 # table.md: the measured (last) round of each experiment
 {
