@@ -20,7 +20,8 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
 # openssh-server, openmpi-bin, python3, socat, iperf3: run inside
 # host-userland guests, whose root file system is this machine's own
 # (docs/your-software.md); their services are never started on the host.
-# gnuplot-nox: the benchmarks' figures (scripts/bench.sh, docs/benchmarks.md).
+# gnuplot-nox: the figures of scripts/bench.sh, scripts/bench-scale.sh and
+# scripts/experiment.sh (docs/benchmarks.md, docs/experiment.md).
 BPO_PKGS=(meson python3-pycotap)
 
 missing=()
