@@ -244,8 +244,11 @@ pod() {
 IFS=, read -r -a HL <<<"$HOSTS"
 IFS=, read -r -a SL <<<"$SIZES"
 for n in "${HL[@]}"; do
-    job="cxlpod-mq --messages $MSGS --json; cxlpod-allreduce --sizes $AR --json"
-    [ "$n" -lt 2 ] || job="cxlpod-litmus --test atomic --method doorbell --atomic-ops $ATOM --json; $job"
+    # the tools wait for their peers longer in larger pods (the launcher
+    # boots a few guests at a time; 16 hosts missed the default 120 s)
+    to="--timeout $((120 + 30 * n))"
+    job="cxlpod-mq $to --messages $MSGS --json; cxlpod-allreduce $to --sizes $AR --json"
+    [ "$n" -lt 2 ] || job="cxlpod-litmus $to --test atomic --method doorbell --atomic-ops $ATOM --json; $job"
     pod "pod$n" "$n" $((600 + 40 * n)) "$job; true" \
         --mem 256M --size 256M --coherent-size 64M
 done
