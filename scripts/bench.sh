@@ -32,7 +32,7 @@
 #
 #   --no-build     skip scripts/build-all.sh (use what is built)
 #   --quick        small working sets, one run, one repetition (a smoke test,
-#                  ~80 s; its numbers sit in the host caches: not the benchmark)
+#                  ~2 min; its numbers sit in the host caches: not the benchmark)
 #   --rounds R     run cxlpod-bench R times in each guest (default 3)
 #   --repeat N     and each measurement N times per run (default 3); the
 #                  table shows the best of the R x N, results.json also the
