@@ -68,6 +68,10 @@ cc -O2 -o "$PROJ/tokens" "$PROJ/tokens.c" \
 file -L "$PROJ/tokens" | grep -q 'dynamically linked' || fail "tokens is not dynamically linked"
 
 TOK=$(token | cut -c1-12)
+# a file of this machine's /tmp outside the launch directory (a project
+# or its build under /tmp): the guests see it, and their own writes there
+# stay in the guest
+echo "tmp file $TOK" >"$WORK/hostfile"
 cat >"$PROJ/job.sh" <<EOF
 me=\$CXLPOD_HOST_ID
 next=host\$(( (me + 1) % $N ))
@@ -80,6 +84,8 @@ if timeout 10 bash -c 'exec 3<>/dev/tcp/198.51.100.1/80' 2>/tmp/conn.err; then
 else
     echo "offsegment=refused: \$(cat /tmp/conn.err)"
 fi
+echo "hosttmp=[\$(cat $WORK/hostfile 2>&1)]"
+echo "guest \$me" >$WORK/guestwrite-\$me 2>/dev/null; echo "guestwrite=\$(cat $WORK/guestwrite-\$me 2>&1)"
 echo "ldd-libcxlpod=\$(ldd ./tokens | grep -c libcxlpod.so)"
 ./tokens $TOK $N
 python3 -c "
@@ -120,6 +126,9 @@ for ((h = 0; h < N; h++)); do
     # only the segment: no default route, nothing else
     expect_line $h "^routes=10\.211\.0\.0/24 dev [a-z0-9]+ proto kernel scope link src 10\.211\.0\.$((h + 1)) ?;$"
     expect_line $h '^offsegment=refused: .*(unreachable|Unreachable)'
+    expect_line $h "^hosttmp=\\[tmp file $TOK\\]\$"
+    expect_line $h "^guestwrite=guest $h\$"
+    [ ! -e "$WORK/guestwrite-$h" ] || fail "host$h's write to /tmp reached this machine's /tmp"
     expect_line $h '^ldd-libcxlpod=1$'
     expect_line $h "^tokens: host $h saw all $N tokens\$"
     expect_line $h '^python tokens ok$'
