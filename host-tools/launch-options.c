@@ -60,9 +60,9 @@ void usage(FILE *f)
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
 "      --device-opt K=V    extra device property (repeatable);\n"
 "                          I:K=V for host I only\n"
-"      --pool-backend file|memdev  cxl-shm: the pool from the device's own\n"
-"                          backend (pool=PATH, default) or from a\n"
-"                          memory-backend-file on it (memdev=ID);\n"
+"      --pool-backend memdev|file  cxl-shm: the pool from a\n"
+"                          memory-backend-file on it (memdev=ID, default)\n"
+"                          or from the device's own backend (pool=PATH);\n"
 "                          I:file|memdev for host I only (repeatable)\n"
 "      --prealloc          memory backend: allocate the pool's pages at start\n"
 "      --host-nodes N[-M]  memory backend: bind the pool to host NUMA node(s)\n"
@@ -761,8 +761,8 @@ void parse_args(int argc, char **argv, struct opts *o)
     if (o->device == DEV_CXL_SHM && !any_memdev &&
         (o->prealloc || o->host_nodes)) {
         die(EXIT_USAGE, "--prealloc/--host-nodes set options of a memory "
-            "backend: give --pool-backend memdev (cxl-shm's pool=PATH has "
-            "none)");
+            "backend, and every host is on --pool-backend file (cxl-shm's "
+            "pool=PATH has none)");
     }
     if (o->max_hosts && o->max_hosts < o->nhosts) {
         die(EXIT_USAGE, "--max-hosts %d is less than the %d hosts", o->max_hosts,

@@ -318,12 +318,16 @@ int device_opt_host(const char *opt, const char **kv)
     return atoi(opt);
 }
 
-/* Whether host `host`'s cxl-shm takes its pool from a memory backend. */
+/*
+ * Whether host `host`'s cxl-shm takes its pool from a memory backend: the
+ * default, as QEMU devices take their memory (-object + memdev=); pool=PATH
+ * only when asked for (--pool-backend file).
+ */
 bool host_on_memdev(const struct opts *o, int host)
 {
     enum pool_backend b = o->host_backend[host] != BACKEND_UNSET ?
                           o->host_backend[host] : o->backend;
-    return o->device == DEV_CXL_SHM && b == BACKEND_MEMDEV;
+    return o->device == DEV_CXL_SHM && b != BACKEND_FILE;
 }
 
 /*

@@ -327,14 +327,17 @@ static void test_device_args(void)
     g_autoptr(GPtrArray) a = argv_new();
     add_pool_device_args(a, &o, 2);
     char *cmd = argv_to_shell(a);
-    g_assert_true(strstr(cmd, "cxl-shm,bus=root_port13,id=cxl-shm0,pool=/tmp/p,,ool,"
-                      "size=512M,host-id=2,max-hosts=3,coherent-size=64M,"
-                      "latency-ns=200,mode=timed"));
+    /* by default the launcher builds the pool's memory backend */
+    g_assert_true(strstr(cmd, "-object memory-backend-file,id=cxl-pool0,"
+                      "mem-path=/tmp/p,,ool,size=512M,offset=2M,share=on "
+                      "-device cxl-shm,bus=root_port13,id=cxl-shm0,"
+                      "memdev=cxl-pool0,size=512M,host-id=2,max-hosts=3,"
+                      "coherent-size=64M,latency-ns=200,mode=timed"));
+    g_assert_null(strstr(cmd, "pool=/"));
     g_assert_true(strstr(cmd, "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
     /* the guest cannot power the slot off (that would unplug the device) */
     g_assert_true(strstr(cmd, "cxl-rp,port=0,bus=cxl.1,id=root_port13,"
                       "chassis=0,slot=2,hotplug=off"));
-    g_assert_true(!strstr(cmd, "memory-backend-file"));
     g_free(cmd);
     g_ptr_array_set_size(a, 0);
     {
@@ -439,7 +442,7 @@ static void test_memdev_args(void)
     g_autoptr(GPtrArray) a = argv_new();
     char *cmd;
 
-    parse_line("-n 2 --size 512M --pool-backend 1:memdev --prealloc "
+    parse_line("-n 2 --size 512M --pool-backend file --pool-backend 1:memdev --prealloc "
                "--host-nodes 0-1 -- true", &o);
     o.pool = g_strdup("/dev/shm/p,1");
     g_assert_false(host_on_memdev(&o, 0));
@@ -758,9 +761,9 @@ static const struct {
       "*[job] json: expected true or false*" },
     { "[host.1]\npool-backend = ram\n[job]\ncommand = x\n",
       "*bad [host.1] pool-backend in *'1:ram': expected file, memdev*" },
-    { "[device]\nprealloc = true\n[job]\ncommand = x\n",
-      "*--prealloc/--host-nodes set options of a memory backend: give "
-      "--pool-backend memdev*" },
+    { "[device]\nprealloc = true\npool-backend = file\n[job]\ncommand = x\n",
+      "*--prealloc/--host-nodes set options of a memory backend, and every "
+      "host is on --pool-backend file*" },
     { "[device]\nhost-nodes = 0,1\npool-backend = memdev\n"
       "[job]\ncommand = x\n",
       "*bad [device] host-nodes in *'0,1': expected a NUMA node N or a "
