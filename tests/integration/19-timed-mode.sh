@@ -39,3 +39,21 @@ for h in 0 1; do
     [ "$got" = exact ] || fail "host$h: coherent counter '$got' after 2 x 20000 increments"
 done
 pass "timed mode: 68 litmus combinations as documented, counter exact, misses charged"
+
+# Under -icount (guest time, deterministic) an atomic on the pool runs as
+# TCG's exclusive one-instruction step.  The step must get an instruction
+# budget of its own: without one it exited at its icount check every time
+# and the first `xchg` of the tools' join never completed.  The coherent
+# counter is exact across two hosts under -icount.  A stuck vCPU runs no
+# guest timer: the launcher's --timeout (180 s; the pod needs about 35 s)
+# stops it and names the hosts.
+pod -n 2 "${SHM[@]}" --smp 1 --device-opt mode=timed --qemu-arg -icount \
+    --qemu-arg shift=0,sleep=on --append nowatchdog --timeout 180 -- \
+    'cxlpod-litmus --test atomic --atomic-ops 2000 --timeout 60 --json' \
+    || { out 0; out 1; fail "timed mode under -icount: the atomic counter pod failed (a stuck atomic?)"; }
+for h in 0 1; do
+    a=$(json_of $h cxlpod-litmus)
+    got=$(jq -r '.results[] | select(.area=="coherent" and .proto=="none") | .outcome' <<<"$a")
+    [ "$got" = exact ] || fail "host$h: coherent counter '$got' under -icount after 2 x 2000 increments"
+done
+pass "timed mode under -icount: atomics on the pool complete, the counter is exact"
