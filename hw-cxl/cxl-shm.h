@@ -24,6 +24,7 @@
 OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
 
 #define CXLSHM_MAX_DECODERS     4
+#define CXLSHM_PAGE             4096
 
 /* clwb / clflushopt / non-temporal lines of one vCPU, until its next fence */
 #define CXLSHM_QUEUE_LEN        512
@@ -229,8 +230,72 @@ void cxl_shm_pass_time(int64_t ns);
 void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
                                 uint32_t *write_ns);
 
-/* cxl-shm.c */
+/* cxl-shm-time.c: latency charged to the guest */
+void cxl_shm_calibrate_wait(void);
+void cxl_shm_charge(CXLShmState *s, uint64_t lines);
+
+/* The line engine's counts of one operation, into the statistics */
+static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
+{
+    if (n->written) {
+        qatomic_add(&s->stats[CXLSHM_STAT_WB_LINES], n->written);
+    }
+    if (n->fetched) {
+        qatomic_add(&s->stats[CXLSHM_STAT_INV_LINES], n->fetched);
+    }
+    if (n->conflicts) {
+        qatomic_add(&s->stats[CXLSHM_STAT_CONFLICTS], n->conflicts);
+    }
+}
+
+/* cxl-shm-log.c */
+void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
+
+/* cxl-shm-direct.c: coherence operations on the non-coherent area */
+void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                   uint64_t len, CXLShmLineCount *n);
+void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op, CXLShmLineCount *n);
+
+/* cxl-shm-native.c */
+void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+                    uint64_t dpa, uint64_t len);
+
+/* cxl-shm-regs.c */
 uint32_t cxl_shm_caps(CXLShmState *s);
+void cxl_shm_regs_init(CXLShmState *s);
+void cxl_shm_regs_reset(CXLShmState *s);
+
+/* cxl-shm-map.c */
+bool cxl_shm_mapped(CXLShmState *s);
 bool cxl_shm_direct_active(CXLShmState *s);
+bool cxl_shm_native_active(CXLShmState *s);
+void cxl_shm_unmap(CXLShmState *s, int which);
+void cxl_shm_unmap_all(CXLShmState *s);
+void cxl_shm_hdm_changed(CXLType3Dev *ct3d, int which, bool committed);
+
+/* cxl-shm-evict.c */
+#define CXLSHM_EVICT_MAX        100000
+void cxl_shm_evict_start(CXLShmState *s);
+void cxl_shm_evict_stop(CXLShmState *s);
+
+/* cxl-shm-cdat.c */
+int cxl_shm_build_cdat(CDATSubHeader ***cdat_table, void *priv);
+void cxl_shm_free_cdat(CDATSubHeader **cdat_table, int num, void *priv);
+void cxl_shm_cdat_set_latency(CXLShmState *s);
+
+/* cxl-shm-backend.c */
+bool cxl_shm_check_memdev(CXLShmState *s, Error **errp);
+bool cxl_shm_make_backend(CXLShmState *s, Error **errp);
+void cxl_shm_drop_backend(CXLShmState *s);
+void cxl_shm_load_image(CXLShmState *s);
+size_t cxl_shm_seen_size(CXLShmState *s);
+bool cxl_shm_make_image(CXLShmState *s, Error **errp);
+void cxl_shm_drop_image(CXLShmState *s);
+void cxl_shm_reload_image(CXLShmState *s);
+
+/* cxl-shm-mbox.c */
+void cxl_shm_restrict_mailbox(CXLShmState *s);
+bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
+                           uint8_t *data);
 
 #endif
