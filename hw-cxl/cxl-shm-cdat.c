@@ -30,7 +30,7 @@ static int cxl_shm_cdat_range(CXLShmState *s, CDATSubHeader **t, int handle,
     uint32_t lat[2];
     int n = 0, i;
 
-    cxl_shm_timed_cdat_latency(s, &lat[0], &lat[1]);
+    s->mode_ops->latency(s, &lat[0], &lat[1]);
 
     *dsmas = (CDATDsmas) {
         .header = { .type = CDAT_TYPE_DSMAS, .length = sizeof(*dsmas) },
@@ -109,7 +109,7 @@ void cxl_shm_cdat_set_latency(CXLShmState *s)
     uint8_t sum = 0;
     int i, b;
 
-    cxl_shm_timed_cdat_latency(s, &rd, &wr);
+    s->mode_ops->latency(s, &rd, &wr);
 
     if (!cdat->entry || cdat->entry_len < 1) {
         return;

@@ -1,31 +1,28 @@
 /*
- * cxl-shm: coherence operations on the non-coherent area
+ * cxl-shm: mode=direct, the pool mapped as RAM
  *
  * Copyright (c) 2025 cxlpod authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * A writeback, invalidate or flush of a range, or of the whole cache
- * (wbinvd, wbnoinvd, invd), as the doorbell and the guest's cache
- * maintenance ask for them.
+ * A committed decoder maps the pool's RAM, with this host's image over
+ * the non-coherent area: guest loads and stores do not trap.  A
+ * writeback, invalidate or flush of a range or of the whole cache
+ * (wbinvd, wbnoinvd, invd), from the doorbell or the guest's cache
+ * maintenance, goes to the line engine (cxl-shm-line.c), and charges
+ * latency-ns per line.
  */
 
 #include "qemu/osdep.h"
 #include "qemu/units.h"
+#include "qapi/error.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
-void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                   uint64_t len, CXLShmLineCount *n)
+static void direct_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                         uint64_t len, CXLShmLineCount *n)
 {
-    if (!s->nc_size) {
-        return;
-    }
-    if (s->timed) {
-        cxl_shm_timed_range(s, op, off, len, n);
-    } else {
-        cxl_shm_lines_op(&s->lines, op, off, len, n);
-    }
+    cxl_shm_lines_op(&s->lines, op, off, len, n);
 }
 
 /*
@@ -95,8 +92,8 @@ static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
     }
 }
 
-void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
-                   CXLShmLineCount *n)
+static void direct_whole(CXLShmState *s, CXLShmLineOp op,
+                         CXLShmLineCount *n)
 {
     const uint64_t chunk = 2 * MiB;
     const size_t pages = chunk / CXLSHM_PAGE;
@@ -106,10 +103,6 @@ void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
     CXLShmDataRun run = { 0 };
     uint64_t off;
 
-    if (s->timed) {
-        cxl_shm_timed_whole(s, op, n);
-        return;
-    }
     for (off = 0; off < s->nc_size; off += chunk) {
         uint64_t len = MIN(chunk, s->nc_size - off);
         uint64_t dpa = s->coherent_size + off;
@@ -131,3 +124,69 @@ void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op,
         }
     }
 }
+
+/* Non-temporal bytes @mask of the line at @line reach the pool */
+static void direct_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
+                           CXLShmLineCount *n)
+{
+    cxl_shm_lines_nt(&s->lines, line, mask, false, NULL, n);
+}
+
+/*
+ * Under the BQL: one queued line lands if its lock is free now; false
+ * (nothing done) if another host holds it
+ */
+static bool direct_try_land(CXLShmState *s, uint64_t line, CXLShmLineOp op,
+                            bool nt, uint64_t mask, CXLShmLineCount *n)
+{
+    CXLShmLineLock h;
+
+    if (!nt) {
+        return cxl_shm_lines_try_line(&s->lines, op, line, n);
+    }
+    if (!cxl_shm_lines_trylock(&s->lines, line, &h)) {
+        return false;
+    }
+    cxl_shm_lines_nt(&s->lines, line, mask, false, &h, n);
+    cxl_shm_lines_unlock(&s->lines, &h);
+    return true;
+}
+
+static void direct_map(CXLShmState *s, CXLShmDirect *d)
+{
+    memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-direct",
+                             s->pool_mr, d->dpa, d->size);
+    d->mr = &d->alias;
+}
+
+/* Reads and writes alike: latency-ns per line */
+static void direct_latency(CXLShmState *s, uint32_t *read_ns,
+                           uint32_t *write_ns)
+{
+    *read_ns = *write_ns = qatomic_read(&s->latency_ns);
+}
+
+static bool direct_check_props(CXLShmState *s, Error **errp)
+{
+    if (s->t.cache_size != CXLSHM_TIMED_CACHE ||
+        s->t.cache_ways != CXLSHM_TIMED_WAYS ||
+        s->t.sf_entries != CXLSHM_TIMED_SF ||
+        (s->t.stale_log && *s->t.stale_log)) {
+        error_setg(errp, "cxl-shm: properties 'cache-size', 'cache-ways', "
+                   "'snoop-filter-entries' and 'stale-log' apply to "
+                   "mode=timed only");
+        return false;
+    }
+    return true;
+}
+
+const CXLShmModeOps cxl_shm_direct_mode = {
+    .maps_ram = true,
+    .check_props = direct_check_props,
+    .map = direct_map,
+    .range = direct_range,
+    .whole = direct_whole,
+    .nt_land = direct_nt_land,
+    .try_land = direct_try_land,
+    .latency = direct_latency,
+};

@@ -50,3 +50,44 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
     fflush(s->conflict_fp);
     qemu_mutex_unlock(&s->conflict_lock);
 }
+
+/*
+ * conflict-log, and mode=timed's stale-log: before the pool is touched,
+ * so that a refusal leaves it as it was
+ */
+bool cxl_shm_open_logs(CXLShmState *s, Error **errp)
+{
+    CXLShmTimed *t = &s->t;
+
+    if (s->conflict_log && *s->conflict_log) {
+        s->conflict_fp = fopen(s->conflict_log, "a");
+        if (!s->conflict_fp) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot open "
+                             "conflict-log '%s'", s->conflict_log);
+            return false;
+        }
+    }
+    /* only mode=timed accepts a stale-log (its check_props) */
+    if (t->stale_log && *t->stale_log) {
+        t->stale_fp = fopen(t->stale_log, "a");
+        if (!t->stale_fp) {
+            error_setg_errno(errp, errno, "cxl-shm: cannot open stale-log "
+                             "'%s'", t->stale_log);
+            cxl_shm_close_logs(s);
+            return false;
+        }
+    }
+    return true;
+}
+
+void cxl_shm_close_logs(CXLShmState *s)
+{
+    if (s->t.stale_fp) {
+        fclose(s->t.stale_fp);
+        s->t.stale_fp = NULL;
+    }
+    if (s->conflict_fp) {
+        fclose(s->conflict_fp);
+        s->conflict_fp = NULL;
+    }
+}

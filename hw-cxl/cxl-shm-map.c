@@ -36,7 +36,7 @@ bool cxl_shm_mapped(CXLShmState *s)
 
 bool cxl_shm_direct_active(CXLShmState *s)
 {
-    return !s->timed && cxl_shm_mapped(s);
+    return cxl_shm_mapped(s) && s->mode_ops->maps_ram;
 }
 
 bool cxl_shm_native_active(CXLShmState *s)
@@ -136,13 +136,7 @@ static void cxl_shm_map(CXLShmState *s, int which)
     d->hpa = base;
     d->dpa = dpa;
     d->size = map_size;
-    if (s->timed) {
-        cxl_shm_timed_map(s, d);
-    } else {
-        memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-direct",
-                                 s->pool_mr, dpa, map_size);
-        d->mr = &d->alias;
-    }
+    s->mode_ops->map(s, d);
     memory_region_add_subregion_overlap(sec.mr, sec.offset_within_region,
                                         d->mr, 1);
     memory_region_unref(sec.mr);

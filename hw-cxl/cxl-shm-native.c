@@ -32,11 +32,7 @@ static CXLShmQueue *cxl_shm_queue(CXLShmState *s, CPUState *cpu)
 static void cxl_shm_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
                             CXLShmLineCount *n)
 {
-    if (s->timed) {
-        cxl_shm_timed_nt_land(s, line, n);
-    } else {
-        cxl_shm_lines_nt(&s->lines, line, mask, false, NULL, n);
-    }
+    s->mode_ops->nt_land(s, line, mask, n);
 }
 
 /*
@@ -47,26 +43,10 @@ static bool cxl_shm_land_now(CXLShmState *s, uint64_t e, uint64_t mask,
                              CXLShmLineCount *n)
 {
     uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
-    CXLShmLineLock h;
 
-    if (s->timed) {
-        return cxl_shm_timed_try_land(s, line, e & CXLSHM_QUEUE_FLUSH ?
-                                      CXLSHM_LINE_FLUSH :
-                                      CXLSHM_LINE_WRITEBACK,
-                                      e & CXLSHM_QUEUE_NT, n);
-    }
-
-    if (!(e & CXLSHM_QUEUE_NT)) {
-        return cxl_shm_lines_try_line(&s->lines, e & CXLSHM_QUEUE_FLUSH ?
-                                      CXLSHM_LINE_FLUSH :
-                                      CXLSHM_LINE_WRITEBACK, line, n);
-    }
-    if (!cxl_shm_lines_trylock(&s->lines, line, &h)) {
-        return false;
-    }
-    cxl_shm_lines_nt(&s->lines, line, mask, false, &h, n);
-    cxl_shm_lines_unlock(&s->lines, &h);
-    return true;
+    return s->mode_ops->try_land(s, line, e & CXLSHM_QUEUE_FLUSH ?
+                                 CXLSHM_LINE_FLUSH : CXLSHM_LINE_WRITEBACK,
+                                 e & CXLSHM_QUEUE_NT, mask, n);
 }
 
 /*
@@ -202,8 +182,8 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
                              (1ULL << (to - from)) - 1) << (from - l);
 
             qatomic_inc(&s->stats[CXLSHM_STAT_NT_LINES]);
-            if (s->timed) {
-                cxl_shm_timed_nt_store(s, l, mask);
+            if (s->mode_ops->nt_store) {
+                s->mode_ops->nt_store(s, l, mask);
             }
             cxl_shm_defer(s, cpu, l, false, mask, &n);
             lines++;
@@ -224,7 +204,7 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         cxl_shm_drain(s, cpu, &n);
         what = cop == CACHE_MAINT_WBINVD ? "wbinvd" :
                cop == CACHE_MAINT_WBNOINVD ? "wbnoinvd" : "invd";
-        cxl_shm_whole(s, cop == CACHE_MAINT_WBINVD ? CXLSHM_LINE_FLUSH :
+        s->mode_ops->whole(s, cop == CACHE_MAINT_WBINVD ? CXLSHM_LINE_FLUSH :
                       cop == CACHE_MAINT_WBNOINVD ? CXLSHM_LINE_WRITEBACK :
                       CXLSHM_LINE_DROP, &n);
         qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);

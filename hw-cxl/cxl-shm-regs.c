@@ -41,7 +41,7 @@ uint32_t cxl_shm_caps(CXLShmState *s)
     if (mapped && s->atomics_ok) {
         caps |= CXLSHM_CAP_ATOMICS;
     }
-    if (mapped && !s->timed) {
+    if (mapped && s->mode_ops->maps_ram) {
         caps |= CXLSHM_CAP_DIRECT;
     }
     return caps;
@@ -120,9 +120,15 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         break;
     case 0x020:
         return hi ? s->timed : CXLPOOL_LINE;
-    case 0x028:
-        return hi ? cxl_shm_caps(s) : s->timed ? qatomic_read(&s->t.miss_ns)
-                                               : qatomic_read(&s->latency_ns);
+    case 0x028: {
+        uint32_t rd, wr;
+
+        if (hi) {
+            return cxl_shm_caps(s);
+        }
+        s->mode_ops->latency(s, &rd, &wr);
+        return rd;
+    }
     case 0x030:
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case 0x100:

@@ -66,7 +66,8 @@ void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask)
  * and the line leaves the cache (non-temporal stores do not allocate).
  * A line evicted meanwhile was written by the eviction.  Charged here.
  */
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
+void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
+                           CXLShmLineCount *n)
 {
     CXLShmLineCount m = { 0 };
     Cost c = { 0 };
@@ -94,7 +95,7 @@ void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
  * and nothing done, if another thread or host holds it.  Charged here.
  */
 bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, CXLShmLineCount *n)
+                            bool nt, uint64_t mask, CXLShmLineCount *n)
 {
     CXLShmLineCount m = { 0 };
     CXLShmLineLock h = { NULL };
@@ -212,9 +213,6 @@ void cxl_shm_timed_reset(CXLShmState *s)
     CXLShmTimed *t = &s->t;
     uint32_t i;
 
-    if (!s->timed) {
-        return;
-    }
     qemu_mutex_lock(&t->lock);
     memset(t->way, 0, sizeof(*t->way) * t->sets * t->cache_ways);
     t->busy_until = 0;
@@ -228,13 +226,9 @@ void cxl_shm_timed_reset(CXLShmState *s)
 }
 
 /* CDAT: reads cost a miss, writes a writeback */
-void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
-                                uint32_t *write_ns)
+void cxl_shm_timed_latency(CXLShmState *s, uint32_t *read_ns,
+                           uint32_t *write_ns)
 {
-    if (s->timed) {
-        *read_ns = qatomic_read(&s->t.miss_ns);
-        *write_ns = qatomic_read(&s->t.wb_ns);
-    } else {
-        *read_ns = *write_ns = qatomic_read(&s->latency_ns);
-    }
+    *read_ns = qatomic_read(&s->t.miss_ns);
+    *write_ns = qatomic_read(&s->t.wb_ns);
 }

@@ -565,7 +565,7 @@ static const MemoryRegionOps cxl_shm_timed_ops = {
  * (made at realize, never re-initialised): a vCPU still dispatching into
  * it while a decoder is reprogrammed sees a valid region and its DPA.
  */
-void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
+static void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
 {
     memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-timed-window",
                              &s->t.io, d->dpa, d->size);
@@ -574,14 +574,11 @@ void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
 
 /* Realize */
 
-bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
+static bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
 {
     CXLShmTimed *t = &s->t;
     uint64_t lines;
 
-    if (!s->timed) {
-        return true;
-    }
     if (s->latency_ns) {
         error_setg(errp, "cxl-shm: property 'latency-ns' is the per-line "
                    "charge of mode=direct; with mode=timed set "
@@ -620,39 +617,12 @@ bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
     return true;
 }
 
-/* Before the pool is touched: a refusal leaves it as it was */
-bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp)
-{
-    CXLShmTimed *t = &s->t;
-
-    if (s->timed && t->stale_log && *t->stale_log) {
-        t->stale_fp = fopen(t->stale_log, "a");
-        if (!t->stale_fp) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot open stale-log "
-                             "'%s'", t->stale_log);
-            return false;
-        }
-    }
-    return true;
-}
-
-void cxl_shm_timed_close_log(CXLShmState *s)
-{
-    if (s->t.stale_fp) {
-        fclose(s->t.stale_fp);
-        s->t.stale_fp = NULL;
-    }
-}
-
 /* After the pool is joined and mapped, before the parent's realize */
-bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
+static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
 {
     CXLShmTimed *t = &s->t;
     MachineState *ms = MACHINE(qdev_get_machine());
 
-    if (!s->timed) {
-        return true;
-    }
     if (!cxl_shm_sf_join(s, errp)) {
         return false;
     }
@@ -691,11 +661,11 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
  * BQL): the cache, the per-vCPU locks and the region go only in
  * cxl_shm_timed_release(), after a grace period.
  */
-void cxl_shm_timed_fini(CXLShmState *s)
+static void cxl_shm_timed_fini(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
 
-    if (!s->timed || !t->way || t->released) {
+    if (!t->way || t->released) {
         return;
     }
     t->released = true;
@@ -712,12 +682,12 @@ void cxl_shm_timed_fini(CXLShmState *s)
  * whose hook no longer ran (the hook was removed in between) is given
  * back, as a reset does.
  */
-void cxl_shm_timed_release(CXLShmState *s)
+static void cxl_shm_timed_release(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
     uint32_t i;
 
-    if (!s->timed || !t->way) {
+    if (!t->way) {
         return;
     }
     assert(t->released);
@@ -735,3 +705,19 @@ void cxl_shm_timed_release(CXLShmState *s)
     t->held = NULL;
     g_clear_pointer(&t->sf_stale, g_free);
 }
+
+const CXLShmModeOps cxl_shm_timed_mode = {
+    .maps_ram = false,
+    .check_props = cxl_shm_timed_check_props,
+    .init = cxl_shm_timed_init,
+    .fini = cxl_shm_timed_fini,
+    .release = cxl_shm_timed_release,
+    .reset = cxl_shm_timed_reset,
+    .map = cxl_shm_timed_map,
+    .range = cxl_shm_timed_range,
+    .whole = cxl_shm_timed_whole,
+    .nt_store = cxl_shm_timed_nt_store,
+    .nt_land = cxl_shm_timed_nt_land,
+    .try_land = cxl_shm_timed_try_land,
+    .latency = cxl_shm_timed_latency,
+};

@@ -76,6 +76,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         return false;
     }
     s->timed = s->mode == CXL_SHM_MODE_TIMED;
+    s->mode_ops = s->timed ? &cxl_shm_timed_mode : &cxl_shm_direct_mode;
     if (!s->size || s->size % (256 * MiB) || s->size > CXLSHM_SIZE_MAX) {
         error_setg(errp, "cxl-shm: property 'size' is %" PRIu64 " (allowed: "
                    "a multiple of 256 MiB in [256 MiB, 1 TiB])", s->size);
@@ -114,16 +115,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
                    CXLSHM_EVICT_MAX);
         return false;
     }
-    if (!s->timed && (s->t.cache_size != CXLSHM_TIMED_CACHE ||
-                      s->t.cache_ways != CXLSHM_TIMED_WAYS ||
-                      s->t.sf_entries != CXLSHM_TIMED_SF ||
-                      (s->t.stale_log && *s->t.stale_log))) {
-        error_setg(errp, "cxl-shm: properties 'cache-size', 'cache-ways', "
-                   "'snoop-filter-entries' and 'stale-log' apply to "
-                   "mode=timed only");
-        return false;
-    }
-    if (!cxl_shm_timed_check_props(s, errp)) {
+    if (!s->mode_ops->check_props(s, errp)) {
         return false;
     }
     if (s->pool_mode > 0777 || (s->pool_mode & 0600) != 0600) {
@@ -148,7 +140,7 @@ static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
          * mode=timed serves every access as MMIO, and KVM emulates an
          * atomic on MMIO as a read and a write: not atomic across hosts.
          */
-        s->atomics_ok = !s->timed;
+        s->atomics_ok = s->mode_ops->maps_ram;
         return true;
     }
     if (!tcg_enabled()) {
@@ -210,6 +202,21 @@ static void cxl_shm_live_add(CXLShmState *s)
 
 
 
+/* The mode's teardown, in two steps around a grace period */
+static void cxl_shm_mode_fini(CXLShmState *s)
+{
+    if (s->mode_ops->fini) {
+        s->mode_ops->fini(s);
+    }
+}
+
+static void cxl_shm_mode_release(CXLShmState *s)
+{
+    if (s->mode_ops->release) {
+        s->mode_ops->release(s);
+    }
+}
+
 static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 {
     ERRP_GUARD();
@@ -225,16 +232,8 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_setup_atomics(s, errp)) {
         return;
     }
-    if (s->conflict_log && *s->conflict_log) {
-        s->conflict_fp = fopen(s->conflict_log, "a");
-        if (!s->conflict_fp) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot open "
-                             "conflict-log '%s'", s->conflict_log);
-            return;
-        }
-    }
-    if (!cxl_shm_timed_open_log(s, errp)) {
-        goto fail_log;
+    if (!cxl_shm_open_logs(s, errp)) {
+        return;
     }
     if (!cxl_shm_pool_join(s, errp)) {
         goto fail_log;
@@ -251,7 +250,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_make_image(s, errp)) {
         goto fail_backend;
     }
-    if (!cxl_shm_timed_init(s, errp)) {
+    if (s->mode_ops->init && !s->mode_ops->init(s, errp)) {
         goto fail_image;
     }
     cxl_shm_calibrate_wait();           /* latency may be set at run time */
@@ -293,19 +292,15 @@ fail_parent:
     sc->parent_exit(pci_dev);
     ct3d->hostvmem = NULL;
 fail_image:
-    cxl_shm_timed_fini(s);      /* no vCPU has run: no grace period */
-    cxl_shm_timed_release(s);
+    cxl_shm_mode_fini(s);       /* no vCPU has run: no grace period */
+    cxl_shm_mode_release(s);
     cxl_shm_drop_image(s);
 fail_backend:
     cxl_shm_drop_backend(s);
 fail_leave:
     cxl_shm_pool_abort(s);
 fail_log:
-    cxl_shm_timed_close_log(s);
-    if (s->conflict_fp) {
-        fclose(s->conflict_fp);
-        s->conflict_fp = NULL;
-    }
+    cxl_shm_close_logs(s);
 }
 
 /*
@@ -325,12 +320,8 @@ static void cxl_shm_release(struct rcu_head *head)
     trace_cxl_shm_release(s->pool_path, s->host_id);
     qemu_mutex_lock(&cxl_shm_live_lock);
     QLIST_REMOVE(s, live);
-    cxl_shm_timed_release(s);
-    cxl_shm_timed_close_log(s);
-    if (s->conflict_fp) {
-        fclose(s->conflict_fp);
-        s->conflict_fp = NULL;
-    }
+    cxl_shm_mode_release(s);
+    cxl_shm_close_logs(s);
     qemu_mutex_destroy(&s->conflict_lock);
     qemu_mutex_destroy(&s->db_engine);
     g_free(s->queues);
@@ -355,7 +346,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
 
     cxl_shm_unmap_all(s);
-    cxl_shm_timed_fini(s);
+    cxl_shm_mode_fini(s);
     cxl_shm_evict_stop(s);
     migrate_del_blocker(&s->migration_blocker);
     sc->parent_exit(pci_dev);
@@ -383,7 +374,9 @@ static void cxl_shm_host_reset(CXLShmState *s)
     /* evictions start a new millisecond, on the pages held from now on */
     s->evict_left = 0;
     cxl_shm_pool_rejoin(s);
-    cxl_shm_timed_reset(s);
+    if (s->mode_ops->reset) {
+        s->mode_ops->reset(s);
+    }
     cxl_shm_reload_image(s);
     qatomic_inc(&s->stats[CXLSHM_STAT_RESETS]);
     cxl_shm_pool_sync_stats(s);

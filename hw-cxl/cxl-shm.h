@@ -108,6 +108,48 @@ typedef enum CXLShmPoolMade {
     CXLSHM_MADE_IN_ZEROS,       /* in a zero-filled file (a new memdev's) */
 } CXLShmPoolMade;
 
+/*
+ * What mode=direct (cxl-shm-direct.c) and mode=timed (cxl-shm-timed*.c)
+ * each do their own way; chosen once, from the mode property, before
+ * the pool is touched (s->mode_ops).  The hooks that may be NULL say so.
+ */
+typedef struct CXLShmModeOps {
+    /* the decoders map the pool's RAM (guest accesses do not trap) */
+    bool maps_ram;
+    /* the mode's properties, before the pool is touched */
+    bool (*check_props)(CXLShmState *s, Error **errp);
+    /* after the pool is joined and mapped, before the parent's realize */
+    bool (*init)(CXLShmState *s, Error **errp);                 /* or NULL */
+    /* unrealize or a failed realize: no new access starts (BQL held) */
+    void (*fini)(CXLShmState *s);                                /* or NULL */
+    /* after fini and a grace period, before the host leaves its pod */
+    void (*release)(CXLShmState *s);                             /* or NULL */
+    /* a host reset, every vCPU of this QEMU stopped */
+    void (*reset)(CXLShmState *s);                               /* or NULL */
+    /* what a committed decoder maps over @d's range: sets d->mr */
+    void (*map)(CXLShmState *s, CXLShmDirect *d);
+    /* writeback / invalidate / flush of [off, off + len), or of all */
+    void (*range)(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                  uint64_t len, CXLShmLineCount *n);
+    void (*whole)(CXLShmState *s, CXLShmLineOp op, CXLShmLineCount *n);
+    /* a non-temporal store of bytes @mask of the line at @off was made */
+    void (*nt_store)(CXLShmState *s, uint64_t off, uint64_t mask); /* NULL */
+    /* at a fence: a line's non-temporal bytes @mask reach the pool */
+    void (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
+                    CXLShmLineCount *n);
+    /*
+     * At a fence under the BQL: a queued line (@op, or its non-temporal
+     * bytes @mask if @nt) lands if that needs no wait; false if not
+     */
+    bool (*try_land)(CXLShmState *s, uint64_t off, CXLShmLineOp op, bool nt,
+                     uint64_t mask, CXLShmLineCount *n);
+    /* the read and write latency the device reports (CDAT, registers) */
+    void (*latency)(CXLShmState *s, uint32_t *read_ns, uint32_t *write_ns);
+} CXLShmModeOps;
+
+extern const CXLShmModeOps cxl_shm_direct_mode;
+extern const CXLShmModeOps cxl_shm_timed_mode;
+
 struct CXLShmState {
     CXLType3Dev parent_obj;
 
@@ -167,7 +209,8 @@ struct CXLShmState {
     bool reset_once;
     unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
 
-    /* mode=timed (cxl-shm-timed.c) */
+    /* the mode's operations; mode=timed's state (cxl-shm-timed.c) */
+    const CXLShmModeOps *mode_ops;
     bool timed;
     CXLShmTimed t;
 
@@ -208,29 +251,10 @@ void cxl_shm_pool_sync_stats(CXLShmState *s);
 
 uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
 
-/* cxl-shm-timed.c */
-bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp);
-bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp);
-void cxl_shm_timed_close_log(CXLShmState *s);
-bool cxl_shm_timed_init(CXLShmState *s, Error **errp);
-void cxl_shm_timed_fini(CXLShmState *s);
-void cxl_shm_timed_release(CXLShmState *s);
-void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d);
-void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n);
-void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
-                         CXLShmLineCount *n);
-void cxl_shm_timed_reset(CXLShmState *s);
-void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n);
-bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, CXLShmLineCount *n);
+/* cxl-shm-time.c: latency charged to the guest */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
 void cxl_shm_pass_time(int64_t ns);
-void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
-                                uint32_t *write_ns);
 
-/* cxl-shm-time.c: latency charged to the guest */
 void cxl_shm_calibrate_wait(void);
 void cxl_shm_charge(CXLShmState *s, uint64_t lines);
 
@@ -250,11 +274,18 @@ static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
 
 /* cxl-shm-log.c */
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
+bool cxl_shm_open_logs(CXLShmState *s, Error **errp);
+void cxl_shm_close_logs(CXLShmState *s);
 
-/* cxl-shm-direct.c: coherence operations on the non-coherent area */
-void cxl_shm_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                   uint64_t len, CXLShmLineCount *n);
-void cxl_shm_whole(CXLShmState *s, CXLShmLineOp op, CXLShmLineCount *n);
+/* A coherence operation on [off, off + len) of the non-coherent area */
+static inline void cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
+                                 uint64_t off, uint64_t len,
+                                 CXLShmLineCount *n)
+{
+    if (s->nc_size) {
+        s->mode_ops->range(s, op, off, len, n);
+    }
+}
 
 /* cxl-shm-native.c */
 void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
