@@ -11,18 +11,11 @@
 #include "qemu/main-loop.h"
 #include "exec/memory.h"
 #include "hw/pci/pci.h"
+#include "hw/registerfields.h"
+#include "cxl-shm-regs.h"
 #include "cxl-shm-doorbell.h"
 #include "cxl-shm.h"
 #include "trace.h"
-
-#define CXLSHM_BAR              5
-#define CXLSHM_REGS_SIZE        0x1000
-#define CXLSHM_REG_MAGIC        0x504c5843  /* "CXLP" */
-#define CXLSHM_REG_VERSION      1
-
-#define CXLSHM_CAP_NATIVE       (1u << 0)
-#define CXLSHM_CAP_ATOMICS      (1u << 1)
-#define CXLSHM_CAP_DIRECT       (1u << 2)
 
 static const char *const op_names[] = {
     [CXLSHM_OP_WRITEBACK] = "writeback",
@@ -36,13 +29,13 @@ uint32_t cxl_shm_caps(CXLShmState *s)
     bool mapped = cxl_shm_mapped(s);
 
     if (mapped && cxl_shm_native_active(s)) {
-        caps |= CXLSHM_CAP_NATIVE;
+        caps = FIELD_DP32(caps, CXLSHM_CAPS, NATIVE, 1);
     }
     if (mapped && s->atomics_ok) {
-        caps |= CXLSHM_CAP_ATOMICS;
+        caps = FIELD_DP32(caps, CXLSHM_CAPS, ATOMICS, 1);
     }
     if (mapped && s->mode_ops->maps_ram) {
-        caps |= CXLSHM_CAP_DIRECT;
+        caps = FIELD_DP32(caps, CXLSHM_CAPS, DIRECT, 1);
     }
     return caps;
 }
@@ -104,23 +97,24 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     uint64_t v = 0;
     bool hi = addr & 4;
 
-    if (addr >= 0x200 && addr < 0x800) {
+    if (addr >= A_CXLSHM_HOST_LIVE && addr < A_CXLSHM_STATS) {
         cxl_shm_pool_refresh_hosts(s);
     }
+    /* by 8-byte pairs: a 64-bit register, or two 32-bit ones (lo, hi) */
     switch (addr & ~7ULL) {
-    case 0x000:
-        return hi ? CXLSHM_REG_VERSION : CXLSHM_REG_MAGIC;
-    case 0x008:
+    case A_CXLSHM_MAGIC:                            /* and VERSION */
+        return hi ? CXLSHM_VERSION_VALUE : CXLSHM_MAGIC_VALUE;
+    case A_CXLSHM_HOST_ID:                          /* and MAX_HOSTS */
         return hi ? s->max_hosts : s->host_id;
-    case 0x010:
+    case A_CXLSHM_SIZE:
         v = s->size;
         break;
-    case 0x018:
+    case A_CXLSHM_COHERENT_SIZE:
         v = s->coherent_size;
         break;
-    case 0x020:
+    case A_CXLSHM_LINE_SIZE:                        /* and MODE */
         return hi ? s->timed : CXLPOOL_LINE;
-    case 0x028: {
+    case A_CXLSHM_LATENCY_NS: {                     /* and CAPS */
         uint32_t rd, wr;
 
         if (hi) {
@@ -129,23 +123,23 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         s->mode_ops->latency(s, &rd, &wr);
         return rd;
     }
-    case 0x030:
+    case A_CXLSHM_WB_MODE:                          /* and EVICT_RATE */
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
-    case 0x100:
+    case A_CXLSHM_DB_OFFSET:
         v = s->db_offset;
         break;
-    case 0x108:
+    case A_CXLSHM_DB_LEN:
         v = s->db_len;
         break;
-    case 0x110:
+    case A_CXLSHM_DB_OP:                            /* and DB_STATUS */
         if (!hi) {
             return 0;
         }
         return s->db_queued ? CXLSHM_DB_BUSY : s->db_status;
-    case 0x118:
+    case A_CXLSHM_DB_LINES:
         v = s->db_lines;
         break;
-    case 0x200: {
+    case A_CXLSHM_HOST_LIVE: {
         uint32_t i;
 
         for (i = 0; i < s->max_hosts; i++) {
@@ -156,19 +150,21 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         break;
     }
     default:
-        if (addr >= 0x400 && addr < 0x400 + 16 * CXLPOOL_MAX_HOSTS) {
-            uint32_t i = (addr - 0x400) / 16;
+        if (addr >= A_CXLSHM_HOST_TABLE &&
+            addr < A_CXLSHM_HOST_STATE(CXLPOOL_MAX_HOSTS)) {
+            uint32_t i = (addr - A_CXLSHM_HOST_TABLE) / CXLSHM_HOST_STRIDE;
 
             if (i >= s->max_hosts) {
                 return 0;
             }
-            if ((addr & 0xf) < 8) {
+            if (addr < A_CXLSHM_HOST_GEN(i)) {
                 return hi ? 0 : qatomic_read(&s->hosts[i].state);
             }
             v = qatomic_read(&s->hosts[i].generation);
             break;
         }
-        if (addr >= 0x040 && addr < 0x060 && s->timed) {
+        if (addr >= A_CXLSHM_HIT_NS && addr < CXLSHM_TIMED_REGS_END &&
+            s->timed) {
             /* mode=timed: the cache and filter geometry, the latencies */
             static const uint32_t none;
             const uint32_t *r[8] = {
@@ -176,13 +172,13 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
                 &s->t.snoop_ns, &s->t.cache_ways, &s->t.sf_entries, &none,
             };
 
-            if (addr == 0x05c) {
+            if (addr == A_CXLSHM_CACHE_KIB) {
                 return s->t.cache_size / KiB;
             }
-            return qatomic_read(r[(addr - 0x040) / 4]);
+            return qatomic_read(r[(addr - A_CXLSHM_HIT_NS) / 4]);
         }
-        if (addr >= 0x800 && addr < 0x800 + 8 * CXLSHM_STAT_NR) {
-            v = qatomic_read(&s->stats[(addr - 0x800) / 8]);
+        if (addr >= A_CXLSHM_STATS && addr < A_CXLSHM_STAT(CXLSHM_STAT_NR)) {
+            v = qatomic_read(&s->stats[(addr - A_CXLSHM_STATS) / 8]);
             break;
         }
         return 0;
