@@ -33,35 +33,35 @@ bool cxl_shm_check_memdev(CXLShmState *s, Error **errp)
     int fd;
 
     if (s->pool_path && *s->pool_path) {
-        error_setg(errp, "cxl-shm: properties 'pool' and 'memdev' are both "
+        error_setg(errp, "properties 'pool' and 'memdev' are both "
                    "set (allowed: one; 'pool=PATH' makes the memdev itself)");
         return false;
     }
     if (!object_dynamic_cast(OBJECT(b), TYPE_MEMORY_BACKEND_FILE)) {
-        error_setg(errp, "cxl-shm: memdev '%s' is a %s (allowed: a "
+        error_setg(errp, "memdev '%s' is a %s (allowed: a "
                    "memory-backend-file whose mem-path is the pool file)",
                    id, object_get_typename(OBJECT(b)));
         return false;
     }
     if (host_memory_backend_is_mapped(b)) {
-        error_setg(errp, "cxl-shm: memdev '%s' is already used by another "
+        error_setg(errp, "memdev '%s' is already used by another "
                    "device (or as the machine's or a NUMA node's memory)",
                    id);
         return false;
     }
     if (!b->share) {
-        error_setg(errp, "cxl-shm: memdev '%s' has share=off (allowed: "
+        error_setg(errp, "memdev '%s' has share=off (allowed: "
                    "share=on: the hosts share the pool's pages)", id);
         return false;
     }
     if (object_property_get_bool(OBJECT(b), "readonly", NULL)) {
-        error_setg(errp, "cxl-shm: memdev '%s' has readonly=on (a host "
+        error_setg(errp, "memdev '%s' has readonly=on (a host "
                    "writes its pool)", id);
         return false;
     }
     offset = object_property_get_uint(OBJECT(b), "offset", NULL);
     if (offset != CXLPOOL_META_SIZE) {
-        error_setg(errp, "cxl-shm: memdev '%s' has offset=%" PRIu64
+        error_setg(errp, "memdev '%s' has offset=%" PRIu64
                    " (allowed: offset=%" PRIu64 ", the pool's data starts "
                    "after its 2 MiB of metadata)", id, offset,
                    CXLPOOL_META_SIZE);
@@ -70,7 +70,7 @@ bool cxl_shm_check_memdev(CXLShmState *s, Error **errp)
     mr = host_memory_backend_get_memory(b);
     size = memory_region_size(mr);
     if (s->size && s->size != size) {
-        error_setg(errp, "cxl-shm: memdev '%s' is %" PRIu64 " bytes but "
+        error_setg(errp, "memdev '%s' is %" PRIu64 " bytes but "
                    "property 'size' is %" PRIu64 " (allowed: equal, or "
                    "'size' left out)", id, size, s->size);
         return false;
@@ -78,12 +78,12 @@ bool cxl_shm_check_memdev(CXLShmState *s, Error **errp)
     fd = memory_region_get_fd(mr);
     path = object_property_get_str(OBJECT(b), "mem-path", NULL);
     if (fd < 0 || !path || fstat(fd, &st) < 0) {
-        error_setg(errp, "cxl-shm: memdev '%s' has no file (allowed: a "
+        error_setg(errp, "memdev '%s' has no file (allowed: a "
                    "memory-backend-file)", id);
         return false;
     }
     if (st.st_nlink == 0) {
-        error_setg(errp, "cxl-shm: memdev '%s' has mem-path '%s', a "
+        error_setg(errp, "memdev '%s' has mem-path '%s', a "
                    "directory: its file is unlinked and no other host can "
                    "open it (allowed: the pool file's path)", id, path);
         return false;
@@ -205,7 +205,7 @@ bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     twin = mmap(NULL, s->nc_size, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (twin == MAP_FAILED) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the twin of "
+        error_setg_errno(errp, errno, "cannot allocate the twin of "
                          "the non-coherent area (%" PRIu64 " bytes)",
                          s->nc_size);
         object_unparent(OBJECT(&s->image_mr));
@@ -214,7 +214,7 @@ bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     seen = mmap(NULL, cxl_shm_seen_size(s), PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (seen == MAP_FAILED) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the page "
+        error_setg_errno(errp, errno, "cannot allocate the page "
                          "versions of the non-coherent area");
         munmap(twin, s->nc_size);
         object_unparent(OBJECT(&s->image_mr));

@@ -172,7 +172,7 @@ static bool direct_check_props(CXLShmState *s, Error **errp)
         s->t.cache_ways != CXLSHM_TIMED_WAYS ||
         s->t.sf_entries != CXLSHM_TIMED_SF ||
         (s->t.stale_log && *s->t.stale_log)) {
-        error_setg(errp, "cxl-shm: properties 'cache-size', 'cache-ways', "
+        error_setg(errp, "properties 'cache-size', 'cache-ways', "
                    "'snoop-filter-entries' and 'stale-log' apply to "
                    "mode=timed only");
         return false;

@@ -62,7 +62,7 @@ bool cxl_shm_open_logs(CXLShmState *s, Error **errp)
     if (s->conflict_log && *s->conflict_log) {
         s->conflict_fp = fopen(s->conflict_log, "a");
         if (!s->conflict_fp) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot open "
+            error_setg_errno(errp, errno, "cannot open "
                              "conflict-log '%s'", s->conflict_log);
             return false;
         }
@@ -71,7 +71,7 @@ bool cxl_shm_open_logs(CXLShmState *s, Error **errp)
     if (t->stale_log && *t->stale_log) {
         t->stale_fp = fopen(t->stale_log, "a");
         if (!t->stale_fp) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot open stale-log "
+            error_setg_errno(errp, errno, "cannot open stale-log "
                              "'%s'", t->stale_log);
             cxl_shm_close_logs(s);
             return false;

@@ -99,13 +99,13 @@ static bool pool_create(CXLShmState *s, Error **errp)
     /* a torn create (no header) is refused with a hint */
     ret = cxlpool_allocate(s->fd, CXLPOOL_META_SIZE + s->size);
     if (ret == -1) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
+        error_setg_errno(errp, errno, "cannot allocate the "
                          "%" PRIu64 " MiB of pool '%s' on its file "
                          "system", (CXLPOOL_META_SIZE + s->size) >> 20,
                          s->pool_path);
         return false;
     } else if (ret < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
+        error_setg_errno(errp, errno, "cannot size pool '%s'",
                          s->pool_path);
         return false;
     }
@@ -113,7 +113,7 @@ static bool pool_create(CXLShmState *s, Error **errp)
     ret = cxlpool_write_header(s->fd, &g,
                                qemu_clock_get_ns(QEMU_CLOCK_HOST));
     if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot write pool header "
+        error_setg_errno(errp, -ret, "cannot write pool header "
                          "of '%s'", s->pool_path);
         return false;
     }
@@ -217,21 +217,21 @@ static void pool_undo_made(CXLShmState *s)
     switch (s->made) {
     case CXLSHM_MADE_FILE:
         if (unlink(s->pool_path) < 0) {
-            warn_report("cxl-shm: could not remove '%s' after the refused "
+            warn_report("could not remove '%s' after the refused "
                         "start", s->pool_path);
         }
         break;
     case CXLSHM_MADE_IN_EMPTY:
         if (ftruncate(s->fd, 0) < 0 ||
             fchmod(s->fd, s->made_old_mode) < 0) {
-            warn_report("cxl-shm: could not make '%s' empty again (mode "
+            warn_report("could not make '%s' empty again (mode "
                         "0%o) after the refused start", s->pool_path,
                         (unsigned)s->made_old_mode);
         }
         break;
     case CXLSHM_MADE_IN_ZEROS:
         if (cxlpool_write_meta(s->fd, zeros, sizeof(zeros)) < 0) {
-            warn_report("cxl-shm: could not zero the header of '%s' again "
+            warn_report("could not zero the header of '%s' again "
                         "after the refused start", s->pool_path);
         }
         break;
@@ -274,22 +274,22 @@ static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
 
     s->fd = fcntl(memory_region_get_fd(mr), F_DUPFD_CLOEXEC, 0);
     if (s->fd < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot use the file of "
+        error_setg_errno(errp, errno, "cannot use the file of "
                          "memdev '%s'", s->pool_path);
         return false;
     }
     pool_test_kill("after-open");
     if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+        error_setg_errno(errp, errno, "cannot lock pool '%s'",
                          s->pool_path);
         goto fail;
     }
     ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
     if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
+        error_setg_errno(errp, -ret, "cannot stat pool '%s'",
                          s->pool_path);
     } else if (!ret) {
-        error_setg(errp, "cxl-shm: pool '%s' was removed or replaced after "
+        error_setg(errp, "pool '%s' was removed or replaced after "
                    "its memory backend opened it", s->pool_path);
     } else {
         return true;
@@ -333,18 +333,18 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
         }
         if (s->fd < 0) {
-            error_prepend(errp, "cxl-shm: cannot open pool: ");
+            error_prepend(errp, "cannot open pool: ");
             return false;
         }
         pool_test_kill("after-open");
         if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+            error_setg_errno(errp, errno, "cannot lock pool '%s'",
                              s->pool_path);
             goto fail_close;
         }
         ret = cxlpool_fd_is_path(s->fd, s->pool_path, &st);
         if (ret < 0) {
-            error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
+            error_setg_errno(errp, -ret, "cannot stat pool '%s'",
                              s->pool_path);
             goto fail_unlock;
         }
@@ -366,7 +366,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
         qemu_close(s->fd);
         s->fd = -1;
         if (tries == 10) {
-            error_setg(errp, "cxl-shm: pool '%s' was removed or replaced "
+            error_setg(errp, "pool '%s' was removed or replaced "
                        "10 times while this QEMU opened it", s->pool_path);
             return false;
         }
@@ -374,24 +374,24 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     pool_test_kill("after-flock");
     /* the mode asked for, whatever the umask */
     if (created && fchmod(s->fd, s->pool_mode) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
+        error_setg_errno(errp, errno, "cannot set the mode of "
                          "pool '%s'", s->pool_path);
         goto fail_unlock;
     }
     if (!S_ISREG(st.st_mode)) {
-        error_setg(errp, "cxl-shm: pool '%s' is not a regular file",
+        error_setg(errp, "pool '%s' is not a regular file",
                    s->pool_path);
         goto fail_unlock;
     }
     if (st.st_uid != geteuid()) {
-        error_setg(errp, "cxl-shm: pool '%s' belongs to uid %u, this QEMU "
+        error_setg(errp, "pool '%s' belongs to uid %u, this QEMU "
                    "runs as uid %u: a pod's hosts run as one user; refusing "
                    "to touch it", s->pool_path, (unsigned)st.st_uid,
                    (unsigned)geteuid());
         goto fail_unlock;
     }
     if (!created && !(st.st_mode & S_IWUSR)) {
-        error_setg(errp, "cxl-shm: pool '%s' is read-only (mode 0%o); a "
+        error_setg(errp, "pool '%s' is read-only (mode 0%o); a "
                    "host writes its pool", s->pool_path,
                    (unsigned)(st.st_mode & 07777));
         goto fail_unlock;
@@ -403,7 +403,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             s->made = CXLSHM_MADE_IN_EMPTY;
             s->made_old_mode = st.st_mode & 07777;
             if (fchmod(s->fd, s->pool_mode) < 0) {
-                error_setg_errno(errp, errno, "cxl-shm: cannot set the mode "
+                error_setg_errno(errp, errno, "cannot set the mode "
                                  "of pool '%s'", s->pool_path);
                 goto fail_unlock;
             }
@@ -434,7 +434,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             n = pread(s->fd, &h, sizeof(h), 0);
             if (n != sizeof(h)) {
                 error_setg_errno(errp, n < 0 ? errno : EIO,
-                                 "cxl-shm: cannot read pool header of '%s'",
+                                 "cannot read pool header of '%s'",
                                  s->pool_path);
                 goto fail_unlock;
             }
@@ -445,19 +445,19 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
             g_autofree char *msg = cxlpool_error_message(e, s->pool_path, &h,
                                                          st.st_size, &want);
 
-            error_setg(errp, "cxl-shm: %s", msg);
+            error_setg(errp, "%s", msg);
             goto fail_unlock;
         }
     }
 
     ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
     if (ret == -EAGAIN || ret == -EACCES) {
-        error_setg(errp, "cxl-shm: host-id %u is in use by a running QEMU on "
+        error_setg(errp, "host-id %u is in use by a running QEMU on "
                    "pool '%s' (allowed: a free host id in [0, %u])",
                    s->host_id, s->pool_path, s->max_hosts - 1);
         goto fail_unlock;
     } else if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot lock host slot %u of "
+        error_setg_errno(errp, -ret, "cannot lock host slot %u of "
                          "pool '%s'", s->host_id, s->pool_path);
         goto fail_unlock;
     }
@@ -466,7 +466,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
                 s->fd, 0);
     if (meta == MAP_FAILED) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot map pool metadata of "
+        error_setg_errno(errp, errno, "cannot map pool metadata of "
                          "'%s'", s->pool_path);
         cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
         goto fail_unlock;

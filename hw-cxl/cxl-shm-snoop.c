@@ -216,7 +216,7 @@ bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
         smp_wmb();  /* the entries and ways are set before the magic */
         qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
     } else if (qatomic_read(&sh->ways) != ways) {
-        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u, "
+        error_setg(errp, "property 'snoop-filter-entries' is %u, "
                    "but the pod's snoop filter has %" PRIu64 " entries (set "
                    "by the first mode=timed host; every host of a pool must "
                    "agree)", s->t.sf_entries,

@@ -580,27 +580,27 @@ static bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
     uint64_t lines;
 
     if (s->latency_ns) {
-        error_setg(errp, "cxl-shm: property 'latency-ns' is the per-line "
+        error_setg(errp, "property 'latency-ns' is the per-line "
                    "charge of mode=direct; with mode=timed set "
                    "miss-latency-ns, hit-latency-ns, writeback-latency-ns, "
                    "back-invalidate-latency-ns and snoop-latency-ns");
         return false;
     }
     if (s->evict_rate) {
-        error_setg(errp, "cxl-shm: property 'evict-rate' applies to "
+        error_setg(errp, "property 'evict-rate' applies to "
                    "mode=direct; with mode=timed lines are evicted by the "
                    "cache model (set cache-size and cache-ways)");
         return false;
     }
     if (t->cache_ways < 1 || t->cache_ways > TIMED_WAYS_MAX) {
-        error_setg(errp, "cxl-shm: property 'cache-ways' is %u (allowed: "
+        error_setg(errp, "property 'cache-ways' is %u (allowed: "
                    "[1, %d])", t->cache_ways, TIMED_WAYS_MAX);
         return false;
     }
     lines = t->cache_size / CXLSHM_LINE;
     if (t->cache_size < TIMED_CACHE_MIN || t->cache_size > TIMED_CACHE_MAX ||
         t->cache_size % CXLSHM_LINE || lines % t->cache_ways) {
-        error_setg(errp, "cxl-shm: property 'cache-size' is %" PRIu64
+        error_setg(errp, "property 'cache-size' is %" PRIu64
                    " (allowed: [64 KiB, 1 GiB], a whole number of %u-way "
                    "sets of 64-byte lines)", t->cache_size, t->cache_ways);
         return false;
@@ -608,7 +608,7 @@ static bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
     if (t->sf_entries < CXLSHM_NR_LOCKS ||
         t->sf_entries > CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS ||
         t->sf_entries % CXLSHM_NR_LOCKS) {
-        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u "
+        error_setg(errp, "property 'snoop-filter-entries' is %u "
                    "(allowed: a multiple of %d in [%d, %d])", t->sf_entries,
                    CXLSHM_NR_LOCKS, CXLSHM_NR_LOCKS,
                    CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS);

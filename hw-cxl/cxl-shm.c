@@ -63,14 +63,14 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         return false;
     }
     if (!s->pool_path || !*s->pool_path) {
-        error_setg(errp, "cxl-shm: property 'pool' is required (the path of "
+        error_setg(errp, "property 'pool' is required (the path of "
                    "the pool file), or 'memdev' (a memory-backend-file on "
                    "it)");
         return false;
     }
     if (ct3d->hostvmem || ct3d->hostpmem ||
         ct3d->dc.num_regions || ct3d->lsa) {
-        error_setg(errp, "cxl-shm: the device takes its memory from 'pool' "
+        error_setg(errp, "the device takes its memory from 'pool' "
                    "or 'memdev'; 'volatile-memdev', 'persistent-memdev', "
                    "'lsa' and 'num-dc-regions' must not be set");
         return false;
@@ -78,39 +78,39 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
     s->timed = s->mode == CXL_SHM_MODE_TIMED;
     s->mode_ops = s->timed ? &cxl_shm_timed_mode : &cxl_shm_direct_mode;
     if (!s->size || s->size % (256 * MiB) || s->size > CXLSHM_SIZE_MAX) {
-        error_setg(errp, "cxl-shm: property 'size' is %" PRIu64 " (allowed: "
+        error_setg(errp, "property 'size' is %" PRIu64 " (allowed: "
                    "a multiple of 256 MiB in [256 MiB, 1 TiB])", s->size);
         return false;
     }
     if (s->coherent_size % (2 * MiB) || s->coherent_size > s->size) {
-        error_setg(errp, "cxl-shm: property 'coherent-size' is %" PRIu64
+        error_setg(errp, "property 'coherent-size' is %" PRIu64
                    " (allowed: a multiple of 2 MiB in [0, size=%" PRIu64 "])",
                    s->coherent_size, s->size);
         return false;
     }
     if (s->max_hosts < 1 || s->max_hosts > CXLPOOL_MAX_HOSTS) {
-        error_setg(errp, "cxl-shm: property 'max-hosts' is %u (allowed: "
+        error_setg(errp, "property 'max-hosts' is %u (allowed: "
                    "[1, %d])", s->max_hosts, CXLPOOL_MAX_HOSTS);
         return false;
     }
     if (s->host_id >= s->max_hosts) {
-        error_setg(errp, "cxl-shm: property 'host-id' is %u (allowed: "
+        error_setg(errp, "property 'host-id' is %u (allowed: "
                    "[0, max-hosts-1=%u])", s->host_id, s->max_hosts - 1);
         return false;
     }
     if (s->latency_ns > CXLSHM_LATENCY_MAX) {
-        error_setg(errp, "cxl-shm: property 'latency-ns' is %u (allowed: "
+        error_setg(errp, "property 'latency-ns' is %u (allowed: "
                    "[0, %d])", s->latency_ns, CXLSHM_LATENCY_MAX);
         return false;
     }
     if (s->bandwidth_mbs < 1 || s->bandwidth_mbs > CXLSHM_BANDWIDTH_MAX) {
-        error_setg(errp, "cxl-shm: property 'bandwidth-mbs' is %u (allowed: "
+        error_setg(errp, "property 'bandwidth-mbs' is %u (allowed: "
                    "[1, %d])", s->bandwidth_mbs, CXLSHM_BANDWIDTH_MAX);
         return false;
     }
     s->wb_deferred = s->writeback == CXL_SHM_WRITEBACK_DEFERRED;
     if (s->evict_rate > CXLSHM_EVICT_MAX) {
-        error_setg(errp, "cxl-shm: property 'evict-rate' is %u (allowed: "
+        error_setg(errp, "property 'evict-rate' is %u (allowed: "
                    "[0, %d] lines per millisecond)", s->evict_rate,
                    CXLSHM_EVICT_MAX);
         return false;
@@ -119,7 +119,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         return false;
     }
     if (s->pool_mode > 0777 || (s->pool_mode & 0600) != 0600) {
-        error_setg(errp, "cxl-shm: property 'pool-mode' is 0%o (allowed: a "
+        error_setg(errp, "property 'pool-mode' is 0%o (allowed: a "
                    "file mode in [0600, 0777] with owner read and write)",
                    s->pool_mode);
         return false;
@@ -269,7 +269,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
      * the guest's RAM: a migrated or restored host would write stale
      * lines over the other hosts' data.
      */
-    error_setg(&s->migration_blocker, "cxl-shm: a host of a pod cannot be "
+    error_setg(&s->migration_blocker, "a host of a cxl-shm pod cannot be "
                "migrated or snapshotted (its cache image and the pool's "
                "state are not part of the VM state)");
     if (migrate_add_blocker(&s->migration_blocker, errp) < 0) {
@@ -495,12 +495,12 @@ static void cxl_shm_set_latency(Object *obj, Visitor *v, const char *name,
         return;
     }
     if (val > CXLSHM_LATENCY_MAX) {
-        error_setg(errp, "cxl-shm: property '%s' is %u (allowed: [0, %u])",
+        error_setg(errp, "property '%s' is %u (allowed: [0, %u])",
                    name, val, CXLSHM_LATENCY_MAX);
         return;
     }
     if (DEVICE(obj)->realized && val && direct_prop == s->timed) {
-        error_setg(errp, "cxl-shm: property '%s' applies to mode=%s only",
+        error_setg(errp, "property '%s' applies to mode=%s only",
                    name, direct_prop ? "direct" : "timed");
         return;
     }
