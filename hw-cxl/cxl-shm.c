@@ -28,6 +28,7 @@
 #include "qapi/qapi-types-cxl.h"
 #include "qom/object_interfaces.h"
 #include "hw/qdev-properties.h"
+#include "hw/core/qdev-prop-internal.h"
 #include "hw/pci/pci.h"
 #include "hw/cxl/cxl.h"
 #include "hw/cxl/cxl_host.h"
@@ -526,33 +527,15 @@ static const PropertyInfo cxl_shm_prop_latency = {
     .realized_set_allowed = true,
 };
 
-/*
- * Enum properties of the QAPI types that query-cxl-shm reports them as;
- * the visitor reads or writes the field (get and set alike)
- */
-static void cxl_shm_visit_enum(Object *obj, Visitor *v, const char *name,
-                               void *opaque, Error **errp)
-{
-    const Property *prop = opaque;
-    int *ptr = object_field_prop_ptr(obj, prop);
-
-    visit_type_enum(v, name, ptr, prop->info->enum_table, errp);
-}
-
-static void cxl_shm_enum_default(ObjectProperty *op, const Property *prop)
-{
-    object_property_set_default_str(op,
-        qapi_enum_lookup(prop->info->enum_table, prop->defval.i));
-}
-
+/* Enum properties of the QAPI types that query-cxl-shm reports them as */
 static const PropertyInfo cxl_shm_prop_mode = {
     .type = "CxlShmMode",
     .description = "direct (the pool mapped as RAM) or timed (every access "
                    "through the cache model)",
     .enum_table = &CxlShmMode_lookup,
-    .get = cxl_shm_visit_enum,
-    .set = cxl_shm_visit_enum,
-    .set_default_value = cxl_shm_enum_default,
+    .get = qdev_propinfo_get_enum,
+    .set = qdev_propinfo_set_enum,
+    .set_default_value = qdev_propinfo_set_default_value_enum,
 };
 
 static const PropertyInfo cxl_shm_prop_writeback = {
@@ -560,9 +543,9 @@ static const PropertyInfo cxl_shm_prop_writeback = {
     .description = "deferred (clwb/clflushopt take effect at the next "
                    "fence) or immediate (at the instruction)",
     .enum_table = &CxlShmWriteback_lookup,
-    .get = cxl_shm_visit_enum,
-    .set = cxl_shm_visit_enum,
-    .set_default_value = cxl_shm_enum_default,
+    .get = qdev_propinfo_get_enum,
+    .set = qdev_propinfo_set_enum,
+    .set_default_value = qdev_propinfo_set_default_value_enum,
 };
 
 #define DEFINE_PROP_LATENCY(name, field, def) \
