@@ -29,6 +29,7 @@
 #include "qom/object_interfaces.h"
 #include "hw/qdev-properties.h"
 #include "hw/core/qdev-prop-internal.h"
+#include "hw/resettable.h"
 #include "hw/pci/pci.h"
 #include "hw/cxl/cxl.h"
 #include "hw/cxl/cxl_host.h"
@@ -444,16 +445,34 @@ static void cxl_shm_reset_work(CPUState *cpu, run_on_cpu_data data)
     object_unref(OBJECT(s));
 }
 
-static void cxl_shm_reset(DeviceState *dev)
+/* Reset, enter phase: the doorbell registers (local state only) */
+static void cxl_shm_reset_enter(Object *obj, ResetType type)
 {
-    CXLShmState *s = CXL_SHM(dev);
+    CXLShmState *s = CXL_SHM(obj);
     CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
 
-    sc->parent_reset(dev);
+    if (sc->parent_phases.enter) {
+        sc->parent_phases.enter(obj, type);
+    }
+    cxl_shm_regs_reset(s);
+}
+
+/*
+ * Reset, hold phase: after the parent's (a legacy reset, which its hold
+ * phase runs), the mailbox restricted again, the decoders unmapped and
+ * the host reset
+ */
+static void cxl_shm_reset_hold(Object *obj, ResetType type)
+{
+    CXLShmState *s = CXL_SHM(obj);
+    CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
+
+    if (sc->parent_phases.hold) {
+        sc->parent_phases.hold(obj, type);
+    }
     cxl_shm_restrict_mailbox(s);
     /* the parent clears the decoders without an uncommit */
     cxl_shm_unmap_all(s);
-    cxl_shm_regs_reset(s);
     /* the first reset is the machine's (or the hot-plug's) own */
     if (s->reset_once && current_cpu) {
         s->reset_pending++;
@@ -590,13 +609,15 @@ static void cxl_shm_class_init(ObjectClass *oc, void *data)
     PCIDeviceClass *pc = PCI_DEVICE_CLASS(oc);
     CXLType3Class *cvc = CXL_TYPE3_CLASS(oc);
     CXLShmClass *sc = CXL_SHM_CLASS(oc);
+    ResettableClass *rc = RESETTABLE_CLASS(oc);
 
     sc->parent_realize = pc->realize;
     sc->parent_exit = pc->exit;
-    sc->parent_reset = dc->legacy_reset;
     pc->realize = cxl_shm_realize;
     pc->exit = cxl_shm_exit;
-    device_class_set_legacy_reset(dc, cxl_shm_reset);
+    resettable_class_set_parent_phases(rc, cxl_shm_reset_enter,
+                                       cxl_shm_reset_hold, NULL,
+                                       &sc->parent_phases);
     cvc->hdm_decoder_changed = cxl_shm_hdm_changed;
     cvc->set_cacheline = cxl_shm_set_cacheline;
     cvc->build_cdat_table = cxl_shm_build_cdat;

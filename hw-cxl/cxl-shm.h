@@ -238,7 +238,7 @@ struct CXLShmClass {
     CXLType3Class parent_class;
     void (*parent_realize)(PCIDevice *dev, Error **errp);
     PCIUnregisterFunc *parent_exit;
-    DeviceReset parent_reset;
+    ResettablePhases parent_phases;
 };
 
 /* cxl-shm-pool.c */
