@@ -66,7 +66,8 @@ static void cxl_shm_evict_scan(CXLShmState *s)
 /*
  * One chunk of a millisecond's evictions.  The timer runs under the BQL,
  * so a rate above CXLSHM_EVICT_CHUNK lines is worked through in chunks
- * spread evenly over the millisecond (issue 9: no long hold of the BQL);
+ * spread evenly over the millisecond, so that no chunk holds the BQL for
+ * long (the other vCPUs' MMIO and the main loop wait for it meanwhile);
  * the candidates are found once per millisecond.  Milliseconds follow a
  * grid of guest time, each evicting evict-rate lines in the same seeded
  * order whatever the chunking.  A host too slow for the rate (a chunk

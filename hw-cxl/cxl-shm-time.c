@@ -124,8 +124,8 @@ void cxl_shm_calibrate_wait(void)
 /*
  * Let @ns of guest time pass on the calling vCPU, at the access it is
  * making.  With icount, exactly, in guest time: the virtual clock (and
- * the guest's TSC) jumps by @ns (patch 0006), so every run sees the
- * same.  Without icount, approximately: a wait on the host's ticks,
+ * the guest's TSC) jumps by @ns (icount_advance_ns()), so every run
+ * sees the same.  Without icount, approximately: a wait on the host's ticks,
  * which the guest sees as time passing, less what earlier waits overran
  * and less the charge's own measured cost (wait_cost_ticks).
  * Never called with a lock of ours held but an atomic's line lock.

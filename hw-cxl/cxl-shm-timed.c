@@ -27,21 +27,23 @@
  *   line lock i, the lock of the pool pages that hash to it; stores take
  *   it, so a store and another host's atomic never interleave.
  * - Atomics on the coherent window: TCG runs them as a load and a store
- *   in an exclusive step (patch 0009); the load takes the line's lock and
- *   the end of the step releases it, so the pair is atomic across hosts.
+ *   in an exclusive step (tcg_atomic_step_active()); the load takes the
+ *   line's lock and the end of the step (the step hook) releases it, so
+ *   the pair is atomic across hosts.
  * - Latency: hit, miss, writeback, back-invalidate and snoop costs, and
  *   a bandwidth limit (bandwidth-mbs) charged per line moved, summed per
  *   access and charged once the locks are released: under -icount in
- *   guest time, exactly (patch 0006), else as a wait on the host's ticks.
+ *   guest time, exactly (icount_advance_ns()), else as a wait on the
+ *   host's ticks.
  * - Stale reads: a load that hits a non-coherent line whose pool copy
  *   changed since this host fetched it (another host wrote it back) is
  *   counted, traced, and logged to stale-log once per fetch of the line.
  *
  * Locking: t->lock (this host's cache) is taken before any line lock;
  * every access runs under it, without the BQL (the region does not ask
- * for global locking, patch 0008).  The only line lock held while
- * t->lock is taken is an atomic's, which no other thread of this QEMU can
- * be waiting for (its other vCPUs are stopped).
+ * for global locking: memory_region_enable_lockless_io()).  The only
+ * line lock held while t->lock is taken is an atomic's, which no other
+ * thread of this QEMU can be waiting for (its other vCPUs are stopped).
  */
 
 #include "qemu/osdep.h"
@@ -104,7 +106,7 @@ static CXLShmLineLock *held_of(CXLShmState *s, CPUState *cpu)
     return &s->t.held[cpu->cpu_index];
 }
 
-/* The end of an exclusive atomic step (patch 0009): the pair is done */
+/* The end of an exclusive atomic step: the pair is done */
 static void timed_step_done(void *opaque, CPUState *cpu)
 {
     CXLShmState *s = opaque;
@@ -635,7 +637,7 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     qemu_mutex_unlock(&t->lock);
     memory_region_init_io(&t->io, OBJECT(s), &cxl_shm_timed_ops, s,
                           "cxl-shm-timed", s->size);
-    /* accesses run without the BQL (patch 0008): they may wait long */
+    /* accesses run without the BQL: they may wait long for a line lock */
     memory_region_enable_lockless_io(&t->io);
     t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
     t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
@@ -657,8 +659,8 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
 /*
  * The device goes away (an unplug, or a failed realize): no new atomic
  * step hook call.  A vCPU may still be in an access or in a step (the
- * hook is an RCU reader, patch 0009, and the MMIO path runs without the
- * BQL): the cache, the per-vCPU locks and the region go only in
+ * hook runs inside an RCU read-side section, and the MMIO path without
+ * the BQL): the cache, the per-vCPU locks and the region go only in
  * cxl_shm_timed_release(), after a grace period.
  */
 static void cxl_shm_timed_fini(CXLShmState *s)

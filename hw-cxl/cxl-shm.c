@@ -133,7 +133,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
  * Guest atomics on the coherent window must be atomic across the hosts'
  * QEMUs.  KVM runs them natively; TCG does only when its vCPUs translate
  * with CF_PARALLEL, which the accelerator turns on for every vCPU, CPU
- * hotplug included, once a device asks (patch 0007).
+ * hotplug included, once a device asks (tcg_require_parallel_atomics()).
  */
 static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
