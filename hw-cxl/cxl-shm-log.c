@@ -13,12 +13,37 @@
 #include "cxl-shm.h"
 #include "trace.h"
 
+/* ,"@key":"@p's @len bytes in hex": a member of the record @j writes */
+void cxl_shm_log_hex(GString *j, const char *key, const uint8_t *p,
+                     size_t len)
+{
+    size_t i;
+
+    g_string_append_printf(j, ",\"%s\":\"", key);
+    for (i = 0; i < len; i++) {
+        g_string_append_printf(j, "%02x", p[i]);
+    }
+    g_string_append_c(j, '"');
+}
+
+/*
+ * The record @j ends and goes to @fp as one line, whole (the vCPUs that
+ * write records share the file: @lock)
+ */
+void cxl_shm_log_record(FILE *fp, QemuMutex *lock, GString *j)
+{
+    g_string_append(j, "}\n");
+    qemu_mutex_lock(lock);
+    fputs(j->str, fp);
+    fflush(fp);
+    qemu_mutex_unlock(lock);
+}
+
 /* Line engine callback: one writeback that overwrote another host's data */
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
 {
     CXLShmState *s = opaque;
     g_autoptr(GString) j = NULL;
-    int i;
 
     trace_cxl_shm_conflict(s->host_id, s->generation, c->offset, c->mask);
     if (!s->conflict_fp) {
@@ -32,23 +57,10 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
                            s->generation, c->offset, c->offset,
                            qemu_clock_get_ns(QEMU_CLOCK_REALTIME), c->mask,
                            ctpop64(c->mask));
-    g_string_append(j, ",\"base\":\"");
-    for (i = 0; i < CXLPOOL_LINE; i++) {
-        g_string_append_printf(j, "%02x", c->base[i]);
-    }
-    g_string_append(j, "\",\"theirs\":\"");
-    for (i = 0; i < CXLPOOL_LINE; i++) {
-        g_string_append_printf(j, "%02x", c->theirs[i]);
-    }
-    g_string_append(j, "\",\"mine\":\"");
-    for (i = 0; i < CXLPOOL_LINE; i++) {
-        g_string_append_printf(j, "%02x", c->mine[i]);
-    }
-    g_string_append(j, "\"}\n");
-    qemu_mutex_lock(&s->conflict_lock);
-    fputs(j->str, s->conflict_fp);
-    fflush(s->conflict_fp);
-    qemu_mutex_unlock(&s->conflict_lock);
+    cxl_shm_log_hex(j, "base", c->base, CXLPOOL_LINE);
+    cxl_shm_log_hex(j, "theirs", c->theirs, CXLPOOL_LINE);
+    cxl_shm_log_hex(j, "mine", c->mine, CXLPOOL_LINE);
+    cxl_shm_log_record(s->conflict_fp, &s->conflict_lock, j);
 }
 
 /*

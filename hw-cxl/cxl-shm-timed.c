@@ -276,7 +276,6 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
     uint8_t cur[CXLSHM_LINE];
     uint64_t pc = timed_guest_pc(cpu);
     g_autoptr(GString) j = NULL;
-    int i;
 
     qatomic_inc(&s->stats[CXLSHM_STAT_STALE_READS]);
     trace_cxl_shm_timed_stale(s->host_id, off, pc);
@@ -292,19 +291,9 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
                            ",\"size\":%u,\"value\":\"0x%" PRIx64 "\"",
                            s->host_id, s->generation, off, line, pc,
                            qemu_clock_get_ns(QEMU_CLOCK_REALTIME), size, val);
-    g_string_append(j, ",\"stale\":\"");
-    for (i = 0; i < CXLSHM_LINE; i++) {
-        g_string_append_printf(j, "%02x", mine[i]);
-    }
-    g_string_append(j, "\",\"current\":\"");
-    for (i = 0; i < CXLSHM_LINE; i++) {
-        g_string_append_printf(j, "%02x", cur[i]);
-    }
-    g_string_append(j, "\"}\n");
-    qemu_mutex_lock(&s->t.stale_lock);
-    fputs(j->str, s->t.stale_fp);
-    fflush(s->t.stale_fp);
-    qemu_mutex_unlock(&s->t.stale_lock);
+    cxl_shm_log_hex(j, "stale", mine, CXLSHM_LINE);
+    cxl_shm_log_hex(j, "current", cur, CXLSHM_LINE);
+    cxl_shm_log_record(s->t.stale_fp, &s->t.stale_lock, j);
 }
 
 /* A non-coherent access inside one line; cache lock held */

@@ -274,6 +274,9 @@ static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
 
 /* cxl-shm-log.c */
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
+void cxl_shm_log_hex(GString *j, const char *key, const uint8_t *p,
+                     size_t len);
+void cxl_shm_log_record(FILE *fp, QemuMutex *lock, GString *j);
 bool cxl_shm_open_logs(CXLShmState *s, Error **errp);
 void cxl_shm_close_logs(CXLShmState *s);
 
