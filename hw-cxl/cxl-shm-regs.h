@@ -21,28 +21,29 @@
 #define HW_CXLPOD_CXL_SHM_REGS_H
 
 /*
- * Without hw/registerfields.h: the same definitions, for this header
- * only (undefined at its end, so that registerfields.h may follow)
+ * Without hw/registerfields.h: the same constants (one enum a register
+ * or field), for this header only (undefined at its end, so that
+ * registerfields.h may follow)
  */
 #ifndef REG32
 #define CXLSHM_REGS_OWN_REG32
 #define REG32(reg, addr)                                                  \
-    enum { A_ ## reg = (addr) };                                          \
-    enum { R_ ## reg = (addr) / 4 };
+    enum { A_ ## reg = (addr), R_ ## reg = (addr) / 4 };
 #endif
 #ifndef REG64
 #define CXLSHM_REGS_OWN_REG64
 #define REG64(reg, addr)                                                  \
-    enum { A_ ## reg = (addr) };                                          \
-    enum { R_ ## reg = (addr) / 8 };
+    enum { A_ ## reg = (addr), R_ ## reg = (addr) / 8 };
 #endif
 #ifndef FIELD
 #define CXLSHM_REGS_OWN_FIELD
 #define FIELD(reg, field, shift, length)                                  \
-    enum { R_ ## reg ## _ ## field ## _SHIFT = (shift)};                  \
-    enum { R_ ## reg ## _ ## field ## _LENGTH = (length)};                \
-    enum { R_ ## reg ## _ ## field ## _MASK =                             \
-           ((~0ULL) >> (64 - (length))) << (shift)};
+    enum {                                                                \
+        R_ ## reg ## _ ## field ## _SHIFT = (shift),                      \
+        R_ ## reg ## _ ## field ## _LENGTH = (length),                    \
+        R_ ## reg ## _ ## field ## _MASK =                                \
+            ((~0ULL) >> (64 - (length))) << (shift)                       \
+    };
 #endif
 
 #define CXLSHM_BAR              5
@@ -59,8 +60,7 @@ REG64(CXLSHM_SIZE, 0x010)                       /* bytes of device memory */
 REG64(CXLSHM_COHERENT_SIZE, 0x018)
 REG32(CXLSHM_LINE_SIZE, 0x020)
 REG32(CXLSHM_MODE, 0x024)                       /* 0 direct, 1 timed */
-REG32(CXLSHM_LATENCY_NS, 0x028)                 /* direct: per line; timed:
-                                                   a miss */
+REG32(CXLSHM_LATENCY_NS, 0x028)                 /* per line, or a miss */
 REG32(CXLSHM_CAPS, 0x02c)
     FIELD(CXLSHM_CAPS, NATIVE, 0, 1)            /* clwb & co. reach it */
     FIELD(CXLSHM_CAPS, ATOMICS, 1, 1)           /* cross-host atomics */
