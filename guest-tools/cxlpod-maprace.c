@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cxl-shm-regs.h" /* the device's BAR5 register map */
 #include "tool.h"
 
-#define MAGIC 0x504c5843u /* "CXLP", BAR5 offset 0 */
 #define MAX_READERS 8
 
 static volatile uint32_t *regs;
@@ -101,7 +101,7 @@ static void *reader(void *arg)
 	int i = (int)(intptr_t)arg;
 
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		uint32_t v = regs[0];
+		uint32_t v = regs[R_CXLSHM_MAGIC];
 
 		reads[i]++;
 		if (v != expect) {
@@ -173,8 +173,8 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return EXIT_SETUP;
 	}
-	expect = regs[0];
-	if (own && expect != MAGIC) {
+	expect = regs[R_CXLSHM_MAGIC];
+	if (own && expect != CXLSHM_MAGIC_VALUE) {
 		fprintf(stderr, "cxlpod-maprace: %s: magic 0x%08x\n", bdf, expect);
 		return EXIT_SETUP;
 	}

@@ -4,6 +4,12 @@
  */
 #define _GNU_SOURCE
 #include "libcxlpod.h"
+#include "cxl-shm-regs.h" /* the device's BAR5 register map */
+
+_Static_assert(CXLPOD_CAP_NATIVE_OPS == R_CXLSHM_CAPS_NATIVE_MASK &&
+		       CXLPOD_CAP_ATOMICS == R_CXLSHM_CAPS_ATOMICS_MASK &&
+		       CXLPOD_CAP_DIRECT == R_CXLSHM_CAPS_DIRECT_MASK,
+	       "cxlpod_info.caps is the CAPS register");
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -312,8 +318,8 @@ static int try_pci(cxlpod *p, const char *bdf)
 		return fail(e, "%s: mmap resource5: %s", bdf, strerror(e));
 	}
 	p->regs = m;
-	uint32_t magic = rd32(p, CXLPOD_REG_MAGIC);
-	if (magic != CXLPOD_MAGIC) {
+	uint32_t magic = rd32(p, A_CXLSHM_MAGIC);
+	if (magic != CXLSHM_MAGIC_VALUE) {
 		munmap(m, BAR5_SIZE);
 		p->regs = NULL;
 		close(fd);
@@ -384,17 +390,17 @@ static int open_device(cxlpod *p, const char *pci, const char *dax, unsigned fla
 	p->backend = CXLPOD_BACKEND_DEVICE;
 	struct cxlpod_info *in = &p->info;
 	in->backend = CXLPOD_BACKEND_DEVICE;
-	in->version = rd32(p, CXLPOD_REG_VERSION);
-	in->host_id = rd32(p, CXLPOD_REG_HOST_ID);
-	in->max_hosts = rd32(p, CXLPOD_REG_MAX_HOSTS);
-	in->size = rd64(p, CXLPOD_REG_SIZE);
-	in->coherent_size = rd64(p, CXLPOD_REG_COHERENT_SIZE);
-	in->line_size = rd32(p, CXLPOD_REG_LINE_SIZE);
-	in->mode = rd32(p, CXLPOD_REG_MODE);
-	in->latency_ns = rd32(p, CXLPOD_REG_LATENCY_NS);
-	in->caps = rd32(p, CXLPOD_REG_CAPS);
-	in->wb_deferred = rd32(p, CXLPOD_REG_WB_MODE) == 0;
-	in->evict_rate = rd32(p, CXLPOD_REG_EVICT_RATE);
+	in->version = rd32(p, A_CXLSHM_VERSION);
+	in->host_id = rd32(p, A_CXLSHM_HOST_ID);
+	in->max_hosts = rd32(p, A_CXLSHM_MAX_HOSTS);
+	in->size = rd64(p, A_CXLSHM_SIZE);
+	in->coherent_size = rd64(p, A_CXLSHM_COHERENT_SIZE);
+	in->line_size = rd32(p, A_CXLSHM_LINE_SIZE);
+	in->mode = rd32(p, A_CXLSHM_MODE);
+	in->latency_ns = rd32(p, A_CXLSHM_LATENCY_NS);
+	in->caps = rd32(p, A_CXLSHM_CAPS);
+	in->wb_deferred = rd32(p, A_CXLSHM_WB_MODE) == 0;
+	in->evict_rate = rd32(p, A_CXLSHM_EVICT_RATE);
 	if (in->version != 1)
 		return fail(ENOTSUP, "%s: register block version %u, library knows 1", in->pci,
 			    in->version);
@@ -698,7 +704,7 @@ int cxlpod_area_of(cxlpod *p, const void *addr, enum cxlpod_area *area)
 }
 
 /* ---- coherence operations --------------------------------------------------- */
-enum { OP_WB = 1, OP_INV = 2, OP_FLUSH = 3 };
+enum { OP_WB = CXLSHM_OP_WRITEBACK, OP_INV = CXLSHM_OP_INVALIDATE, OP_FLUSH = CXLSHM_OP_FLUSH };
 
 /*
  * The register block is one per device, shared by every thread and process
@@ -803,11 +809,11 @@ static void db_unlock(cxlpod *p)
 static const char *db_status_name(uint32_t s)
 {
 	switch (s) {
-	case 1: return "out of range";
-	case 2: return "unaligned";
-	case 3: return "zero length";
-	case 4: return "reserved op";
-	case 5: return "busy (another vCPU's op in flight)";
+	case CXLSHM_DB_RANGE: return "out of range";
+	case CXLSHM_DB_UNALIGNED: return "unaligned";
+	case CXLSHM_DB_ZERO: return "zero length";
+	case CXLSHM_DB_BADOP: return "reserved op";
+	case CXLSHM_DB_BUSY: return "busy (another vCPU's op in flight)";
 	case 0x100: return "registers mixed with another process's (test registers)";
 	default: return "unknown status";
 	}
@@ -821,16 +827,16 @@ static int doorbell(cxlpod *p, int op, uint64_t off, uint64_t len)
 		return err;
 	if (p->test_regs && getenv("CXLPOD_TEST_DB_DIE"))
 		_exit(0); /* test only: die holding the lock */
-	wr64(p, CXLPOD_REG_DB_OFFSET, off);
-	wr64(p, CXLPOD_REG_DB_LEN, len);
+	wr64(p, A_CXLSHM_DB_OFFSET, off);
+	wr64(p, A_CXLSHM_DB_LEN, len);
 	if (p->test_regs)
 		sched_yield(); /* widen the window a second process could use */
-	wr32(p, CXLPOD_REG_DB_OP, op);
-	uint32_t st = rd32(p, CXLPOD_REG_DB_STATUS);
+	wr32(p, A_CXLSHM_DB_OP, op);
+	uint32_t st = rd32(p, A_CXLSHM_DB_STATUS);
 	if (p->test_regs) {
 		/* what a device would act on: the shared registers at DB_OP */
-		st = (rd64(p, CXLPOD_REG_DB_OFFSET) != off ||
-		      rd64(p, CXLPOD_REG_DB_LEN) != len) ? 0x100 : 0;
+		st = (rd64(p, A_CXLSHM_DB_OFFSET) != off ||
+		      rd64(p, A_CXLSHM_DB_LEN) != len) ? 0x100 : 0;
 	}
 	db_unlock(p);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -1025,7 +1031,7 @@ int cxlpod_hosts_live(cxlpod *p, uint64_t *bitmap)
 	if (p->backend != CXLPOD_BACKEND_DEVICE)
 		*bitmap = p->nhosts_env >= 64 ? ~0ull : ((1ull << p->nhosts_env) - 1);
 	else
-		*bitmap = rd64(p, CXLPOD_REG_HOST_LIVE);
+		*bitmap = rd64(p, A_CXLSHM_HOST_LIVE);
 	return 0;
 }
 int cxlpod_host_state(cxlpod *p, unsigned host, enum cxlpod_host_state *state, uint64_t *gen)
@@ -1041,9 +1047,9 @@ int cxlpod_host_state(cxlpod *p, unsigned host, enum cxlpod_host_state *state, u
 			*gen = 1;
 		return 0;
 	}
-	*state = (enum cxlpod_host_state)rd32(p, CXLPOD_REG_HOST_STATE(host));
+	*state = (enum cxlpod_host_state)rd32(p, A_CXLSHM_HOST_STATE(host));
 	if (gen)
-		*gen = rd64(p, CXLPOD_REG_HOST_GEN(host));
+		*gen = rd64(p, A_CXLSHM_HOST_GEN(host));
 	return 0;
 }
 const char *cxlpod_host_state_name(enum cxlpod_host_state s)
@@ -1063,26 +1069,26 @@ int cxlpod_stats(cxlpod *p, struct cxlpod_stats *st)
 		return fail(EINVAL, "NULL argument");
 	*st = p->st;
 	if (p->backend == CXLPOD_BACKEND_DEVICE) {
-		st->dev_wb_ops = rd64(p, CXLPOD_REG_STAT_BASE + 0x00);
-		st->dev_inv_ops = rd64(p, CXLPOD_REG_STAT_BASE + 0x08);
-		st->dev_flush_ops = rd64(p, CXLPOD_REG_STAT_BASE + 0x10);
-		st->dev_wb_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x18);
-		st->dev_inv_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x20);
-		st->dev_native_ops = rd64(p, CXLPOD_REG_STAT_BASE + 0x28);
-		st->dev_errors = rd64(p, CXLPOD_REG_STAT_BASE + 0x30);
-		st->dev_conflicts = rd64(p, CXLPOD_REG_STAT_BASE + 0x38);
-		st->dev_evicted = rd64(p, CXLPOD_REG_STAT_BASE + 0x40);
-		st->dev_nt_lines = rd64(p, CXLPOD_REG_STAT_BASE + 0x48);
-		st->dev_deferred = rd64(p, CXLPOD_REG_STAT_BASE + 0x50);
-		st->dev_resets = rd64(p, CXLPOD_REG_STAT_BASE + 0x58);
-		st->dev_hits = rd64(p, CXLPOD_REG_STAT_BASE + 0x60);
-		st->dev_misses = rd64(p, CXLPOD_REG_STAT_BASE + 0x68);
-		st->dev_cache_evictions = rd64(p, CXLPOD_REG_STAT_BASE + 0x70);
-		st->dev_back_invalidates = rd64(p, CXLPOD_REG_STAT_BASE + 0x78);
-		st->dev_snoops = rd64(p, CXLPOD_REG_STAT_BASE + 0x80);
-		st->dev_sf_evictions = rd64(p, CXLPOD_REG_STAT_BASE + 0x88);
-		st->dev_stale_reads = rd64(p, CXLPOD_REG_STAT_BASE + 0x90);
-		st->dev_charged_ns = rd64(p, CXLPOD_REG_STAT_BASE + 0x98);
+		st->dev_wb_ops = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_WB_OPS));
+		st->dev_inv_ops = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_INV_OPS));
+		st->dev_flush_ops = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_FLUSH_OPS));
+		st->dev_wb_lines = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_WB_LINES));
+		st->dev_inv_lines = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_INV_LINES));
+		st->dev_native_ops = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_NATIVE_OPS));
+		st->dev_errors = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_ERRORS));
+		st->dev_conflicts = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_CONFLICTS));
+		st->dev_evicted = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_EVICTED));
+		st->dev_nt_lines = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_NT_LINES));
+		st->dev_deferred = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_DEFERRED));
+		st->dev_resets = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_RESETS));
+		st->dev_hits = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_HITS));
+		st->dev_misses = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_MISSES));
+		st->dev_cache_evictions = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_CACHE_EVICTIONS));
+		st->dev_back_invalidates = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_BACK_INVAL));
+		st->dev_snoops = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_SNOOPS));
+		st->dev_sf_evictions = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_SF_EVICTIONS));
+		st->dev_stale_reads = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_STALE_READS));
+		st->dev_charged_ns = rd64(p, A_CXLSHM_STAT(CXLSHM_STAT_CHARGED_NS));
 	}
 	return 0;
 }

@@ -99,34 +99,11 @@ extern "C" {
 
 #define CXLPOD_LIB_VERSION 1
 
-/* BAR5 register block (docs/interfaces.md section 1). */
-#define CXLPOD_MAGIC 0x504c5843u /* "CXLP" */
-#define CXLPOD_REG_MAGIC 0x000
-#define CXLPOD_REG_VERSION 0x004
-#define CXLPOD_REG_HOST_ID 0x008
-#define CXLPOD_REG_MAX_HOSTS 0x00c
-#define CXLPOD_REG_SIZE 0x010
-#define CXLPOD_REG_COHERENT_SIZE 0x018
-#define CXLPOD_REG_LINE_SIZE 0x020
-#define CXLPOD_REG_MODE 0x024
-#define CXLPOD_REG_LATENCY_NS 0x028
-#define CXLPOD_REG_CAPS 0x02c
-#define CXLPOD_REG_WB_MODE 0x030
-#define CXLPOD_REG_EVICT_RATE 0x034
-#define CXLPOD_REG_DB_OFFSET 0x100
-#define CXLPOD_REG_DB_LEN 0x108
-#define CXLPOD_REG_DB_OP 0x110
-#define CXLPOD_REG_DB_STATUS 0x114
-#define CXLPOD_REG_DB_LINES 0x118
-#define CXLPOD_REG_HOST_LIVE 0x200
-#define CXLPOD_REG_HOST_STATE(i) (0x400 + 16 * (i))
-#define CXLPOD_REG_HOST_GEN(i) (0x408 + 16 * (i))
-#define CXLPOD_REG_STAT_BASE 0x800
-
 #define CXLPOD_LINE 64u
 #define CXLPOD_MAX_HOSTS 32u
 
-/* CAPS bits */
+/* cxlpod_info.caps: the bits of the device's CAPS register (libcxlpod.c
+ * checks them against hw-cxl/cxl-shm-regs.h, the register map) */
 #define CXLPOD_CAP_NATIVE_OPS 0x1u /* clflush/clflushopt/clwb reach the device */
 #define CXLPOD_CAP_ATOMICS 0x2u    /* coherent-window atomics are cross-host */
 #define CXLPOD_CAP_DIRECT 0x4u     /* direct mapping active */

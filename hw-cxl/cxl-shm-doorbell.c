@@ -21,15 +21,15 @@ uint32_t cxl_shm_db_write32(CXLShmDoorbellRegs *r, uint64_t addr,
 {
     *rang = false;
     switch (addr) {
-    case CXLSHM_REG_DB_OFFSET:
-    case CXLSHM_REG_DB_OFFSET + 4:
+    case A_CXLSHM_DB_OFFSET:
+    case A_CXLSHM_DB_OFFSET + 4:
         r->offset = set_half(r->offset, addr & 4, val);
         break;
-    case CXLSHM_REG_DB_LEN:
-    case CXLSHM_REG_DB_LEN + 4:
+    case A_CXLSHM_DB_LEN:
+    case A_CXLSHM_DB_LEN + 4:
         r->len = set_half(r->len, addr & 4, val);
         break;
-    case CXLSHM_REG_DB_OP:
+    case A_CXLSHM_DB_OP:
         *rang = true;
         return val;
     default:

@@ -14,25 +14,7 @@
 #define HW_CXLPOD_CXL_SHM_DOORBELL_H
 
 #include "cxl-shm-line.h"
-
-#define CXLSHM_REG_DB_OFFSET    0x100   /* 64-bit, as two 32-bit halves */
-#define CXLSHM_REG_DB_LEN       0x108
-#define CXLSHM_REG_DB_OP        0x110
-
-enum {
-    CXLSHM_OP_WRITEBACK = 1,
-    CXLSHM_OP_INVALIDATE = 2,
-    CXLSHM_OP_FLUSH = 3,
-};
-
-enum {
-    CXLSHM_DB_OK = 0,
-    CXLSHM_DB_RANGE = 1,
-    CXLSHM_DB_UNALIGNED = 2,
-    CXLSHM_DB_ZERO = 3,
-    CXLSHM_DB_BADOP = 4,
-    CXLSHM_DB_BUSY = 5,         /* read only: a rung op has not completed */
-};
+#include "cxl-shm-regs.h"
 
 typedef struct CXLShmDoorbellRegs {
     uint64_t offset;            /* DB_OFFSET */

@@ -18,6 +18,7 @@
 
 #include <sys/stat.h>
 #include "cxl-shm-line.h"
+#include "cxl-shm-regs.h"
 
 #define CXLPOOL_MAGIC           "CXLPOOL\0"
 #define CXLPOOL_VERSION         3
@@ -58,32 +59,7 @@ enum {
     CXLPOOL_HOST_LEFT = 3,
 };
 
-/* Per-host statistics, in this order in the pool's host table */
-enum {
-    CXLSHM_STAT_WB_OPS,
-    CXLSHM_STAT_INV_OPS,
-    CXLSHM_STAT_FLUSH_OPS,
-    CXLSHM_STAT_WB_LINES,
-    CXLSHM_STAT_INV_LINES,
-    CXLSHM_STAT_NATIVE_OPS,
-    CXLSHM_STAT_ERRORS,
-    CXLSHM_STAT_CONFLICTS,      /* writebacks over another host's data */
-    CXLSHM_STAT_EVICTED,        /* lines evicted (evict-rate) */
-    CXLSHM_STAT_NT_LINES,       /* lines written by non-temporal stores */
-    CXLSHM_STAT_DEFERRED,       /* clwb/clflushopt queued until a fence */
-    CXLSHM_STAT_RESETS,         /* host resets (lines dropped, rejoined) */
-    /* mode=timed; in the extended statistics area, not the host table */
-    CXLSHM_STAT_HITS,           /* accesses that hit this host's cache */
-    CXLSHM_STAT_MISSES,         /* accesses that filled a line */
-    CXLSHM_STAT_CACHE_EVICTIONS,/* lines evicted for capacity */
-    CXLSHM_STAT_BACK_INVAL,     /* other hosts' coherent copies invalidated */
-    CXLSHM_STAT_SNOOPS,         /* reads of a line another host modified */
-    CXLSHM_STAT_SF_EVICTIONS,   /* snoop-filter entries evicted (full) */
-    CXLSHM_STAT_STALE_READS,    /* loads of a copy older than the pool */
-    CXLSHM_STAT_CHARGED_NS,     /* latency charged, ns */
-    CXLSHM_STAT_NR,
-};
-
+/* Per-host statistics: CXLSHM_STAT_* (cxl-shm-regs.h), in that order */
 /* The first statistics are in the host table, the rest in the xstats area */
 #define CXLSHM_STAT_TABLE_NR    12
 #define CXLPOOL_XSTATS_OFFSET   0x0c0000    /* [host][32] x 8 bytes */

@@ -99,13 +99,13 @@ static bool pool_create(CXLShmState *s, Error **errp)
     /* a torn create (no header) is refused with a hint */
     ret = cxlpool_allocate(s->fd, CXLPOOL_META_SIZE + s->size);
     if (ret == -1) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot allocate the "
+        error_setg_errno(errp, errno, "cannot allocate the "
                          "%" PRIu64 " MiB of pool '%s' on its file "
                          "system", (CXLPOOL_META_SIZE + s->size) >> 20,
                          s->pool_path);
         return false;
     } else if (ret < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot size pool '%s'",
+        error_setg_errno(errp, errno, "cannot size pool '%s'",
                          s->pool_path);
         return false;
     }
@@ -113,7 +113,7 @@ static bool pool_create(CXLShmState *s, Error **errp)
     ret = cxlpool_write_header(s->fd, &g,
                                qemu_clock_get_ns(QEMU_CLOCK_HOST));
     if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot write pool header "
+        error_setg_errno(errp, -ret, "cannot write pool header "
                          "of '%s'", s->pool_path);
         return false;
     }
@@ -217,21 +217,21 @@ static void pool_undo_made(CXLShmState *s)
     switch (s->made) {
     case CXLSHM_MADE_FILE:
         if (unlink(s->pool_path) < 0) {
-            warn_report("cxl-shm: could not remove '%s' after the refused "
+            warn_report("could not remove '%s' after the refused "
                         "start", s->pool_path);
         }
         break;
     case CXLSHM_MADE_IN_EMPTY:
         if (ftruncate(s->fd, 0) < 0 ||
             fchmod(s->fd, s->made_old_mode) < 0) {
-            warn_report("cxl-shm: could not make '%s' empty again (mode "
+            warn_report("could not make '%s' empty again (mode "
                         "0%o) after the refused start", s->pool_path,
                         (unsigned)s->made_old_mode);
         }
         break;
     case CXLSHM_MADE_IN_ZEROS:
         if (cxlpool_write_meta(s->fd, zeros, sizeof(zeros)) < 0) {
-            warn_report("cxl-shm: could not zero the header of '%s' again "
+            warn_report("could not zero the header of '%s' again "
                         "after the refused start", s->pool_path);
         }
         break;
@@ -274,22 +274,22 @@ static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
 
     s->fd = fcntl(memory_region_get_fd(mr), F_DUPFD_CLOEXEC, 0);
     if (s->fd < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot use the file of "
+        error_setg_errno(errp, errno, "cannot use the file of "
                          "memdev '%s'", s->pool_path);
         return false;
     }
     pool_test_kill("after-open");
     if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+        error_setg_errno(errp, errno, "cannot lock pool '%s'",
                          s->pool_path);
         goto fail;
     }
     ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
     if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
+        error_setg_errno(errp, -ret, "cannot stat pool '%s'",
                          s->pool_path);
     } else if (!ret) {
-        error_setg(errp, "cxl-shm: pool '%s' was removed or replaced after "
+        error_setg(errp, "pool '%s' was removed or replaced after "
                    "its memory backend opened it", s->pool_path);
     } else {
         return true;
@@ -301,183 +301,212 @@ fail:
     return false;
 }
 
-bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
+/* The flock is given up and the pool file closed (a refused start) */
+static void pool_close(CXLShmState *s)
 {
-    CXLPoolHeader h;
-    struct stat st;
-    CXLPoolHost *me;
-    bool created = false;
-    uint32_t i;
-    int tries;
-    void *meta;
-    ssize_t n;
-    int ret;
+    cxlpool_flock(s->fd, LOCK_UN);
+    qemu_close(s->fd);
+    s->fd = -1;
+}
 
-    /*
-     * O_EXCL first: a refused start removes only a file it made.  A file
-     * removed (or replaced) while this QEMU waited for its lock was a
-     * refused create of another QEMU: open the path again, or two QEMUs
-     * would make two pods of one name.
-     */
-    pool_test_kill_check();
-    s->made = CXLSHM_MADE_NOTHING;
-    if (s->memdev && !pool_open_memdev(s, &st, errp)) {
-        return false;
-    }
-    /* pool=PATH: this device opens (or creates) the file itself */
-    for (tries = 0; !s->memdev; tries++) {
+/*
+ * pool=PATH: this device opens (or creates) the file itself, and takes
+ * its flock.  O_EXCL first: a refused start removes only a file it made.
+ * A file removed (or replaced) while this QEMU waited for its lock was a
+ * refused create of another QEMU: open the path again, or two QEMUs
+ * would make two pods of one name.  *@created: this QEMU made the file.
+ */
+static bool pool_open_path(CXLShmState *s, struct stat *st, bool *created,
+                           Error **errp)
+{
+    int tries, ret;
+
+    for (tries = 0; ; tries++) {
         s->fd = qemu_create(s->pool_path, O_RDWR | O_EXCL, s->pool_mode,
                             NULL);
-        created = s->fd >= 0;
-        if (!created) {
+        *created = s->fd >= 0;
+        if (!*created) {
             s->fd = qemu_create(s->pool_path, O_RDWR, s->pool_mode, errp);
         }
         if (s->fd < 0) {
-            error_prepend(errp, "cxl-shm: cannot open pool: ");
+            error_prepend(errp, "cannot open pool: ");
             return false;
         }
         pool_test_kill("after-open");
         if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot lock pool '%s'",
+            error_setg_errno(errp, errno, "cannot lock pool '%s'",
                              s->pool_path);
-            goto fail_close;
+            qemu_close(s->fd);
+            s->fd = -1;
+            return false;
         }
-        ret = cxlpool_fd_is_path(s->fd, s->pool_path, &st);
+        ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
         if (ret < 0) {
-            error_setg_errno(errp, -ret, "cxl-shm: cannot stat pool '%s'",
+            error_setg_errno(errp, -ret, "cannot stat pool '%s'",
                              s->pool_path);
-            goto fail_unlock;
+            pool_undo_made(s);
+            pool_close(s);
+            return false;
         }
-        if (ret && !created && pool_header_may_come(s, &st)) {
+        if (ret && !*created && pool_header_may_come(s, st)) {
             /* not a try: the wait ends when the file is no longer new */
             tries--;
             trace_cxl_shm_pool_wait_header(s->pool_path);
-            cxlpool_flock(s->fd, LOCK_UN);
-            qemu_close(s->fd);
-            s->fd = -1;
+            pool_close(s);
             g_usleep(POOL_NEW_FILE_POLL_US);
             continue;
         }
         if (ret) {
-            s->made = created ? CXLSHM_MADE_FILE : CXLSHM_MADE_NOTHING;
-            break;
+            s->made = *created ? CXLSHM_MADE_FILE : CXLSHM_MADE_NOTHING;
+            return true;
         }
-        cxlpool_flock(s->fd, LOCK_UN);
-        qemu_close(s->fd);
-        s->fd = -1;
+        pool_close(s);
         if (tries == 10) {
-            error_setg(errp, "cxl-shm: pool '%s' was removed or replaced "
+            error_setg(errp, "pool '%s' was removed or replaced "
                        "10 times while this QEMU opened it", s->pool_path);
             return false;
         }
     }
-    pool_test_kill("after-flock");
+}
+
+/* The file may be this pod's: a regular file of this user's, writable */
+static bool pool_check_file(CXLShmState *s, const struct stat *st,
+                            bool created, Error **errp)
+{
     /* the mode asked for, whatever the umask */
     if (created && fchmod(s->fd, s->pool_mode) < 0) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot set the mode of "
+        error_setg_errno(errp, errno, "cannot set the mode of "
                          "pool '%s'", s->pool_path);
-        goto fail_unlock;
+        return false;
     }
-    if (!S_ISREG(st.st_mode)) {
-        error_setg(errp, "cxl-shm: pool '%s' is not a regular file",
+    if (!S_ISREG(st->st_mode)) {
+        error_setg(errp, "pool '%s' is not a regular file",
                    s->pool_path);
-        goto fail_unlock;
+        return false;
     }
-    if (st.st_uid != geteuid()) {
-        error_setg(errp, "cxl-shm: pool '%s' belongs to uid %u, this QEMU "
+    if (st->st_uid != geteuid()) {
+        error_setg(errp, "pool '%s' belongs to uid %u, this QEMU "
                    "runs as uid %u: a pod's hosts run as one user; refusing "
-                   "to touch it", s->pool_path, (unsigned)st.st_uid,
+                   "to touch it", s->pool_path, (unsigned)st->st_uid,
                    (unsigned)geteuid());
-        goto fail_unlock;
+        return false;
     }
-    if (!created && !(st.st_mode & S_IWUSR)) {
-        error_setg(errp, "cxl-shm: pool '%s' is read-only (mode 0%o); a "
+    if (!created && !(st->st_mode & S_IWUSR)) {
+        error_setg(errp, "pool '%s' is read-only (mode 0%o); a "
                    "host writes its pool", s->pool_path,
-                   (unsigned)(st.st_mode & 07777));
-        goto fail_unlock;
+                   (unsigned)(st->st_mode & 07777));
+        return false;
     }
+    return true;
+}
 
-    if (st.st_size == 0) {
+/*
+ * A new pool is made in an empty or a new memdev's zero-filled file;
+ * any other file's header must describe this device's geometry
+ */
+static bool pool_make_or_check(CXLShmState *s, const struct stat *st,
+                               bool created, Error **errp)
+{
+    CXLPoolGeometry want = {
+        .size = s->size,
+        .coherent_size = s->coherent_size,
+        .max_hosts = s->max_hosts,
+    };
+    g_autofree char *msg = NULL;
+    CXLPoolHeader h;
+    CXLPoolError e;
+    ssize_t n;
+
+    if (st->st_size == 0) {
         if (!created) {
             /* a user's empty file: stays empty, with its mode, if refused */
             s->made = CXLSHM_MADE_IN_EMPTY;
-            s->made_old_mode = st.st_mode & 07777;
+            s->made_old_mode = st->st_mode & 07777;
             if (fchmod(s->fd, s->pool_mode) < 0) {
-                error_setg_errno(errp, errno, "cxl-shm: cannot set the mode "
+                error_setg_errno(errp, errno, "cannot set the mode "
                                  "of pool '%s'", s->pool_path);
-                goto fail_unlock;
+                return false;
             }
         }
-        if (!pool_create(s, errp)) {
-            goto fail_unlock;
-        }
-    } else if (s->memdev && st.st_size == CXLPOOL_META_SIZE + s->size &&
-               pool_head_is_zero(s->fd) == 1) {
+        return pool_create(s, errp);
+    }
+    if (s->memdev && st->st_size == CXLPOOL_META_SIZE + s->size &&
+        pool_head_is_zero(s->fd) == 1) {
         /*
          * The file the memory backend created and sized (or a zero-filled
          * file of the pool's size): a new pool.  Its first QEMU writes the
          * header, under the flock; the next ones find it.
          */
         s->made = CXLSHM_MADE_IN_ZEROS;
-        if (!pool_create(s, errp)) {
-            goto fail_unlock;
-        }
-    } else {
-        CXLPoolGeometry want = {
-            .size = s->size,
-            .coherent_size = s->coherent_size,
-            .max_hosts = s->max_hosts,
-        };
-        CXLPoolError e;
-
-        if (st.st_size >= CXLPOOL_META_SIZE) {
-            n = pread(s->fd, &h, sizeof(h), 0);
-            if (n != sizeof(h)) {
-                error_setg_errno(errp, n < 0 ? errno : EIO,
-                                 "cxl-shm: cannot read pool header of '%s'",
-                                 s->pool_path);
-                goto fail_unlock;
-            }
-        }
-        e = cxlpool_check(st.st_size >= CXLPOOL_META_SIZE ? &h : NULL,
-                          st.st_size, &want);
-        if (e != CXLPOOL_OK) {
-            g_autofree char *msg = cxlpool_error_message(e, s->pool_path, &h,
-                                                         st.st_size, &want);
-
-            error_setg(errp, "cxl-shm: %s", msg);
-            goto fail_unlock;
+        return pool_create(s, errp);
+    }
+    if (st->st_size >= CXLPOOL_META_SIZE) {
+        n = pread(s->fd, &h, sizeof(h), 0);
+        if (n != sizeof(h)) {
+            error_setg_errno(errp, n < 0 ? errno : EIO,
+                             "cannot read pool header of '%s'",
+                             s->pool_path);
+            return false;
         }
     }
+    e = cxlpool_check(st->st_size >= CXLPOOL_META_SIZE ? &h : NULL,
+                      st->st_size, &want);
+    if (e != CXLPOOL_OK) {
+        msg = cxlpool_error_message(e, s->pool_path, &h, st->st_size, &want);
+        error_setg(errp, "%s", msg);
+        return false;
+    }
+    return true;
+}
 
-    ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
+/* This host's liveness lock: held for its whole life */
+static bool pool_lock_host(CXLShmState *s, Error **errp)
+{
+    int ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
+
     if (ret == -EAGAIN || ret == -EACCES) {
-        error_setg(errp, "cxl-shm: host-id %u is in use by a running QEMU on "
+        error_setg(errp, "host-id %u is in use by a running QEMU on "
                    "pool '%s' (allowed: a free host id in [0, %u])",
                    s->host_id, s->pool_path, s->max_hosts - 1);
-        goto fail_unlock;
+        return false;
     } else if (ret < 0) {
-        error_setg_errno(errp, -ret, "cxl-shm: cannot lock host slot %u of "
+        error_setg_errno(errp, -ret, "cannot lock host slot %u of "
                          "pool '%s'", s->host_id, s->pool_path);
-        goto fail_unlock;
+        return false;
     }
     pool_test_kill("after-host-lock");
+    return true;
+}
 
-    meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-                s->fd, 0);
+/* The metadata (header, host table, locks) mapped; else the host unlocked */
+static bool pool_map_meta(CXLShmState *s, Error **errp)
+{
+    void *meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, s->fd, 0);
+
     if (meta == MAP_FAILED) {
-        error_setg_errno(errp, errno, "cxl-shm: cannot map pool metadata of "
+        error_setg_errno(errp, errno, "cannot map pool metadata of "
                          "'%s'", s->pool_path);
         cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
-        goto fail_unlock;
+        return false;
     }
     s->meta = meta;
     s->hdr = meta;
     s->hosts = (CXLPoolHost *)(s->meta + CXLPOOL_HOSTS_OFFSET);
+    return true;
+}
+
+/*
+ * Failed hosts reaped, this host's entry claimed with its next
+ * generation, then marked live
+ */
+static void pool_claim_slot(CXLShmState *s)
+{
+    CXLPoolHost *me = &s->hosts[s->host_id];
+    uint32_t i;
 
     pool_reap_locked(s);
 
-    me = &s->hosts[s->host_id];
     s->slot_before = *me;       /* a start refused later puts it back */
     for (i = 0; i < s->max_hosts; i++) {
         s->peer_gen[i] = qatomic_read(&s->hosts[i].generation);
@@ -494,12 +523,16 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     qatomic_set(&me->state, CXLPOOL_HOST_LIVE);
     s->joined = true;
     pool_test_kill("after-slot-claim");
+}
 
-    /*
-     * Line locks and undo slots.  The locks an earlier life of ours left
-     * held are taken over once the pool's data is mapped (realize, after
-     * the backend): a rollback writes pool lines.
-     */
+/*
+ * The line engine's view of the pool: line locks and undo slots.  The
+ * locks an earlier life of ours left held are taken over once the pool's
+ * data is mapped (realize, after the backend): a rollback writes pool
+ * lines.
+ */
+static void pool_setup_lines(CXLShmState *s)
+{
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
     s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
     s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
@@ -509,19 +542,40 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     s->lines.size = s->size;
     s->lines.owner_alive = pool_owner_alive;
     s->lines.opaque = s;
+}
 
+/*
+ * This host joins its pod: the pool file opened and flocked, checked (or
+ * a new pool made in it), this host's liveness lock taken, the metadata
+ * mapped and the host's entry claimed.  A refusal leaves the file as it
+ * found it (pool_undo_made()).
+ */
+bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
+{
+    struct stat st;
+    bool created = false;
+
+    pool_test_kill_check();
+    s->made = CXLSHM_MADE_NOTHING;
+    if (s->memdev ? !pool_open_memdev(s, &st, errp)
+                  : !pool_open_path(s, &st, &created, errp)) {
+        return false;
+    }
+    pool_test_kill("after-flock");
+    if (!pool_check_file(s, &st, created, errp) ||
+        !pool_make_or_check(s, &st, created, errp) ||
+        !pool_lock_host(s, errp) ||
+        !pool_map_meta(s, errp)) {
+        pool_undo_made(s);
+        pool_close(s);
+        return false;
+    }
+    pool_claim_slot(s);
+    pool_setup_lines(s);
     cxlpool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);
     pool_test_kill("after-join");
     return true;
-
-fail_unlock:
-    pool_undo_made(s);
-    cxlpool_flock(s->fd, LOCK_UN);
-fail_close:
-    qemu_close(s->fd);
-    s->fd = -1;
-    return false;
 }
 
 /*

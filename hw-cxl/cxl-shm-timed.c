@@ -27,21 +27,23 @@
  *   line lock i, the lock of the pool pages that hash to it; stores take
  *   it, so a store and another host's atomic never interleave.
  * - Atomics on the coherent window: TCG runs them as a load and a store
- *   in an exclusive step (patch 0009); the load takes the line's lock and
- *   the end of the step releases it, so the pair is atomic across hosts.
+ *   in an exclusive step (tcg_atomic_step_active()); the load takes the
+ *   line's lock and the end of the step (the step hook) releases it, so
+ *   the pair is atomic across hosts.
  * - Latency: hit, miss, writeback, back-invalidate and snoop costs, and
  *   a bandwidth limit (bandwidth-mbs) charged per line moved, summed per
  *   access and charged once the locks are released: under -icount in
- *   guest time, exactly (patch 0006), else as a wait on the host's ticks.
+ *   guest time, exactly (icount_advance_ns()), else as a wait on the
+ *   host's ticks.
  * - Stale reads: a load that hits a non-coherent line whose pool copy
  *   changed since this host fetched it (another host wrote it back) is
  *   counted, traced, and logged to stale-log once per fetch of the line.
  *
  * Locking: t->lock (this host's cache) is taken before any line lock;
  * every access runs under it, without the BQL (the region does not ask
- * for global locking, patch 0008).  The only line lock held while
- * t->lock is taken is an atomic's, which no other thread of this QEMU can
- * be waiting for (its other vCPUs are stopped).
+ * for global locking: memory_region_enable_lockless_io()).  The only
+ * line lock held while t->lock is taken is an atomic's, which no other
+ * thread of this QEMU can be waiting for (its other vCPUs are stopped).
  */
 
 #include "qemu/osdep.h"
@@ -62,33 +64,12 @@
 #include "system/tcg.h"
 #include "system/kvm.h"
 #include "cxl-shm.h"
+#include "cxl-shm-timed.h"
 #include "trace.h"
-
-#define SF_VALID                (1ULL << 63)
-#define SF_TAG_SHIFT            42
-#define SF_TAG_MASK             0x1fffffULL
-#define SF_AGE_SHIFT            38
-#define SF_AGE_MAX              15ULL
-#define SF_OWNER_SHIFT          32
-#define SF_OWNER_MASK           0x3fULL
-#define SF_HOLDERS              0xffffffffULL
 
 #define TIMED_CACHE_MIN         (64 * KiB)
 #define TIMED_CACHE_MAX         (1 * GiB)
 #define TIMED_WAYS_MAX          64
-
-/* What one access or operation costs, summed and charged at its end */
-typedef struct Cost {
-    int64_t ns;
-    uint64_t moved;             /* lines over the link (bandwidth) */
-} Cost;
-
-static void stat_add(CXLShmState *s, int i, uint64_t v)
-{
-    if (v) {
-        qatomic_add(&s->stats[i], v);
-    }
-}
 
 /* Clock the charges and the bandwidth queue are kept in */
 static int64_t timed_now(void)
@@ -98,7 +79,7 @@ static int64_t timed_now(void)
 }
 
 /* Lines moved over the device's link: wait while it is busy */
-static void timed_moved(CXLShmState *s, Cost *c)
+void cxl_shm_timed_moved(CXLShmState *s, Cost *c)
 {
     CXLShmTimed *t = &s->t;
     int64_t now, start, xfer;
@@ -114,212 +95,6 @@ static void timed_moved(CXLShmState *s, Cost *c)
     c->moved = 0;
 }
 
-/* The cache model */
-
-static CXLShmWay *cache_set(CXLShmTimed *t, uint64_t line)
-{
-    return &t->way[(line % t->sets) * t->cache_ways];
-}
-
-static CXLShmWay *cache_find(CXLShmTimed *t, uint64_t line)
-{
-    CXLShmWay *set = cache_set(t, line);
-    uint32_t i;
-
-    for (i = 0; i < t->cache_ways; i++) {
-        if ((set[i].tag & (CXLSHM_WAY_VALID | CXLSHM_WAY_LINE)) ==
-            (CXLSHM_WAY_VALID | line)) {
-            return &set[i];
-        }
-    }
-    return NULL;
-}
-
-static inline uint64_t way_line(const CXLShmWay *w)
-{
-    return w->tag & CXLSHM_WAY_LINE;
-}
-
-/* The snoop filter (pool metadata) */
-
-/*
- * Set (line % 8192), indexed by the line address as a snoop filter's is,
- * guarded by the coherent line's own lock word (cxl_shm_lines_lock());
- * the tag is the rest of the line number (21 bits: a 1 TiB pool).
- */
-static uint64_t *sf_set(CXLShmState *s, uint64_t off)
-{
-    return &s->t.sf[((off / CXLSHM_LINE) % CXLSHM_NR_LOCKS) * s->t.sf_ways];
-}
-
-static uint64_t sf_tag(uint64_t off)
-{
-    return (off / CXLSHM_LINE / CXLSHM_NR_LOCKS) & SF_TAG_MASK;
-}
-
-static int sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
-{
-    uint32_t i;
-
-    for (i = 0; i < s->t.sf_ways; i++) {
-        uint64_t e = qatomic_read(&set[i]);
-
-        if ((e & SF_VALID) && ((e >> SF_TAG_SHIFT) & SF_TAG_MASK) == tag) {
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* Entry @i was used: it is the youngest of its set; lock held */
-static void sf_touch(CXLShmState *s, uint64_t *set, int i)
-{
-    uint32_t j;
-
-    for (j = 0; j < s->t.sf_ways; j++) {
-        uint64_t e = set[j];
-        uint64_t age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
-
-        if (j == i) {
-            age = 0;
-        } else if ((e & SF_VALID) && age < SF_AGE_MAX) {
-            age++;
-        }
-        e = (e & ~(SF_AGE_MAX << SF_AGE_SHIFT)) | age << SF_AGE_SHIFT;
-        qatomic_set(&set[j], e);
-    }
-}
-
-/*
- * A free entry for @tag, evicting the oldest one of a full set from every
- * host that holds it (each such host counts as back-invalidated: its next
- * access to that line misses); lock held.
- */
-static int sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
-                     uint64_t off, Cost *c)
-{
-    uint32_t i, victim = 0;
-    uint64_t oldest = 0, holders;
-
-    for (i = 0; i < s->t.sf_ways; i++) {
-        uint64_t e = set[i], age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
-
-        if (!(e & SF_VALID)) {
-            victim = i;
-            goto take;
-        }
-        if (age > oldest || i == 0) {
-            oldest = age;
-            victim = i;
-        }
-    }
-    holders = set[victim] & SF_HOLDERS;
-    qatomic_inc(&s->stats[CXLSHM_STAT_SF_EVICTIONS]);
-    stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop32(holders));
-    if (holders) {
-        c->ns += qatomic_read(&s->t.bi_ns);
-    }
-    trace_cxl_shm_timed_sf_evict(s->host_id, off, (uint32_t)holders);
-take:
-    qatomic_set(&set[victim], SF_VALID | tag << SF_TAG_SHIFT);
-    return victim;
-}
-
-/* The hosts the pool's table shows live (this one included) */
-static uint64_t timed_live_hosts(CXLShmState *s)
-{
-    uint64_t live = 1ULL << s->host_id;
-    uint32_t i;
-
-    for (i = 0; i < s->max_hosts; i++) {
-        if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
-            live |= 1ULL << i;
-        }
-    }
-    return live;
-}
-
-/*
- * This host's (earlier lives') marks in filter set @i: gone.  The set's
- * lock is held (coherent line i: lock word i, coherent-size >= 2 MiB
- * here), and the cache lock.
- */
-static void sf_forget_set(CXLShmState *s, uint32_t i)
-{
-    uint64_t me = 1ULL << s->host_id;
-    uint64_t *set = &s->t.sf[i * s->t.sf_ways];
-    uint32_t j;
-
-    for (j = 0; j < s->t.sf_ways; j++) {
-        uint64_t e = set[j];
-
-        if (!(e & SF_VALID)) {
-            continue;
-        }
-        if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
-            e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
-        }
-        e &= ~me;
-        qatomic_set(&set[j], e);
-    }
-    if (test_bit(i, s->t.sf_stale)) {
-        clear_bit(i, s->t.sf_stale);
-        s->t.nr_stale--;
-    }
-}
-
-/*
- * The stale sets whose lock is free now are cleaned; never waits (the
- * callers hold the BQL, and a stopped host may keep a lock for as long
- * as it is stopped).  Those still locked are tried again a millisecond
- * later.  Cache lock held.
- */
-static void sf_forget_retry(CXLShmState *s)
-{
-    CXLShmTimed *t = &s->t;
-    unsigned long i;
-
-    for (i = find_first_bit(t->sf_stale, CXLSHM_NR_LOCKS);
-         i < CXLSHM_NR_LOCKS;
-         i = find_next_bit(t->sf_stale, CXLSHM_NR_LOCKS, i + 1)) {
-        CXLShmLineLock h;
-
-        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h)) {
-            sf_forget_set(s, i);
-            cxl_shm_lines_unlock(&s->lines, &h);
-        }
-    }
-    if (t->nr_stale) {
-        trace_cxl_shm_timed_sf_stale(s->host_id, t->nr_stale);
-        timer_mod(t->sf_timer,
-                  qemu_clock_get_ms(QEMU_CLOCK_REALTIME) + 1);
-    }
-}
-
-static void sf_forget_tick(void *opaque)
-{
-    CXLShmState *s = opaque;
-
-    qemu_mutex_lock(&s->t.lock);
-    sf_forget_retry(s);
-    qemu_mutex_unlock(&s->t.lock);
-}
-
-/*
- * This host's (earlier lives') marks in the filter: gone, at its join
- * and at each reset.  A set whose lock another host keeps stays marked
- * stale until it is cleaned: by the retry timer, or first by this host's
- * own next access to a line of the set (under that lock, before it
- * marks the set itself).  Until then another host may count a
- * back-invalidate of this host there.  Cache lock held.
- */
-static void sf_forget_me(CXLShmState *s)
-{
-    bitmap_fill(s->t.sf_stale, CXLSHM_NR_LOCKS);
-    s->t.nr_stale = CXLSHM_NR_LOCKS;
-    sf_forget_retry(s);
-}
-
 /* Per-vCPU line lock of an atomic in progress */
 
 static CXLShmLineLock *held_of(CXLShmState *s, CPUState *cpu)
@@ -331,7 +106,7 @@ static CXLShmLineLock *held_of(CXLShmState *s, CPUState *cpu)
     return &s->t.held[cpu->cpu_index];
 }
 
-/* The end of an exclusive atomic step (patch 0009): the pair is done */
+/* The end of an exclusive atomic step: the pair is done */
 static void timed_step_done(void *opaque, CPUState *cpu)
 {
     CXLShmState *s = opaque;
@@ -359,8 +134,8 @@ static uint64_t byte_mask(uint64_t off, unsigned size)
  * A dirty non-coherent way goes to the pool: whole when a cached store
  * dirtied it, only its non-temporal bytes otherwise (cxl_shm_lines_nt).
  */
-static void way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
-                          CXLShmLineCount *n)
+void cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
+                   CXLShmLineCount *n)
 {
     uint64_t off = way_line(w) * CXLSHM_LINE;
 
@@ -395,7 +170,7 @@ static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
         voff = way_line(w) * CXLSHM_LINE;
         qatomic_inc(&s->stats[CXLSHM_STAT_CACHE_EVICTIONS]);
         if (voff >= s->coherent_size && (w->dirty | w->nt)) {
-            way_writeback(s, w, held, &n);
+            cxl_shm_way_writeback(s, w, held, &n);
             stat_add(s, CXLSHM_STAT_WB_LINES, n.written);
             stat_add(s, CXLSHM_STAT_CONFLICTS, n.conflicts);
             c->ns += (int64_t)n.written * qatomic_read(&t->wb_ns);
@@ -501,7 +276,6 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
     uint8_t cur[CXLSHM_LINE];
     uint64_t pc = timed_guest_pc(cpu);
     g_autoptr(GString) j = NULL;
-    int i;
 
     qatomic_inc(&s->stats[CXLSHM_STAT_STALE_READS]);
     trace_cxl_shm_timed_stale(s->host_id, off, pc);
@@ -517,19 +291,9 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
                            ",\"size\":%u,\"value\":\"0x%" PRIx64 "\"",
                            s->host_id, s->generation, off, line, pc,
                            qemu_clock_get_ns(QEMU_CLOCK_REALTIME), size, val);
-    g_string_append(j, ",\"stale\":\"");
-    for (i = 0; i < CXLSHM_LINE; i++) {
-        g_string_append_printf(j, "%02x", mine[i]);
-    }
-    g_string_append(j, "\",\"current\":\"");
-    for (i = 0; i < CXLSHM_LINE; i++) {
-        g_string_append_printf(j, "%02x", cur[i]);
-    }
-    g_string_append(j, "\"}\n");
-    qemu_mutex_lock(&s->t.stale_lock);
-    fputs(j->str, s->t.stale_fp);
-    fflush(s->t.stale_fp);
-    qemu_mutex_unlock(&s->t.stale_lock);
+    cxl_shm_log_hex(j, "stale", mine, CXLSHM_LINE);
+    cxl_shm_log_hex(j, "current", cur, CXLSHM_LINE);
+    cxl_shm_log_record(s->t.stale_fp, &s->t.stale_lock, j);
 }
 
 /* A non-coherent access inside one line; cache lock held */
@@ -591,7 +355,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 {
     CXLShmTimed *t = &s->t;
     uint64_t line = off / CXLSHM_LINE, me = 1ULL << s->host_id;
-    uint64_t *set = sf_set(s, off), tag = sf_tag(off);
+    uint64_t *set = cxl_shm_sf_set(s, off), tag = cxl_shm_sf_tag(off);
     uint64_t e, holders, owner, others;
     CXLShmLineLock *held = held_of(s, cpu), local = { NULL }, *h;
     /* an atomic's load and store, not any exclusive section (page walk) */
@@ -617,7 +381,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 
     /* a read hit needs no lock: the filter still lists this host */
     if (!write && !excl && cached) {
-        i = sf_find(s, set, tag);
+        i = cxl_shm_sf_find(s, set, tag);
         if (i >= 0 && (qatomic_read(&set[i]) & me)) {
             qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
             c->ns += qatomic_read(&t->hit_ns);
@@ -649,15 +413,16 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 
     if (unlikely(t->nr_stale) &&
         test_bit(line % CXLSHM_NR_LOCKS, t->sf_stale)) {
-        sf_forget_set(s, line % CXLSHM_NR_LOCKS);  /* an earlier life's */
+        /* an earlier life's marks */
+        cxl_shm_sf_forget_set(s, line % CXLSHM_NR_LOCKS);
     }
-    i = sf_find(s, set, tag);
+    i = cxl_shm_sf_find(s, set, tag);
     if (i < 0) {
-        i = sf_insert(s, set, tag, off, c);
+        i = cxl_shm_sf_insert(s, set, tag, off, c);
     }
     e = set[i];
     /* hosts that left or died hold nothing any more */
-    holders = e & SF_HOLDERS & timed_live_hosts(s);
+    holders = e & SF_HOLDERS & cxl_shm_sf_live_hosts(s);
     owner = (e >> SF_OWNER_SHIFT) & SF_OWNER_MASK;
     if (owner && !(holders & (1ULL << (owner - 1)))) {
         owner = 0;
@@ -701,7 +466,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     }
     qatomic_set(&set[i], (e & ~(SF_HOLDERS | SF_OWNER_MASK << SF_OWNER_SHIFT))
                 | holders | owner << SF_OWNER_SHIFT);
-    sf_touch(s, set, i);
+    cxl_shm_sf_touch(s, set, i);
 
     if (write) {
         st_bytes(s->pool + off, size, val);
@@ -746,7 +511,7 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
         }
         done += n;
     }
-    timed_moved(s, &c);
+    cxl_shm_timed_moved(s, &c);
     if (!(++s->t.accesses % 65536)) {
         cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
     }
@@ -791,271 +556,42 @@ static const MemoryRegionOps cxl_shm_timed_ops = {
  * (made at realize, never re-initialised): a vCPU still dispatching into
  * it while a decoder is reprogrammed sees a valid region and its DPA.
  */
-void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
+static void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
 {
     memory_region_init_alias(&d->alias, OBJECT(s), "cxl-shm-timed-window",
                              &s->t.io, d->dpa, d->size);
     d->mr = &d->alias;
 }
 
-/* Coherence operations on cached lines */
-
-/* One cached non-coherent line; cache lock held */
-static void way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
-                   CXLShmLineCount *n)
-{
-    uint64_t off = way_line(w) * CXLSHM_LINE;
-
-    if (off < s->coherent_size) {
-        if (op != CXLSHM_LINE_WRITEBACK) {
-            w->tag = 0;         /* wbinvd / invd drop coherent lines too */
-        }
-        return;
-    }
-    if (op != CXLSHM_LINE_DROP) {
-        way_writeback(s, w, NULL, n);
-    }
-    if (op != CXLSHM_LINE_WRITEBACK) {
-        w->tag = 0;             /* invalid: the next access fetches it */
-        w->dirty = w->nt = 0;
-    }
-}
-
-static void timed_done(CXLShmState *s, const CXLShmLineCount *n, Cost *c)
-{
-    c->ns += (int64_t)n->written * qatomic_read(&s->t.wb_ns);
-    c->moved += n->written;
-    timed_moved(s, c);
-}
-
-/*
- * A non-temporal store to bytes @mask of the line at @off has just gone
- * through timed_nc() as a store: those bytes are the non-temporal
- * store's, not a cached store's.
- */
-void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask)
-{
-    CXLShmWay *w;
-
-    qemu_mutex_lock(&s->t.lock);
-    w = cache_find(&s->t, off / CXLSHM_LINE);
-    if (w) {
-        w->nt |= mask;
-        w->dirty &= ~mask;
-    }
-    qemu_mutex_unlock(&s->t.lock);
-}
-
-/*
- * The storing vCPU's fence: the line's non-temporal bytes reach the pool
- * and the line leaves the cache (non-temporal stores do not allocate).
- * A line evicted meanwhile was written by the eviction.  Charged here.
- */
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n)
-{
-    CXLShmLineCount m = { 0 };
-    Cost c = { 0 };
-    CXLShmWay *w;
-
-    qemu_mutex_lock(&s->t.lock);
-    w = cache_find(&s->t, off / CXLSHM_LINE);
-    if (w && w->nt) {
-        way_writeback(s, w, NULL, &m);
-        w->tag = 0;
-    }
-    timed_done(s, &m, &c);
-    qemu_mutex_unlock(&s->t.lock);
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
-}
-
-/*
- * The fence at an interrupt or exception delivery, under the BQL, which
- * never waits for another host: the queued clwb (@op writeback),
- * clflushopt (@op flush) or non-temporal bytes (@nt) of the line at @off
- * land if that needs no wait.  A line not cached, or clean, needs no
- * lock; a dirty one is written back only if its lock is free now.  false,
- * and nothing done, if another thread or host holds it.  Charged here.
- */
-bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, CXLShmLineCount *n)
-{
-    CXLShmLineCount m = { 0 };
-    CXLShmLineLock h = { NULL };
-    Cost c = { 0 };
-    CXLShmWay *w;
-    bool done = true;
-
-    qemu_mutex_lock(&s->t.lock);
-    w = cache_find(&s->t, off / CXLSHM_LINE);
-    if (w && nt && !w->nt) {
-        w = NULL;       /* evicted meanwhile: the eviction wrote its bytes */
-    }
-    if (w && (w->dirty | w->nt)) {
-        if (cxl_shm_lines_trylock(&s->lines, off, &h)) {
-            way_writeback(s, w, &h, &m);
-            cxl_shm_lines_unlock(&s->lines, &h);
-        } else {
-            done = false;
-        }
-    }
-    if (w && done && (nt || op != CXLSHM_LINE_WRITEBACK)) {
-        w->tag = 0;     /* invalid: the next access fetches it */
-        w->dirty = w->nt = 0;
-    }
-    timed_done(s, &m, &c);
-    qemu_mutex_unlock(&s->t.lock);
-    if (done && !nt && op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched++;
-    }
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
-    return done;
-}
-
-/*
- * The doorbell's or an instruction's operation on [off, off + len) of
- * the non-coherent area: the cached lines in it are written back and/or
- * invalidated.  Lines not cached need nothing (their pool copy is the
- * newest this host has).  @n counts as in direct mode (every line of the
- * range as invalidated, the lines written back).  Charged here.
- */
-void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n)
-{
-    CXLShmTimed *t = &s->t;
-    uint64_t start = MAX(off, s->coherent_size), end = off + len;
-    uint64_t total = (uint64_t)t->sets * t->cache_ways;
-    CXLShmLineCount m = { 0 };
-    Cost c = { 0 };
-    uint64_t l, i;
-
-    if (start >= end) {
-        return;
-    }
-    if (op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched += (end - start) / CXLSHM_LINE;
-    }
-    qemu_mutex_lock(&t->lock);
-    if ((end - start) / CXLSHM_LINE <= total) {
-        for (l = start / CXLSHM_LINE; l < end / CXLSHM_LINE; l++) {
-            CXLShmWay *w = cache_find(t, l);
-
-            if (w) {
-                way_op(s, w, op, &m);
-            }
-        }
-    } else {
-        for (i = 0; i < total; i++) {
-            CXLShmWay *w = &t->way[i];
-            uint64_t wl = way_line(w) * CXLSHM_LINE;
-
-            if ((w->tag & CXLSHM_WAY_VALID) && wl >= start && wl < end) {
-                way_op(s, w, op, &m);
-            }
-        }
-    }
-    timed_done(s, &m, &c);
-    qemu_mutex_unlock(&t->lock);
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
-}
-
-/* wbinvd, wbnoinvd, invd: every cached line */
-void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
-                         CXLShmLineCount *n)
-{
-    CXLShmTimed *t = &s->t;
-    uint64_t total = (uint64_t)t->sets * t->cache_ways, i;
-    CXLShmLineCount m = { 0 };
-    Cost c = { 0 };
-
-    qemu_mutex_lock(&t->lock);
-    for (i = 0; i < total; i++) {
-        if (t->way[i].tag & CXLSHM_WAY_VALID) {
-            if (op != CXLSHM_LINE_WRITEBACK &&
-                way_line(&t->way[i]) * CXLSHM_LINE >= s->coherent_size) {
-                m.fetched++;
-            }
-            way_op(s, &t->way[i], op, &m);
-        }
-    }
-    timed_done(s, &m, &c);
-    qemu_mutex_unlock(&t->lock);
-    n->written += m.written;
-    n->fetched += m.fetched;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
-}
-
-/* A host reset: the cache is lost, dirty lines included; vCPUs stopped */
-void cxl_shm_timed_reset(CXLShmState *s)
-{
-    CXLShmTimed *t = &s->t;
-    uint32_t i;
-
-    if (!s->timed) {
-        return;
-    }
-    qemu_mutex_lock(&t->lock);
-    memset(t->way, 0, sizeof(*t->way) * t->sets * t->cache_ways);
-    t->busy_until = 0;
-    for (i = 0; i < t->nr_held; i++) {
-        if (t->held[i].word) {
-            cxl_shm_lines_unlock(&s->lines, &t->held[i]);
-        }
-    }
-    sf_forget_me(s);
-    qemu_mutex_unlock(&t->lock);
-}
-
-/* CDAT: reads cost a miss, writes a writeback */
-void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
-                                uint32_t *write_ns)
-{
-    if (s->timed) {
-        *read_ns = qatomic_read(&s->t.miss_ns);
-        *write_ns = qatomic_read(&s->t.wb_ns);
-    } else {
-        *read_ns = *write_ns = qatomic_read(&s->latency_ns);
-    }
-}
-
 /* Realize */
 
-bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
+static bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
 {
     CXLShmTimed *t = &s->t;
     uint64_t lines;
 
-    if (!s->timed) {
-        return true;
-    }
     if (s->latency_ns) {
-        error_setg(errp, "cxl-shm: property 'latency-ns' is the per-line "
+        error_setg(errp, "property 'latency-ns' is the per-line "
                    "charge of mode=direct; with mode=timed set "
                    "miss-latency-ns, hit-latency-ns, writeback-latency-ns, "
                    "back-invalidate-latency-ns and snoop-latency-ns");
         return false;
     }
     if (s->evict_rate) {
-        error_setg(errp, "cxl-shm: property 'evict-rate' applies to "
+        error_setg(errp, "property 'evict-rate' applies to "
                    "mode=direct; with mode=timed lines are evicted by the "
                    "cache model (set cache-size and cache-ways)");
         return false;
     }
     if (t->cache_ways < 1 || t->cache_ways > TIMED_WAYS_MAX) {
-        error_setg(errp, "cxl-shm: property 'cache-ways' is %u (allowed: "
+        error_setg(errp, "property 'cache-ways' is %u (allowed: "
                    "[1, %d])", t->cache_ways, TIMED_WAYS_MAX);
         return false;
     }
     lines = t->cache_size / CXLSHM_LINE;
     if (t->cache_size < TIMED_CACHE_MIN || t->cache_size > TIMED_CACHE_MAX ||
         t->cache_size % CXLSHM_LINE || lines % t->cache_ways) {
-        error_setg(errp, "cxl-shm: property 'cache-size' is %" PRIu64
+        error_setg(errp, "property 'cache-size' is %" PRIu64
                    " (allowed: [64 KiB, 1 GiB], a whole number of %u-way "
                    "sets of 64-byte lines)", t->cache_size, t->cache_ways);
         return false;
@@ -1063,7 +599,7 @@ bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
     if (t->sf_entries < CXLSHM_NR_LOCKS ||
         t->sf_entries > CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS ||
         t->sf_entries % CXLSHM_NR_LOCKS) {
-        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u "
+        error_setg(errp, "property 'snoop-filter-entries' is %u "
                    "(allowed: a multiple of %d in [%d, %d])", t->sf_entries,
                    CXLSHM_NR_LOCKS, CXLSHM_NR_LOCKS,
                    CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS);
@@ -1072,89 +608,25 @@ bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
     return true;
 }
 
-/*
- * The pod's snoop filter: its size is fixed by the first mode=timed host
- * that joins the pool (under the pool's flock); later ones must agree.
- */
-static bool timed_join_filter(CXLShmState *s, Error **errp)
-{
-    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(s->meta +
-                                                    CXLPOOL_SF_OFFSET);
-    uint32_t ways = s->t.sf_entries / CXLSHM_NR_LOCKS;
-    bool ok = true;
-
-    cxlpool_flock(s->fd, LOCK_EX);
-    if (qatomic_read(&sh->magic) != CXLPOOL_SF_MAGIC) {
-        memset(s->meta + CXLPOOL_SF_ENTRIES, 0,
-               (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8);
-        qatomic_set(&sh->ways, ways);
-        smp_wmb();  /* the entries and ways are set before the magic */
-        qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
-    } else if (qatomic_read(&sh->ways) != ways) {
-        error_setg(errp, "cxl-shm: property 'snoop-filter-entries' is %u, "
-                   "but the pod's snoop filter has %" PRIu64 " entries (set "
-                   "by the first mode=timed host; every host of a pool must "
-                   "agree)", s->t.sf_entries,
-                   qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
-        error_append_hint(errp, "Use snoop-filter-entries=%" PRIu64 ", or "
-                          "make a new pool.\n",
-                          qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
-        ok = false;
-    }
-    cxlpool_flock(s->fd, LOCK_UN);
-    if (ok) {
-        s->t.sf = (uint64_t *)(s->meta + CXLPOOL_SF_ENTRIES);
-        s->t.sf_ways = ways;
-    }
-    return ok;
-}
-
-/* Before the pool is touched: a refusal leaves it as it was */
-bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp)
-{
-    CXLShmTimed *t = &s->t;
-
-    if (s->timed && t->stale_log && *t->stale_log) {
-        t->stale_fp = fopen(t->stale_log, "a");
-        if (!t->stale_fp) {
-            error_setg_errno(errp, errno, "cxl-shm: cannot open stale-log "
-                             "'%s'", t->stale_log);
-            return false;
-        }
-    }
-    return true;
-}
-
-void cxl_shm_timed_close_log(CXLShmState *s)
-{
-    if (s->t.stale_fp) {
-        fclose(s->t.stale_fp);
-        s->t.stale_fp = NULL;
-    }
-}
-
 /* After the pool is joined and mapped, before the parent's realize */
-bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
+static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
 {
     CXLShmTimed *t = &s->t;
     MachineState *ms = MACHINE(qdev_get_machine());
 
-    if (!s->timed) {
-        return true;
-    }
-    if (!timed_join_filter(s, errp)) {
+    if (!cxl_shm_sf_join(s, errp)) {
         return false;
     }
     qemu_mutex_init(&t->lock);
     qemu_mutex_init(&t->stale_lock);
     t->sf_stale = bitmap_new(CXLSHM_NR_LOCKS);
-    t->sf_timer = timer_new_ms(QEMU_CLOCK_REALTIME, sf_forget_tick, s);
+    t->sf_timer = timer_new_ms(QEMU_CLOCK_REALTIME, cxl_shm_sf_forget_tick, s);
     qemu_mutex_lock(&t->lock);
-    sf_forget_me(s);
+    cxl_shm_sf_forget_me(s);
     qemu_mutex_unlock(&t->lock);
     memory_region_init_io(&t->io, OBJECT(s), &cxl_shm_timed_ops, s,
                           "cxl-shm-timed", s->size);
-    /* accesses run without the BQL (patch 0008): they may wait long */
+    /* accesses run without the BQL: they may wait long for a line lock */
     memory_region_enable_lockless_io(&t->io);
     t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
     t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
@@ -1176,15 +648,15 @@ bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
 /*
  * The device goes away (an unplug, or a failed realize): no new atomic
  * step hook call.  A vCPU may still be in an access or in a step (the
- * hook is an RCU reader, patch 0009, and the MMIO path runs without the
- * BQL): the cache, the per-vCPU locks and the region go only in
+ * hook runs inside an RCU read-side section, and the MMIO path without
+ * the BQL): the cache, the per-vCPU locks and the region go only in
  * cxl_shm_timed_release(), after a grace period.
  */
-void cxl_shm_timed_fini(CXLShmState *s)
+static void cxl_shm_timed_fini(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
 
-    if (!s->timed || !t->way || t->released) {
+    if (!t->way || t->released) {
         return;
     }
     t->released = true;
@@ -1201,12 +673,12 @@ void cxl_shm_timed_fini(CXLShmState *s)
  * whose hook no longer ran (the hook was removed in between) is given
  * back, as a reset does.
  */
-void cxl_shm_timed_release(CXLShmState *s)
+static void cxl_shm_timed_release(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
     uint32_t i;
 
-    if (!s->timed || !t->way) {
+    if (!t->way) {
         return;
     }
     assert(t->released);
@@ -1224,3 +696,19 @@ void cxl_shm_timed_release(CXLShmState *s)
     t->held = NULL;
     g_clear_pointer(&t->sf_stale, g_free);
 }
+
+const CXLShmModeOps cxl_shm_timed_mode = {
+    .maps_ram = false,
+    .check_props = cxl_shm_timed_check_props,
+    .init = cxl_shm_timed_init,
+    .fini = cxl_shm_timed_fini,
+    .release = cxl_shm_timed_release,
+    .reset = cxl_shm_timed_reset,
+    .map = cxl_shm_timed_map,
+    .range = cxl_shm_timed_range,
+    .whole = cxl_shm_timed_whole,
+    .nt_store = cxl_shm_timed_nt_store,
+    .nt_land = cxl_shm_timed_nt_land,
+    .try_land = cxl_shm_timed_try_land,
+    .latency = cxl_shm_timed_latency,
+};

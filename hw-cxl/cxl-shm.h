@@ -24,6 +24,7 @@
 OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
 
 #define CXLSHM_MAX_DECODERS     4
+#define CXLSHM_PAGE             4096
 
 /* clwb / clflushopt / non-temporal lines of one vCPU, until its next fence */
 #define CXLSHM_QUEUE_LEN        512
@@ -107,6 +108,48 @@ typedef enum CXLShmPoolMade {
     CXLSHM_MADE_IN_ZEROS,       /* in a zero-filled file (a new memdev's) */
 } CXLShmPoolMade;
 
+/*
+ * What mode=direct (cxl-shm-direct.c) and mode=timed (cxl-shm-timed*.c)
+ * each do their own way; chosen once, from the mode property, before
+ * the pool is touched (s->mode_ops).  The hooks that may be NULL say so.
+ */
+typedef struct CXLShmModeOps {
+    /* the decoders map the pool's RAM (guest accesses do not trap) */
+    bool maps_ram;
+    /* the mode's properties, before the pool is touched */
+    bool (*check_props)(CXLShmState *s, Error **errp);
+    /* after the pool is joined and mapped, before the parent's realize */
+    bool (*init)(CXLShmState *s, Error **errp);                 /* or NULL */
+    /* unrealize or a failed realize: no new access starts (BQL held) */
+    void (*fini)(CXLShmState *s);                                /* or NULL */
+    /* after fini and a grace period, before the host leaves its pod */
+    void (*release)(CXLShmState *s);                             /* or NULL */
+    /* a host reset, every vCPU of this QEMU stopped */
+    void (*reset)(CXLShmState *s);                               /* or NULL */
+    /* what a committed decoder maps over @d's range: sets d->mr */
+    void (*map)(CXLShmState *s, CXLShmDirect *d);
+    /* writeback / invalidate / flush of [off, off + len), or of all */
+    void (*range)(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                  uint64_t len, CXLShmLineCount *n);
+    void (*whole)(CXLShmState *s, CXLShmLineOp op, CXLShmLineCount *n);
+    /* a non-temporal store of bytes @mask of the line at @off was made */
+    void (*nt_store)(CXLShmState *s, uint64_t off, uint64_t mask); /* NULL */
+    /* at a fence: a line's non-temporal bytes @mask reach the pool */
+    void (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
+                    CXLShmLineCount *n);
+    /*
+     * At a fence under the BQL: a queued line (@op, or its non-temporal
+     * bytes @mask if @nt) lands if that needs no wait; false if not
+     */
+    bool (*try_land)(CXLShmState *s, uint64_t off, CXLShmLineOp op, bool nt,
+                     uint64_t mask, CXLShmLineCount *n);
+    /* the read and write latency the device reports (CDAT, registers) */
+    void (*latency)(CXLShmState *s, uint32_t *read_ns, uint32_t *write_ns);
+} CXLShmModeOps;
+
+extern const CXLShmModeOps cxl_shm_direct_mode;
+extern const CXLShmModeOps cxl_shm_timed_mode;
+
 struct CXLShmState {
     CXLType3Dev parent_obj;
 
@@ -166,7 +209,8 @@ struct CXLShmState {
     bool reset_once;
     unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
 
-    /* mode=timed (cxl-shm-timed.c) */
+    /* the mode's operations; mode=timed's state (cxl-shm-timed.c) */
+    const CXLShmModeOps *mode_ops;
     bool timed;
     CXLShmTimed t;
 
@@ -194,7 +238,7 @@ struct CXLShmClass {
     CXLType3Class parent_class;
     void (*parent_realize)(PCIDevice *dev, Error **errp);
     PCIUnregisterFunc *parent_exit;
-    DeviceReset parent_reset;
+    ResettablePhases parent_phases;
 };
 
 /* cxl-shm-pool.c */
@@ -207,30 +251,85 @@ void cxl_shm_pool_sync_stats(CXLShmState *s);
 
 uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
 
-/* cxl-shm-timed.c */
-bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp);
-bool cxl_shm_timed_open_log(CXLShmState *s, Error **errp);
-void cxl_shm_timed_close_log(CXLShmState *s);
-bool cxl_shm_timed_init(CXLShmState *s, Error **errp);
-void cxl_shm_timed_fini(CXLShmState *s);
-void cxl_shm_timed_release(CXLShmState *s);
-void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d);
-void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n);
-void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
-                         CXLShmLineCount *n);
-void cxl_shm_timed_reset(CXLShmState *s);
-void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, CXLShmLineCount *n);
-bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, CXLShmLineCount *n);
+/* cxl-shm-time.c: latency charged to the guest */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
 void cxl_shm_pass_time(int64_t ns);
-void cxl_shm_timed_cdat_latency(CXLShmState *s, uint32_t *read_ns,
-                                uint32_t *write_ns);
 
-/* cxl-shm.c */
+void cxl_shm_calibrate_wait(void);
+void cxl_shm_charge(CXLShmState *s, uint64_t lines);
+
+/* The line engine's counts of one operation, into the statistics */
+static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
+{
+    if (n->written) {
+        qatomic_add(&s->stats[CXLSHM_STAT_WB_LINES], n->written);
+    }
+    if (n->fetched) {
+        qatomic_add(&s->stats[CXLSHM_STAT_INV_LINES], n->fetched);
+    }
+    if (n->conflicts) {
+        qatomic_add(&s->stats[CXLSHM_STAT_CONFLICTS], n->conflicts);
+    }
+}
+
+/* cxl-shm-log.c */
+void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
+void cxl_shm_log_hex(GString *j, const char *key, const uint8_t *p,
+                     size_t len);
+void cxl_shm_log_record(FILE *fp, QemuMutex *lock, GString *j);
+bool cxl_shm_open_logs(CXLShmState *s, Error **errp);
+void cxl_shm_close_logs(CXLShmState *s);
+
+/* A coherence operation on [off, off + len) of the non-coherent area */
+static inline void cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
+                                 uint64_t off, uint64_t len,
+                                 CXLShmLineCount *n)
+{
+    if (s->nc_size) {
+        s->mode_ops->range(s, op, off, len, n);
+    }
+}
+
+/* cxl-shm-native.c */
+void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+                    uint64_t dpa, uint64_t len);
+
+/* cxl-shm-regs.c */
 uint32_t cxl_shm_caps(CXLShmState *s);
+void cxl_shm_regs_init(CXLShmState *s);
+void cxl_shm_regs_reset(CXLShmState *s);
+
+/* cxl-shm-map.c */
+bool cxl_shm_mapped(CXLShmState *s);
 bool cxl_shm_direct_active(CXLShmState *s);
+bool cxl_shm_native_active(CXLShmState *s);
+void cxl_shm_unmap(CXLShmState *s, int which);
+void cxl_shm_unmap_all(CXLShmState *s);
+void cxl_shm_hdm_changed(CXLType3Dev *ct3d, int which, bool committed);
+
+/* cxl-shm-evict.c */
+#define CXLSHM_EVICT_MAX        100000
+void cxl_shm_evict_start(CXLShmState *s);
+void cxl_shm_evict_stop(CXLShmState *s);
+
+/* cxl-shm-cdat.c */
+int cxl_shm_build_cdat(CDATSubHeader ***cdat_table, void *priv);
+void cxl_shm_free_cdat(CDATSubHeader **cdat_table, int num, void *priv);
+void cxl_shm_cdat_set_latency(CXLShmState *s);
+
+/* cxl-shm-backend.c */
+bool cxl_shm_check_memdev(CXLShmState *s, Error **errp);
+bool cxl_shm_make_backend(CXLShmState *s, Error **errp);
+void cxl_shm_drop_backend(CXLShmState *s);
+void cxl_shm_load_image(CXLShmState *s);
+size_t cxl_shm_seen_size(CXLShmState *s);
+bool cxl_shm_make_image(CXLShmState *s, Error **errp);
+void cxl_shm_drop_image(CXLShmState *s);
+void cxl_shm_reload_image(CXLShmState *s);
+
+/* cxl-shm-mbox.c */
+void cxl_shm_restrict_mailbox(CXLShmState *s);
+bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
+                           uint8_t *data);
 
 #endif

@@ -40,44 +40,13 @@
 #define BAR5_ADDR       0xe0100000ULL
 #define BAR2_ADDR       0xe0200000ULL   /* CXL device registers (mailbox) */
 
-/* BAR5 registers (docs/interfaces.md section 1) */
-#define R_MAGIC         0x000
-#define R_VERSION       0x004
-#define R_HOST_ID       0x008
-#define R_MAX_HOSTS     0x00c
-#define R_SIZE          0x010
-#define R_COH_SIZE      0x018
-#define R_LINE_SIZE     0x020
-#define R_MODE          0x024
-#define R_LATENCY       0x028
-#define R_CAPS          0x02c
-#define R_DB_OFFSET     0x100
-#define R_DB_LEN        0x108
-#define R_DB_OP         0x110
-#define R_DB_STATUS     0x114
-#define R_DB_LINES      0x118
-#define R_HOST_LIVE     0x200
-#define R_HOST_STATE(i) (0x400 + 16 * (i))
-#define R_HOST_GEN(i)   (0x408 + 16 * (i))
-#define R_STAT_WB_OPS   0x800
-#define R_STAT_INV_OPS  0x808
-#define R_STAT_FLUSH_OPS 0x810
-#define R_STAT_WB_LINES 0x818
-#define R_STAT_INV_LINES 0x820
-#define R_STAT_NATIVE   0x828
-#define R_STAT_ERRORS   0x830
-#define R_STAT_CONFLICTS 0x838
-#define R_STAT_EVICTED  0x840
-#define R_STAT_NT_LINES 0x848
-#define R_STAT_DEFERRED 0x850
-#define R_STAT_RESETS   0x858
-#define R_STAT_CHARGED  0x898
-#define R_WB_MODE       0x030
-#define R_EVICT_RATE    0x034
-
-#define OP_WB           1
-#define OP_INV          2
-#define OP_FLUSH        3
+/* BAR5: the device's register map, A_CXLSHM_* (cxl-shm-regs.h) */
+#define OP_WB           CXLSHM_OP_WRITEBACK
+#define OP_INV          CXLSHM_OP_INVALIDATE
+#define OP_FLUSH        CXLSHM_OP_FLUSH
+#define CAP_NATIVE      R_CXLSHM_CAPS_NATIVE_MASK
+#define CAP_ATOMICS     R_CXLSHM_CAPS_ATOMICS_MASK
+#define CAP_DIRECT      R_CXLSHM_CAPS_DIRECT_MASK
 
 typedef struct Host {
     QTestState *qts;
@@ -220,12 +189,18 @@ static uint64_t r64(Host *h, uint32_t off)
     return qtest_readq(h->qts, BAR5_ADDR + off);
 }
 
+/* Statistics counter @i (CXLSHM_STAT_*) */
+static uint64_t rstat(Host *h, int i)
+{
+    return r64(h, A_CXLSHM_STAT(i));
+}
+
 static uint32_t doorbell(Host *h, uint32_t op, uint64_t off, uint64_t len)
 {
-    qtest_writeq(h->qts, BAR5_ADDR + R_DB_OFFSET, off);
-    qtest_writeq(h->qts, BAR5_ADDR + R_DB_LEN, len);
-    qtest_writel(h->qts, BAR5_ADDR + R_DB_OP, op);
-    return r32(h, R_DB_STATUS);
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, off);
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_LEN, len);
+    qtest_writel(h->qts, BAR5_ADDR + A_CXLSHM_DB_OP, op);
+    return r32(h, A_CXLSHM_DB_STATUS);
 }
 
 static uint64_t mem_rq(Host *h, uint64_t off)
@@ -271,35 +246,35 @@ static void test_identify(void)
     struct stat st;
 
     host_start(&h, pool, 2, false);
-    g_assert_cmphex(r32(&h, R_MAGIC), ==, 0x504c5843);
-    g_assert_cmpuint(r32(&h, R_VERSION), ==, 1);
-    g_assert_cmpuint(r32(&h, R_HOST_ID), ==, 2);
-    g_assert_cmpuint(r32(&h, R_MAX_HOSTS), ==, 4);
-    g_assert_cmphex(r64(&h, R_SIZE), ==, POOL_SIZE);
-    g_assert_cmphex(r32(&h, R_SIZE), ==, (uint32_t)POOL_SIZE);
-    g_assert_cmphex(r32(&h, R_SIZE + 4), ==, POOL_SIZE >> 32);
-    g_assert_cmphex(r64(&h, R_COH_SIZE), ==, COH_SIZE);
-    g_assert_cmpuint(r32(&h, R_LINE_SIZE), ==, 64);
-    g_assert_cmpuint(r32(&h, R_MODE), ==, 0);
-    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 0);
-    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);       /* not mapped yet */
-    g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 1 << 2);
-    g_assert_cmpuint(r32(&h, R_HOST_STATE(2)), ==, 1);
-    g_assert_cmpuint(r64(&h, R_HOST_GEN(2)), ==, 1);
-    g_assert_cmpuint(r32(&h, R_HOST_STATE(0)), ==, 0);
-    g_assert_cmpuint(r32(&h, R_HOST_STATE(7)), ==, 0);  /* beyond max */
+    g_assert_cmphex(r32(&h, A_CXLSHM_MAGIC), ==, CXLSHM_MAGIC_VALUE);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_VERSION), ==, 1);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_ID), ==, 2);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_MAX_HOSTS), ==, 4);
+    g_assert_cmphex(r64(&h, A_CXLSHM_SIZE), ==, POOL_SIZE);
+    g_assert_cmphex(r32(&h, A_CXLSHM_SIZE), ==, (uint32_t)POOL_SIZE);
+    g_assert_cmphex(r32(&h, A_CXLSHM_SIZE + 4), ==, POOL_SIZE >> 32);
+    g_assert_cmphex(r64(&h, A_CXLSHM_COHERENT_SIZE), ==, COH_SIZE);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_LINE_SIZE), ==, 64);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_MODE), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_LATENCY_NS), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS), ==, 0);       /* not mapped yet */
+    g_assert_cmphex(r64(&h, A_CXLSHM_HOST_LIVE), ==, 1 << 2);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_STATE(2)), ==, 1);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_HOST_GEN(2)), ==, 1);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_STATE(0)), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_STATE(7)), ==, 0);  /* beyond max */
     g_assert_cmpuint(r32(&h, 0xffc), ==, 0);            /* unknown */
-    qtest_writel(h.qts, BAR5_ADDR + R_MAGIC, 0);        /* RO */
-    g_assert_cmphex(r32(&h, R_MAGIC), ==, 0x504c5843);
+    qtest_writel(h.qts, BAR5_ADDR + A_CXLSHM_MAGIC, 0);        /* RO */
+    g_assert_cmphex(r32(&h, A_CXLSHM_MAGIC), ==, CXLSHM_MAGIC_VALUE);
 
     /* owner-only pool file, metadata + data */
     g_assert_cmpint(stat(pool, &st), ==, 0);
     g_assert_cmpint(st.st_mode & 0777, ==, 0600);
     g_assert_cmpint(st.st_size, ==, META_SIZE + POOL_SIZE);
 
-    /* committing the decoder maps the device: CAPS bit 2 */
+    /* committing the decoder maps the device: CAPS.DIRECT */
     host_enable(&h, true);
-    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, CAP_DIRECT);
     mem_wq(&h, 0x1000, 0x1122334455667788ULL);
     g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0x1122334455667788ULL);
     g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x1122334455667788ULL);
@@ -309,9 +284,9 @@ static void test_identify(void)
         uint64_t hdm = find_hdm(h.qts);
 
         qtest_writel(h.qts, hdm + 0x20, 0);
-        g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 0);
+        g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, 0);
         qtest_writel(h.qts, hdm + 0x20, 1 << 9);
-        g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+        g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, CAP_DIRECT);
         g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0x1122334455667788ULL);
     }
 
@@ -328,13 +303,13 @@ static void test_identify(void)
         g_assert_nonnull(strstr(qdict_get_str(err, "desc"),
                                 "does not support hotplugging"));
         qobject_unref(rsp);
-        g_assert_cmpuint(r32(&h, R_HOST_STATE(2)), ==, 1);
+        g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_STATE(2)), ==, 1);
     }
 
     /* a reset clears the decoders: the mapping goes away */
     qtest_qmp_assert_success(h.qts, "{'execute': 'system_reset'}");
     host_enable(&h, false);
-    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS), ==, 0);
     {
         g_autofree char *mtree = qtest_hmp(h.qts, "info mtree");
 
@@ -417,11 +392,11 @@ static void test_slot_power_off(void)
     slot_power_off(&b);
 
     /* b left (its pool state goes after a grace period: poll up to 5 s) */
-    for (i = 0; i < 500 && r32(&a, R_HOST_STATE(1)) != 3; i++) {
+    for (i = 0; i < 500 && r32(&a, A_CXLSHM_HOST_STATE(1)) != 3; i++) {
         g_usleep(10000);
     }
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 3);
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 1);
     g_assert_cmphex(mem_rq(&a, 0x2000), ==, 0x77);
     g_assert_cmpuint(doorbell(&a, OP_INV, nc, 2 * LINE), ==, 0);
     g_assert_cmphex(mem_rq(&a, nc), ==, 0x88);
@@ -431,10 +406,10 @@ static void test_slot_power_off(void)
 
     /* QEMU quits at once after the power-off: the host still left */
     host_start(&b, pool, 1, true);
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 1);
     slot_power_off(&b);
     qtest_quit(b.qts);
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 3);
     qtest_quit(a.qts);
 }
 
@@ -457,7 +432,7 @@ static void test_mmio_path(void)
     qtest_writel(h.qts, hdm + 0x18, (2 * POOL_SIZE) & 0xf0000000);
     qtest_writel(h.qts, hdm + 0x1c, (2 * POOL_SIZE) >> 32);
     qtest_writel(h.qts, hdm + 0x20, (1 << 9) | (1 << 4));   /* 2 ways */
-    g_assert_cmpuint(r32(&h, R_CAPS), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS), ==, 0);
 
     mem_wq(&h, 2 * 0x1000, 0x77);                   /* coherent */
     g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x77);
@@ -465,7 +440,7 @@ static void test_mmio_path(void)
     g_assert_cmphex(mem_rq(&h, 2 * nc), ==, 0x88);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0);
     g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 1);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 1);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0x88);
     qtest_quit(h.qts);
 }
@@ -494,7 +469,7 @@ static void test_hdm_reprogram(void)
     qtest_writel(h.qts, hdm + 0x10, new_hpa & 0xf0000000);
     qtest_writel(h.qts, hdm + 0x14, new_hpa >> 32);
     g_assert_cmphex(qtest_readl(h.qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
-    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, CAP_DIRECT);
     g_assert_cmphex(qtest_readq(h.qts, new_hpa + 0x1000), ==,
                     0x1111222233334444ULL);
     qtest_writeq(h.qts, new_hpa + 0x2000, 0x5555666677778888ULL);
@@ -521,7 +496,7 @@ static void test_hdm_reprogram(void)
     /* DPA skip of the whole device: nothing left to decode, unmapped */
     qtest_writel(h.qts, hdm + 0x24, POOL_SIZE & 0xf0000000);
     qtest_writel(h.qts, hdm + 0x28, POOL_SIZE >> 32);
-    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, 0);
     qtest_writeq(h.qts, new_hpa + 0x4000, 0x1234ULL);
     g_assert_cmphex(pool_rq(pool, 0x4000), ==, 0);
     g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x1111222233334444ULL);
@@ -529,7 +504,7 @@ static void test_hdm_reprogram(void)
     /* back to no skip: mapped again, the same pool */
     qtest_writel(h.qts, hdm + 0x24, 0);
     qtest_writel(h.qts, hdm + 0x28, 0);
-    g_assert_cmpuint(r32(&h, R_CAPS) & 4, ==, 4);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_CAPS) & CAP_DIRECT, ==, CAP_DIRECT);
     g_assert_cmphex(qtest_readq(h.qts, new_hpa + 0x2000), ==,
                     0x5555666677778888ULL);
     qtest_quit(h.qts);
@@ -617,52 +592,53 @@ static void test_doorbell(void)
     mem_wq(&h, nc + 3 * LINE + 8, 0xbbbb);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0);
     g_assert_cmpuint(doorbell(&h, OP_WB, nc, 8 * LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 2);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 2);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0xaaaa);
     g_assert_cmphex(pool_rq(pool, nc + 3 * LINE + 8), ==, 0xbbbb);
     g_assert_cmpuint(doorbell(&h, OP_WB, nc, 8 * LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 0);
 
     /* invalidate drops every line of the range, writing dirty ones back */
     mem_wq(&h, nc + LINE, 0xcccc);
     g_assert_cmpuint(doorbell(&h, OP_INV, nc, 4 * LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 4);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 4);
     g_assert_cmphex(pool_rq(pool, nc + LINE), ==, 0xcccc);
     g_assert_cmphex(mem_rq(&h, nc + LINE), ==, 0xcccc);
 
     /* flush = writeback + invalidate */
     mem_wq(&h, nc + 2 * LINE, 0xdddd);
     g_assert_cmpuint(doorbell(&h, OP_FLUSH, nc + 2 * LINE, LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 1);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 1);
     g_assert_cmphex(pool_rq(pool, nc + 2 * LINE), ==, 0xdddd);
 
     /* coherent window: stores reach the pool at once, ops touch nothing */
     mem_wq(&h, 0x40, 0xeeee);
     g_assert_cmphex(pool_rq(pool, 0x40), ==, 0xeeee);
     g_assert_cmpuint(doorbell(&h, OP_FLUSH, 0, 64 * LINE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 0);
     /* a range across the boundary only touches the non-coherent part */
     g_assert_cmpuint(doorbell(&h, OP_INV, COH_SIZE - 4 * LINE, 8 * LINE),
                      ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 4);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 4);
 
-    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS), ==, 2);
-    g_assert_cmpuint(r64(&h, R_STAT_INV_OPS), ==, 2);
-    g_assert_cmpuint(r64(&h, R_STAT_FLUSH_OPS), ==, 2);
-    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 4);
-    g_assert_cmpuint(r64(&h, R_STAT_INV_LINES), ==, 9);
-    g_assert_cmpuint(r64(&h, R_STAT_NATIVE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, 0);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_OPS), ==, 2);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_INV_OPS), ==, 2);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_FLUSH_OPS), ==, 2);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_LINES), ==, 4);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_INV_LINES), ==, 9);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_NATIVE_OPS), ==, 0);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_ERRORS), ==, 0);
 
     /* the whole device in one operation */
     g_assert_cmpuint(doorbell(&h, OP_FLUSH, 0, POOL_SIZE), ==, 0);
-    g_assert_cmpuint(r64(&h, R_DB_LINES), ==, (POOL_SIZE - COH_SIZE) / LINE);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==,
+                     (POOL_SIZE - COH_SIZE) / LINE);
 
     /* latency: charged per line touched, changed at run time over QMP */
     qtest_qmp_assert_success(h.qts, "{'execute': 'cxl-shm-set-latency', "
                              "'arguments': {'path': '/machine/peripheral/shm0',"
                              " 'latency-ns': 10000}}");
-    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 10000);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_LATENCY_NS), ==, 10000);
     {
         int64_t t0 = g_get_monotonic_time();
 
@@ -671,7 +647,7 @@ static void test_doorbell(void)
         g_assert_cmpint(g_get_monotonic_time() - t0, >=, 10000);
     }
     /* and counted, as in timed mode (STAT_CHARGED_NS: both modes) */
-    g_assert_cmpuint(r64(&h, R_STAT_CHARGED), ==, 1000 * 10000);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_CHARGED_NS), ==, 1000 * 10000);
 
     qtest_quit(h.qts);
 }
@@ -704,15 +680,16 @@ static void test_refused_ops(void)
     for (i = 0; i < ARRAY_SIZE(bad); i++) {
         g_assert_cmpuint(doorbell(&h, bad[i].op, bad[i].off, bad[i].len), ==,
                          bad[i].status);
-        g_assert_cmpuint(r64(&h, R_DB_LINES), ==, 0);
-        g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, i + 1);
+        g_assert_cmpuint(r64(&h, A_CXLSHM_DB_LINES), ==, 0);
+        g_assert_cmpuint(rstat(&h, CXLSHM_STAT_ERRORS), ==, i + 1);
         /* nothing written back, nothing dropped */
         g_assert_cmphex(pool_rq(pool, nc), ==, 0);
         g_assert_cmphex(mem_rq(&h, nc), ==, 0x1234);
     }
-    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS) + r64(&h, R_STAT_INV_OPS) +
-                     r64(&h, R_STAT_FLUSH_OPS), ==, 0);
-    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 0);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_OPS) +
+                     rstat(&h, CXLSHM_STAT_INV_OPS) +
+                     rstat(&h, CXLSHM_STAT_FLUSH_OPS), ==, 0);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_LINES), ==, 0);
     /* a good op after the refused ones works */
     g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0x1234);
@@ -728,8 +705,8 @@ static void test_two_hosts(void)
 
     host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
-    g_assert_cmphex(r64(&b, R_HOST_LIVE), ==, 3);
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
+    g_assert_cmphex(r64(&b, A_CXLSHM_HOST_LIVE), ==, 3);
 
     /* coherent window: seen by the other host at once */
     mem_wq(&a, 0x2000, 0xc0ffee);
@@ -752,7 +729,7 @@ static void test_two_hosts(void)
     mem_wq(&b, nc + LINE, 0xb2);
     g_assert_cmpuint(doorbell(&b, OP_WB, nc + LINE, LINE), ==, 0);
     g_assert_cmpuint(doorbell(&a, OP_WB, nc, 16 * LINE), ==, 0);
-    g_assert_cmpuint(r64(&a, R_DB_LINES), ==, 0);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_LINES), ==, 0);
     g_assert_cmphex(pool_rq(pool, nc + LINE), ==, 0xb2);
     g_assert_cmpuint(doorbell(&a, OP_INV, nc + LINE, LINE), ==, 0);
     g_assert_cmphex(mem_rq(&a, nc + LINE), ==, 0xb2);
@@ -770,8 +747,8 @@ static void test_two_hosts(void)
 
     qtest_quit(b.qts);
     /* a clean exit leaves the slot "left" */
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 3);
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 1);
     qtest_quit(a.qts);
 }
 
@@ -779,13 +756,6 @@ static void test_two_hosts(void)
 #define TIMED           ",mode=timed,hit-latency-ns=0,miss-latency-ns=0," \
                         "writeback-latency-ns=0,back-invalidate-latency-ns=0," \
                         "snoop-latency-ns=0"
-#define R_STAT_HITS     0x860
-#define R_STAT_MISSES   0x868
-#define R_STAT_CEVICT   0x870
-#define R_STAT_BINV     0x878
-#define R_STAT_SNOOPS   0x880
-#define R_STAT_SFEVICT  0x888
-#define R_STAT_STALE    0x890
 
 static void timed_start(Host *h, const char *pool, int host_id,
                         const char *extra)
@@ -795,7 +765,7 @@ static void timed_start(Host *h, const char *pool, int host_id,
 
     h->qts = qtest_init(args);
     host_enable(h, true);
-    g_assert_cmpuint(r32(h, R_MODE), ==, 1);
+    g_assert_cmpuint(r32(h, A_CXLSHM_MODE), ==, 1);
 }
 
 /*
@@ -820,32 +790,33 @@ static void test_timed_noncoherent(void)
     timed_start(&b, pool, 1, bopt);
 
     g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* b caches the line */
-    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_MISSES), ==, 1);
     mem_wq(&a, nc, 0xa1);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0);      /* dirty in a's cache */
     g_assert_cmphex(mem_rq(&a, nc), ==, 0xa1);
-    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_HITS), ==, 1);
 
     /* 16 more lines of the set: a's LRU line (nc) is evicted, written */
     for (k = 1; k <= 16; k++) {
         mem_wq(&a, nc + k * 4096, k);
     }
     g_assert_cmphex(pool_rq(pool, nc), ==, 0xa1);
-    g_assert_cmpuint(r64(&a, R_STAT_CEVICT), ==, 1);
-    g_assert_cmpuint(r64(&a, R_STAT_WB_LINES), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_CACHE_EVICTIONS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_LINES), ==, 1);
     g_assert_cmphex(pool_rq(pool, nc + 4096), ==, 0);   /* still cached */
 
     /* b's copy is older than the pool: a stale read, each time */
     g_assert_cmphex(mem_rq(&b, nc), ==, 0);
     g_assert_cmphex(mem_rq(&b, nc + 8), ==, 0);
-    g_assert_cmpuint(r64(&b, R_STAT_STALE), ==, 2);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_STALE_READS), ==, 2);
     for (k = 1; k <= 16; k++) {
         g_assert_cmphex(mem_rq(&b, nc + k * 4096), ==, 0);
     }
-    g_assert_cmpuint(r64(&b, R_STAT_CEVICT), ==, 1);
-    g_assert_cmpuint(r64(&b, R_STAT_WB_LINES), ==, 0);  /* it was clean */
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CACHE_EVICTIONS), ==, 1);
+    /* it was clean */
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_WB_LINES), ==, 0);
     g_assert_cmphex(mem_rq(&b, nc), ==, 0xa1);          /* fresh now */
-    g_assert_cmpuint(r64(&b, R_STAT_STALE), ==, 2);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_STALE_READS), ==, 2);
 
     /* the stale-read log: one entry per fetch of the line */
     g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
@@ -860,7 +831,7 @@ static void test_timed_noncoherent(void)
     mem_wq(&a, nc + LINE, 0);           /* a fetched the line before b's */
     g_assert_cmphex(mem_rq(&a, nc + LINE + 8), ==, 0xb2);
     g_assert_cmpuint(doorbell(&a, OP_WB, nc + LINE, LINE), ==, 0);
-    g_assert_cmpuint(r64(&a, R_DB_LINES), ==, 1);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_LINES), ==, 1);
     g_assert_cmphex(pool_rq(pool, nc + LINE + 8), ==, 0xb2);
 
     /* invalidate drops the copy: the next load fetches the pool's line */
@@ -888,38 +859,38 @@ static void test_timed_coherent(void)
 
     g_assert_cmphex(mem_rq(&a, l), ==, 0);
     g_assert_cmphex(mem_rq(&b, l), ==, 0);
-    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 1);
-    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_MISSES), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_MISSES), ==, 1);
     g_assert_cmphex(mem_rq(&b, l + 8), ==, 0);
-    g_assert_cmpuint(r64(&b, R_STAT_HITS), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_HITS), ==, 1);
 
     mem_wq(&a, l, 5);                   /* b's copy is back-invalidated */
-    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_BACK_INVAL), ==, 1);
     g_assert_cmphex(pool_rq(pool, l), ==, 5);
     g_assert_cmphex(mem_rq(&b, l), ==, 5);      /* a held it modified */
-    g_assert_cmpuint(r64(&b, R_STAT_SNOOPS), ==, 1);
-    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 2);
-    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 1);      /* the store */
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_SNOOPS), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_MISSES), ==, 2);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_HITS), ==, 1);      /* the store */
     g_assert_cmphex(mem_rq(&a, l), ==, 5);      /* shared now: a hit */
-    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 2);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_HITS), ==, 2);
     mem_wq(&b, l, 6);
-    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_BACK_INVAL), ==, 1);
     mem_wq(&b, l + 8, 7);               /* b alone holds it: no more */
-    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_BACK_INVAL), ==, 1);
 
     /* the filter set is full: tracking l2 evicts l from b (its holder) */
     g_assert_cmphex(mem_rq(&a, l2), ==, 0);
-    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 1);
-    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 2);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_SF_EVICTIONS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_BACK_INVAL), ==, 2);
     g_assert_cmphex(mem_rq(&b, l), ==, 6);      /* b lost it: a miss */
-    g_assert_cmpuint(r64(&b, R_STAT_MISSES), ==, 3);
-    g_assert_cmpuint(r64(&b, R_STAT_SFEVICT), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_MISSES), ==, 3);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_SF_EVICTIONS), ==, 1);
 
     /* a host that left holds nothing: no back-invalidate for its copy */
     g_assert_cmphex(mem_rq(&b, l + 0x40), ==, 0);
     qtest_quit(b.qts);
     mem_wq(&a, l + 0x40, 8);
-    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 2);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_BACK_INVAL), ==, 2);
     qtest_quit(a.qts);
 }
 
@@ -939,22 +910,22 @@ static void test_timed_filter_sets(void)
     for (k = 0; k < 4096 / LINE; k++) {
         g_assert_cmphex(mem_rq(&a, page + k * LINE), ==, 0);
     }
-    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64);
-    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 0);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_MISSES), ==, 64);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_SF_EVICTIONS), ==, 0);
     for (k = 0; k < 4096 / LINE; k++) {
         g_assert_cmphex(mem_rq(&a, page + k * LINE), ==, 0);
     }
-    g_assert_cmpuint(r64(&a, R_STAT_HITS), ==, 64);
-    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_HITS), ==, 64);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_MISSES), ==, 64);
 
     /* five lines of one set: the fifth evicts the first */
     for (k = 1; k <= 4; k++) {
         g_assert_cmphex(mem_rq(&a, page + k * 512 * KiB), ==, 0);
     }
-    g_assert_cmpuint(r64(&a, R_STAT_SFEVICT), ==, 1);
-    g_assert_cmpuint(r64(&a, R_STAT_BINV), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_SF_EVICTIONS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_BACK_INVAL), ==, 1);
     g_assert_cmphex(mem_rq(&a, page), ==, 0);       /* evicted: a miss */
-    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 64 + 4 + 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_MISSES), ==, 64 + 4 + 1);
     qtest_quit(a.qts);
 }
 
@@ -976,7 +947,7 @@ static void test_timed_filter_mismatch(void)
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), ==, 1);
     g_assert_nonnull(strstr(err, "the pod's snoop filter has 32768 entries"));
-    g_assert_cmpuint(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_HOST_LIVE), ==, 1);
     qtest_quit(a.qts);
 }
 
@@ -991,7 +962,7 @@ static void test_failure_rejoin(void)
 
     host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
-    g_assert_cmpuint(r64(&a, R_HOST_GEN(1)), ==, 1);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_HOST_GEN(1)), ==, 1);
 
     mem_wq(&b, 0x3000, 0x5a5a);                     /* coherent: survives */
     mem_wq(&b, nc, 0x1111);                         /* flushed: survives */
@@ -1007,8 +978,8 @@ static void test_failure_rejoin(void)
      */
     qtest_remove_abrt_handler(b.qts);
 
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 2);     /* failed */
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 2);     /* failed */
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 1);
     g_assert_cmphex(mem_rq(&a, 0x3000), ==, 0x5a5a);
     g_assert_cmpuint(doorbell(&a, OP_INV, nc, 2 * LINE), ==, 0);
     g_assert_cmphex(mem_rq(&a, nc), ==, 0x1111);
@@ -1016,9 +987,9 @@ static void test_failure_rejoin(void)
 
     /* a restarted host rejoins with the next generation */
     host_start(&b, pool, 1, true);
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 1);
-    g_assert_cmpuint(r64(&a, R_HOST_GEN(1)), ==, 2);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(1)), ==, 2);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_HOST_GEN(1)), ==, 2);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(1)), ==, 2);
     g_assert_cmphex(mem_rq(&b, nc), ==, 0x1111);    /* fresh image */
 
     /* QMP shows the same host table */
@@ -1086,8 +1057,9 @@ static void test_table_read_locked(void)
     sa.sa_handler = table_read_hung;
     sigaction(SIGALRM, &sa, &old);
     alarm(30);
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 1);     /* not reaped */
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
+    /* not reaped */
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 1);
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
     rsp = qtest_qmp(a.qts, "{'execute': 'query-cxl-shm'}");
     hosts = qdict_get_qlist(qobject_to(QDict, qlist_peek(
                                 qdict_get_qlist(rsp, "return"))), "hosts");
@@ -1100,8 +1072,8 @@ static void test_table_read_locked(void)
     g_assert_cmpint(flock(fd, LOCK_UN), ==, 0);
     close(fd);
 
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 2);     /* failed */
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 2);     /* failed */
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 1);
     qtest_quit(a.qts);
 }
 
@@ -1144,8 +1116,8 @@ static void test_migration_refused(void)
     }
     qobject_unref(rsp);
 
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);     /* live */
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 1);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);     /* live */
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 1);
     g_assert_cmphex(pool_rq(pool, nc), ==, 0);
     g_assert_cmphex(mem_rq(&a, nc), ==, 0x1234);
     g_assert_cmpuint(doorbell(&a, OP_WB, nc, LINE), ==, 0);
@@ -1211,12 +1183,12 @@ static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
     mem_wq(b, nc, v + 1);
     g_assert_cmpuint(doorbell(b, OP_WB, nc, LINE), ==, 0);
     g_assert_cmphex(pool_rq(pool, nc), ==, v + 1);
-    g_assert_cmpuint(r32(b, R_HOST_STATE(1)), ==, 1);
-    g_assert_cmpuint(r32(b, R_HOST_STATE(0)), !=, 1);
+    g_assert_cmpuint(r32(b, A_CXLSHM_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(b, A_CXLSHM_HOST_STATE(0)), !=, 1);
 
     host_start(&c, pool, 2, true);
-    g_assert_cmpuint(r32(&c, R_HOST_STATE(1)), ==, 1);
-    g_assert_cmpuint(r32(&c, R_HOST_STATE(0)), !=, 1);
+    g_assert_cmpuint(r32(&c, A_CXLSHM_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&c, A_CXLSHM_HOST_STATE(0)), !=, 1);
     g_assert_cmphex(mem_rq(&c, 0x1000), ==, v);
     g_assert_cmphex(mem_rq(&c, nc), ==, v + 1);
     qtest_quit(c.qts);
@@ -1251,7 +1223,7 @@ static void test_refused_start_race(void)
         g_assert_cmpint(waitpid(pid, &status, WUNTRACED), ==, pid);
         g_assert_true(WIFSTOPPED(status));
         host_start(&b, pool, 1, true);
-        g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+        g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);
         kill(pid, SIGCONT);
         refused_wait_exit(pid);
         refused_pod_intact(pool, &b, 0x1000 + empty);
@@ -1308,8 +1280,8 @@ static void test_refused_start_flock(void)
     /* the pool stayed: a host joins it and finds host 0 not live */
     g_assert_true(g_file_test(pool, G_FILE_TEST_IS_REGULAR));
     host_start(&b, pool, 1, true);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(1)), ==, 1);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), !=, 1);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(1)), ==, 1);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), !=, 1);
     qtest_quit(b.qts);
     unlink(pool);
 }
@@ -1857,10 +1829,10 @@ static void test_concurrent_join(void)
         g_assert_cmpint(race_round(pool, round, q, 8), ==, round == 1);
         h.qts = q[7];
         host_enable(&h, false);
-        g_assert_cmphex(r64(&h, R_HOST_LIVE), ==, 0xff);
+        g_assert_cmphex(r64(&h, A_CXLSHM_HOST_LIVE), ==, 0xff);
         for (i = 0; i < 8; i++) {
-            g_assert_cmpuint(r32(&h, R_HOST_STATE(i)), ==, 1);
-            g_assert_cmpuint(r64(&h, R_HOST_GEN(i)), ==, round);
+            g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_STATE(i)), ==, 1);
+            g_assert_cmpuint(r64(&h, A_CXLSHM_HOST_GEN(i)), ==, round);
         }
         for (i = 0; i < 8; i++) {
             qtest_quit(q[i]);
@@ -1978,7 +1950,7 @@ static void test_cdat(void)
     qtest_qmp_assert_success(h.qts, "{'execute': 'qom-set', 'arguments': "
                              "{'path': '/machine/peripheral/shm0', "
                              "'property': 'latency-ns', 'value': 300}}");
-    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 300);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_LATENCY_NS), ==, 300);
     g_assert_cmpuint(cdat_check(h.qts, doe, 300, 20000), ==, 1);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cxl-shm-set-latency', "
                              "'arguments': {'path': '/machine/peripheral/shm0',"
@@ -1990,7 +1962,7 @@ static void test_cdat(void)
                     "'property': 'latency-ns', 'value': 70000}}");
     g_assert_true(qdict_haskey(rsp, "error"));
     qobject_unref(rsp);
-    g_assert_cmpuint(r32(&h, R_LATENCY), ==, 250);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_LATENCY_NS), ==, 250);
     g_assert_cmpuint(cdat_check(h.qts, doe, 250, 20000), ==, 2);
     qtest_quit(h.qts);
 }
@@ -2073,9 +2045,9 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
                           qemu_opts ?: "");
     h->qts = qtest_init(all);
     host_enable(h, true);
-    /* TCG: native ops (bit 0), atomics (bit 1), direct mapping (bit 2) */
-    g_assert_cmphex(r32(h, R_CAPS), ==,
-                    extra && strstr(extra, "mode=timed") ? 3 : 7);
+    /* TCG: native ops, atomics, and in mode=direct the direct mapping */
+    g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==, CAP_NATIVE | CAP_ATOMICS |
+                    (extra && strstr(extra, "mode=timed") ? 0 : CAP_DIRECT));
 
     pd0[0] = 0x83;
     pd0[1] = (h->hpa + COH_SIZE) | 0x83;
@@ -2118,9 +2090,9 @@ static void test_native_tcg(void)
     g_assert_cmphex(mem_rq(&h, COH_SIZE + 0xc0), ==, 0x44444444);
     g_assert_cmphex(pool_rq(pool, 0), ==, 42);               /* lock xadd */
     g_assert_cmpuint(pool_rq(pool, 8), ==, 10000000);
-    g_assert_cmpuint(r64(&h, R_STAT_NATIVE), ==, 3);
-    g_assert_cmpuint(r64(&h, R_STAT_WB_LINES), ==, 3);
-    g_assert_cmpuint(r64(&h, R_STAT_INV_LINES), ==, 2);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_NATIVE_OPS), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_LINES), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_INV_LINES), ==, 2);
     qtest_quit(h.qts);
 }
 
@@ -2250,7 +2222,7 @@ static void test_fidelity_tcg(void)
     fw_phase(&h, 1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0);
-    g_assert_cmpuint(r64(&h, R_STAT_DEFERRED), ==, 2);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_DEFERRED), ==, 2);
     qtest_writel(h.qts, 0x5010, 1);
     fw_phase(&h, 2);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
@@ -2262,7 +2234,7 @@ static void test_fidelity_tcg(void)
     qtest_writel(h.qts, 0x5010, 2);
     fw_phase(&h, 4);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
-    g_assert_cmpuint(r64(&h, R_STAT_NT_LINES), ==, 1);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_NT_LINES), ==, 1);
 
     /* wbinvd: every dirty line of the area */
     fw_phase(&h, 5);
@@ -2350,8 +2322,8 @@ static void test_immediate_tcg(void)
     fw_phase(&h, 1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
-    g_assert_cmpuint(r64(&h, R_STAT_DEFERRED), ==, 0);
-    g_assert_cmpuint(r32(&h, R_WB_MODE), ==, 1);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_DEFERRED), ==, 0);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_WB_MODE), ==, 1);
     qtest_writel(h.qts, 0x5010, 1);
     fw_phase(&h, 3);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
@@ -2371,7 +2343,7 @@ static void test_immediate_tcg(void)
  * prologue (BAR5 mapped by a 2 MiB page at 0xe0000000):
  *
  *     xorl %edi, %edi; xorl %esi, %esi
- * 1:  movl 0xe0100000, %eax; cmpl $0x504c5843, %eax; je 2f; incl %edi
+ * 1:  movl 0xe0100000, %eax; cmpl $CXLSHM_MAGIC_VALUE, %eax; je 2f; incl %edi
  * 2:  movl 0xe0100830, %ebx; movl $7, 0xe0100110
  *     movl 0xe0100830, %eax; cmpl %ebx, %eax; ja 3f; incl %edi
  * 3:  incl %esi; movl %esi, 0x5034; movl %edi, 0x5030
@@ -2404,8 +2376,8 @@ static void test_doorbell_concurrent(void)
     memcpy(code + 0x40, body, sizeof(body));
     fw_host_start_code(&h, pool, 0, code, sizeof(fw_code), NULL, NULL);
     qtest_memwrite(h.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
-    qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
-    qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
+    qtest_writeq(h.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, COH_SIZE);
+    qtest_writeq(h.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, POOL_SIZE - COH_SIZE);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
     deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (qtest_readl(h.qts, 0x5034) < 2) {
@@ -2414,9 +2386,9 @@ static void test_doorbell_concurrent(void)
     }
     /* DB_STATUS is shared with the guest's refused rings: not read */
     for (i = 0; i < 20; i++) {
-        qtest_writeq(h.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
-        qtest_writeq(h.qts, BAR5_ADDR + R_DB_LEN, POOL_SIZE - COH_SIZE);
-        qtest_writel(h.qts, BAR5_ADDR + R_DB_OP, OP_FLUSH);
+        qtest_writeq(h.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, COH_SIZE);
+        qtest_writeq(h.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, POOL_SIZE - COH_SIZE);
+        qtest_writel(h.qts, BAR5_ADDR + A_CXLSHM_DB_OP, OP_FLUSH);
     }
     iters = qtest_readl(h.qts, 0x5034);
     qtest_writel(h.qts, 0x5010, 1);
@@ -2426,8 +2398,9 @@ static void test_doorbell_concurrent(void)
                    iters, qtest_readl(h.qts, 0x5030));
     g_assert_cmpuint(iters, >, 2);
     g_assert_cmpuint(qtest_readl(h.qts, 0x5030), ==, 0);
-    g_assert_cmpuint(r64(&h, R_STAT_FLUSH_OPS), ==, 20);
-    g_assert_cmpuint(r64(&h, R_STAT_ERRORS), ==, qtest_readl(h.qts, 0x5034));
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_FLUSH_OPS), ==, 20);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_ERRORS), ==,
+                     qtest_readl(h.qts, 0x5034));
     qtest_quit(h.qts);
 }
 
@@ -2487,8 +2460,8 @@ static void test_doorbell_two_rings(void)
     fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
                        ",latency-ns=60000", opts);
     qtest_memwrite(a.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, 16384 * LINE);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, COH_SIZE);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, 16384 * LINE);
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
     /* the vCPU's DB_OP write has reached the device: its op runs */
     deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
@@ -2496,25 +2469,26 @@ static void test_doorbell_two_rings(void)
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(1000);
     }
-    busy = r32(&a, R_DB_STATUS);
+    busy = r32(&a, A_CXLSHM_DB_STATUS);
 
     /* every read is served, right, while the op runs */
-    g_assert_cmphex(r32(&a, R_MAGIC), ==, 0x504c5843);    /* "CXLP" */
-    g_assert_cmpuint(r64(&a, R_SIZE), ==, POOL_SIZE);
-    g_assert_cmpuint(r64(&a, R_COH_SIZE), ==, COH_SIZE);
-    g_assert_cmpuint(r32(&a, R_HOST_ID), ==, 0);
-    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 0);    /* not done yet */
-    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, COH_SIZE);
+    g_assert_cmphex(r32(&a, A_CXLSHM_MAGIC), ==, CXLSHM_MAGIC_VALUE);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_SIZE), ==, POOL_SIZE);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_COHERENT_SIZE), ==, COH_SIZE);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_ID), ==, 0);
+    /* not done yet */
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_OPS), ==, 0);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_OFFSET), ==, COH_SIZE);
     /* every write takes effect: the parameters now read back as set */
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, b_off);
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, LINE);
-    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, b_off);
-    g_assert_cmpuint(r64(&a, R_DB_LEN), ==, LINE);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, b_off);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, LINE);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_OFFSET), ==, b_off);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_LEN), ==, LINE);
     t0 = g_get_monotonic_time();
-    qtest_writel(a.qts, BAR5_ADDR + R_DB_OP, 7);
+    qtest_writel(a.qts, BAR5_ADDR + A_CXLSHM_DB_OP, 7);
     waited = g_get_monotonic_time() - t0;
-    st = r32(&a, R_DB_STATUS);
-    lines = r64(&a, R_DB_LINES);
+    st = r32(&a, A_CXLSHM_DB_STATUS);
+    lines = r64(&a, A_CXLSHM_DB_LINES);
     fw_host_wait(&a);
     g_test_message("DB_STATUS %u while the vCPU's op ran; the second ring "
                    "took %" PRId64 " us; then DB_STATUS %u DB_LINES %u; "
@@ -2537,10 +2511,10 @@ static void test_doorbell_two_rings(void)
     g_assert_true(st == 5 || (st == 0 && lines == 1) ||
                   (st == 4 && lines == 0));
     g_assert_cmpuint(busy, ==, 5);
-    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 1);
-    g_assert_cmpuint(r64(&a, R_STAT_ERRORS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_OPS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_ERRORS), ==, 1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
-    g_assert_cmpuint(r64(&a, R_DB_OFFSET), ==, b_off);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_OFFSET), ==, b_off);
     qtest_quit(a.qts);
 }
 
@@ -2584,7 +2558,7 @@ static uint32_t latency_run(unsigned lat_ns, const char *qemu_opts)
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
     fw_host_wait(&h);
     ticks = qtest_readl(h.qts, 0x5010);
-    g_assert_cmpuint(r64(&h, R_STAT_WB_OPS), ==, 1);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_OPS), ==, 1);
     qtest_quit(h.qts);
     return ticks;
 }
@@ -2637,7 +2611,8 @@ static void test_timed_atomics_tcg(void)
     /* clwb, clflushopt and clflush reached the cache model */
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
-    g_assert_cmpuint(r64(&a, R_STAT_BINV) + r64(&b, R_STAT_BINV), >, 0);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_BACK_INVAL) +
+                     rstat(&b, CXLSHM_STAT_BACK_INVAL), >, 0);
     qtest_quit(b.qts);
     qtest_quit(a.qts);
 }
@@ -2691,7 +2666,7 @@ static void test_timed_atomic_boundary(void)
     pd[0] = (a.hpa + COH_SIZE - 2 * MiB) | 0x83;
     pd[1] = (a.hpa + COH_SIZE) | 0x83;
     qtest_memwrite(a.qts, 0x2000 + 3 * 8, pd, sizeof(pd));
-    g_assert_cmpuint(r64(&a, R_STAT_MISSES), ==, 0);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_MISSES), ==, 0);
 
     pool_pread(pool, nc_word, &w, 8);
     g_assert_cmphex(w, ==, 0);
@@ -2699,7 +2674,7 @@ static void test_timed_atomic_boundary(void)
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
     /* a's coherent access (a miss) is done, its non-coherent one waits */
     deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
-    while (r64(&a, R_STAT_MISSES) < 1) {
+    while (rstat(&a, CXLSHM_STAT_MISSES) < 1) {
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(1000);
     }
@@ -2814,7 +2789,7 @@ static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
     }
     r.wall_us = g_get_monotonic_time() - t0;
     r.ticks = qtest_readl(h.qts, 0x5010);
-    r.misses = r64(&h, R_STAT_MISSES);
+    r.misses = rstat(&h, CXLSHM_STAT_MISSES);
     g_assert_cmphex(qtest_readl(h.qts, 0x500c), ==, 0x200000);
     qtest_quit(h.qts);
     return r;
@@ -2876,7 +2851,7 @@ static void test_rejoin_rollback(void)
     patch_pool(pool, lock, &tag, 8);
 
     host_start(&h, pool, 0, false);     /* generation 2 rolls it back */
-    g_assert_cmpuint(r64(&h, R_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r64(&h, A_CXLSHM_HOST_GEN(0)), ==, 2);
     pool_pread(pool, META_SIZE + off, got, LINE);
     g_assert_cmpmem(got, LINE, old, LINE);
     pool_pread(pool, lock, &tag, 8);
@@ -2898,7 +2873,7 @@ static void test_reset(void)
 
     host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 1);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 1);
 
     mem_wq(&b, COH_SIZE + 0x40, 0xb0b);             /* b publishes a line */
     g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE, 0x1000), ==, 0);
@@ -2909,9 +2884,9 @@ static void test_reset(void)
     qtest_qmp_eventwait(a.qts, "RESET");
     host_enable(&a, true);
 
-    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);
     g_assert_cmphex(mem_rq(&a, COH_SIZE), ==, 0);           /* lost */
     g_assert_cmphex(mem_rq(&a, COH_SIZE + 0x40), ==, 0xb0b); /* fetched */
     g_assert_cmphex(mem_rq(&a, 8), ==, 0xc0c0);             /* survives */
@@ -2980,15 +2955,15 @@ static void test_reset_inside_doorbell(void)
     fw_host_start_code(&a, pool, 0, code, sizeof(fw_code),
                        ",latency-ns=60000", opts);
     qtest_memwrite(a.qts, 0x3000 + 256 * 8, &pde, sizeof(pde));
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, COH_SIZE);
-    qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, 16384 * LINE);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, COH_SIZE);
+    qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, 16384 * LINE);
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
     deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (qtest_readl(a.qts, 0x5040) != 1) {
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(1000);
     }
-    g_assert_cmpuint(r64(&a, R_STAT_WB_OPS), ==, 0);   /* inside it */
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_OPS), ==, 0);   /* inside it */
 
     /* secondary bus reset of the root port: Bridge Control bit 6 */
     cfg_writel(a.qts, PXB_BUS, 0, 0x3c, (1 << 6) << 16);
@@ -2997,8 +2972,8 @@ static void test_reset_inside_doorbell(void)
     g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
     g_assert_cmpint(shm_stat(a.qts, "writeback-ops"), ==, 1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);
     fw_host_wait(&a);
     /* the doorbell ended before the reset began (their traces, in order) */
     g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
@@ -3068,8 +3043,8 @@ static void test_reset_from_vcpu(void)
         g_usleep(1000);
     }
     g_assert_cmpint(shm_stat(a.qts, "resets"), ==, 1);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);
     host_enable(&a, true);
     g_assert_cmphex(mem_rq(&a, COH_SIZE), ==, 0);           /* lost */
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
@@ -3346,8 +3321,8 @@ static void test_conflict(void)
     mem_wq(&a, COH_SIZE + 0x80, 0xaaaa);            /* a, stale: bytes 0..7 */
     g_assert_cmpuint(doorbell(&a, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x88), ==, 0);  /* clobbered */
-    g_assert_cmpuint(r64(&a, R_STAT_CONFLICTS), ==, 1);
-    g_assert_cmpuint(r64(&b, R_STAT_CONFLICTS), ==, 0);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_CONFLICTS), ==, 1);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CONFLICTS), ==, 0);
 
     g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
     want = g_strdup_printf("\"offset\":%llu,", COH_SIZE + 0x80);
@@ -3368,12 +3343,12 @@ static void test_eviction(void)
 
     h.qts = qtest_init(args);
     host_enable(&h, true);
-    g_assert_cmpuint(r32(&h, R_EVICT_RATE), ==, 1000);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_EVICT_RATE), ==, 1000);
     mem_wq(&h, COH_SIZE + 0x100, 0xe1e1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0);
     qtest_clock_step(h.qts, 50 * 1000 * 1000);      /* 50 ms guest time */
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0xe1e1);
-    g_assert_cmpuint(r64(&h, R_STAT_EVICTED), >=, 1000);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_EVICTED), >=, 1000);
     g_assert_cmphex(mem_rq(&h, COH_SIZE + 0x100), ==, 0xe1e1);
     qtest_quit(h.qts);
 }
@@ -3530,7 +3505,7 @@ static void stopped_peer_fence(bool timed)
     qtest_memwrite(a.qts, 0x6800, idtr, sizeof(idtr));
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
     fw_phase(&a, 1);
-    g_assert_cmpuint(r64(&a, R_STAT_DEFERRED), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_DEFERRED), ==, 1);
     patch_pool(pool, word, &tag, 8);
 
     stopped_peer_watch("a's fence at an exception delivery");
@@ -3631,9 +3606,10 @@ static void test_stopped_peer_reset_timed(void)
         g_usleep(1000);
     }
     host_enable(&a, true);
-    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RESETS), ==, 1);
     mem_wq(&b, held, 0xb1);
-    g_assert_cmpuint(r64(&b, R_STAT_BINV), ==, 0);     /* a holds nothing */
+    /* a holds nothing */
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_BACK_INVAL), ==, 0);
     g_assert_cmphex(mem_rq(&a, held), ==, 0xb1);
     g_assert_cmphex(sf_entry_of(pool, held) & 3, ==, 3);
     qtest_quit(a.qts);
@@ -3682,7 +3658,7 @@ static void test_stopped_peer_reset_load(void)
     stopped_peer_qmp(a.qts);
     stopped_peer_unwatch();
     host_enable(&a, true);
-    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RESETS), ==, 1);
     g_assert_cmphex(mem_rq(&a, page + 0x80), ==, 0x7777777777777777ULL);
     g_assert_cmphex(mem_rq(&a, off), ==, 0x5a5a5a5a5a5a5a5aULL);
     g_assert_cmphex(mem_rq(&a, off + 56), ==, 0x5a5a5a5a5a5a5a5aULL);
@@ -3723,16 +3699,16 @@ static void test_stopped_peer_file_lock(void)
     stopped_peer_qmp(a.qts);
     stopped_peer_unwatch();
     host_enable(&a, true);
-    g_assert_cmpuint(r64(&a, R_STAT_RESETS), ==, 1);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 2);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RESETS), ==, 1);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 2);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 1);
 
     stopped_peer_watch("a's leave at exit");
     qtest_quit(a.qts);
     stopped_peer_unwatch();
     g_assert_cmpint(flock(fd, LOCK_UN), ==, 0);
     close(fd);
-    g_assert_cmpuint(r32(&b, R_HOST_STATE(0)), ==, 3);     /* left */
+    g_assert_cmpuint(r32(&b, A_CXLSHM_HOST_STATE(0)), ==, 3);     /* left */
     qtest_quit(b.qts);
 }
 
@@ -3756,11 +3732,11 @@ static void test_eviction_chunks(void)
     mem_wq(&h, COH_SIZE + 0x100, 0xe1e1);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0);
     qtest_clock_step(h.qts, 1000 * 1000 - 1);
-    g_assert_cmpuint(r64(&h, R_STAT_EVICTED), ==, 0);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_EVICTED), ==, 0);
     /* the first millisecond, in steps of 1 us: no step evicts it all */
     for (i = 0; i < 1000; i++) {
         qtest_clock_step(h.qts, 1000);
-        now = r64(&h, R_STAT_EVICTED);
+        now = rstat(&h, CXLSHM_STAT_EVICTED);
         g_assert_cmpuint(now - prev, <=, 1024);
         chunks += now != prev;
         prev = now;
@@ -3770,7 +3746,7 @@ static void test_eviction_chunks(void)
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==, 0xe1e1);
     /* the next one, stepped at once, evicts exactly the rate again */
     qtest_clock_step(h.qts, 1000 * 1000);
-    g_assert_cmpuint(r64(&h, R_STAT_EVICTED), ==, 200000);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_EVICTED), ==, 200000);
     qtest_quit(h.qts);
 }
 
@@ -3842,9 +3818,11 @@ static void test_hostile_registers(const void *data)
     uint64_t x = seed, nc = COH_SIZE, errors = 0, i, steps;
     const uint64_t z = nc, y = nc + 2 * MiB, d = nc + 3 * MiB;
     static const uint32_t ro[] = {
-        R_MAGIC, R_VERSION, R_HOST_ID, R_MAX_HOSTS, R_SIZE, R_SIZE + 4,
-        R_COH_SIZE, R_COH_SIZE + 4, R_LINE_SIZE, R_MODE, R_LATENCY, R_CAPS,
-        R_WB_MODE, R_EVICT_RATE,
+        A_CXLSHM_MAGIC, A_CXLSHM_VERSION, A_CXLSHM_HOST_ID,
+        A_CXLSHM_MAX_HOSTS, A_CXLSHM_SIZE, A_CXLSHM_SIZE + 4,
+        A_CXLSHM_COHERENT_SIZE, A_CXLSHM_COHERENT_SIZE + 4,
+        A_CXLSHM_LINE_SIZE, A_CXLSHM_MODE, A_CXLSHM_LATENCY_NS,
+        A_CXLSHM_CAPS, A_CXLSHM_WB_MODE, A_CXLSHM_EVICT_RATE,
     };
     uint32_t ro_before[ARRAY_SIZE(ro)];
     g_autofree uint8_t *buf = g_malloc(MiB);
@@ -3888,7 +3866,7 @@ static void test_hostile_registers(const void *data)
                 addr &= ~3u;
                 qtest_writel(a.qts, BAR5_ADDR + addr, v);
             }
-            rang = addr == R_DB_OP;
+            rang = addr == A_CXLSHM_DB_OP;
             op = v;
             break;
         case 3:                     /* reads anywhere, every size */
@@ -3901,18 +3879,19 @@ static void test_hostile_registers(const void *data)
             break;
         default:                    /* an op on a range near an edge */
             op = (r >> 20) % 8 ? 1 + (r >> 24) % 3 : v;
-            qtest_writeq(a.qts, BAR5_ADDR + R_DB_OFFSET, hostile_edge(&x));
-            qtest_writeq(a.qts, BAR5_ADDR + R_DB_LEN, (r >> 28) % 4 ?
+            qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET,
+                         hostile_edge(&x));
+            qtest_writeq(a.qts, BAR5_ADDR + A_CXLSHM_DB_LEN, (r >> 28) % 4 ?
                          LINE * (hostile_rand(&x) % 8192) : hostile_edge(&x));
-            qtest_writel(a.qts, BAR5_ADDR + R_DB_OP, op);
+            qtest_writel(a.qts, BAR5_ADDR + A_CXLSHM_DB_OP, op);
             rang = true;
             break;
         }
         if (rang) {
-            uint32_t want = hostile_expect(op, r64(&a, R_DB_OFFSET),
-                                           r64(&a, R_DB_LEN));
+            uint32_t want = hostile_expect(op, r64(&a, A_CXLSHM_DB_OFFSET),
+                                           r64(&a, A_CXLSHM_DB_LEN));
 
-            g_assert_cmpuint(r32(&a, R_DB_STATUS), ==, want);
+            g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, want);
             errors += want != 0;
         }
     }
@@ -3920,10 +3899,10 @@ static void test_hostile_registers(const void *data)
     for (i = 0; i < ARRAY_SIZE(ro); i++) {
         g_assert_cmphex(r32(&a, ro[i]), ==, ro_before[i]);
     }
-    g_assert_cmpuint(r64(&a, R_STAT_ERRORS), ==, errors);
-    g_assert_cmphex(r64(&b, R_HOST_LIVE), ==, 3);
-    g_assert_cmpuint(r64(&b, R_HOST_GEN(0)), ==, 1);
-    g_assert_cmpuint(r64(&a, R_HOST_GEN(1)), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_ERRORS), ==, errors);
+    g_assert_cmphex(r64(&b, A_CXLSHM_HOST_LIVE), ==, 3);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_HOST_GEN(0)), ==, 1);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_HOST_GEN(1)), ==, 1);
     /* the pool: b's lines as b left them, a's stores only in a's range */
     for (i = 0; i < POOL_SIZE; i += 8) {
         uint64_t want = 0, got;
@@ -4165,7 +4144,7 @@ static void chase_paired(unsigned miss_ns, uint32_t n, int rounds,
             *path = MIN(*path, ticks);
         }
     }
-    misses = r64(&h, R_STAT_MISSES);
+    misses = rstat(&h, CXLSHM_STAT_MISSES);
     g_assert_cmpuint(misses, ==, (uint64_t)n * (2 * rounds + 1));
     qtest_quit(h.qts);
 }
@@ -4307,19 +4286,19 @@ static void memdev_two_hosts(const char *pool)
 
     memdev_start(&a, pool, 0, NULL, NULL);
     memdev_start(&b, pool, 1, NULL, ",size=256M");
-    g_assert_cmphex(r64(&a, R_HOST_LIVE), ==, 3);
-    g_assert_cmpuint(r64(&b, R_SIZE), ==, POOL_SIZE);
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_SIZE), ==, POOL_SIZE);
     pool_pread(pool, 0, magic, sizeof(magic));
     g_assert_cmpmem(magic, 8, "CXLPOOL\0", 8);
     host_start(&c, pool, 2, true);
     unlink(pool);
     memdev_see_each_other(&a, &b, 0x1234);
     memdev_see_each_other(&b, &a, 0x5678);
-    g_assert_cmphex(r64(&c, R_HOST_LIVE), ==, 7);
+    g_assert_cmphex(r64(&c, A_CXLSHM_HOST_LIVE), ==, 7);
     memdev_see_each_other(&c, &a, 0x9abc);
     qtest_quit(c.qts);
     qtest_quit(b.qts);
-    g_assert_cmpuint(r32(&a, R_HOST_STATE(1)), ==, 3);      /* left */
+    g_assert_cmpuint(r32(&a, A_CXLSHM_HOST_STATE(1)), ==, 3);      /* left */
     qtest_quit(a.qts);
 }
 

@@ -1,0 +1,235 @@
+/*
+ * cxl-shm: mode=timed, the pod's snoop filter in the pool's metadata
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Shared by the hosts: which hosts hold each coherent line and which one
+ * holds it modified (cxl-shm-timed.c describes the model).
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/host-utils.h"
+#include "qemu/bitmap.h"
+#include "qemu/timer.h"
+#include "qapi/error.h"
+#include "cxl-shm.h"
+#include "cxl-shm-timed.h"
+#include "trace.h"
+
+/*
+ * Set (line % 8192), indexed by the line address as a snoop filter's is,
+ * guarded by the coherent line's own lock word (cxl_shm_lines_lock());
+ * the tag is the rest of the line number (21 bits: a 1 TiB pool).
+ */
+uint64_t *cxl_shm_sf_set(CXLShmState *s, uint64_t off)
+{
+    return &s->t.sf[((off / CXLSHM_LINE) % CXLSHM_NR_LOCKS) * s->t.sf_ways];
+}
+
+uint64_t cxl_shm_sf_tag(uint64_t off)
+{
+    return (off / CXLSHM_LINE / CXLSHM_NR_LOCKS) & SF_TAG_MASK;
+}
+
+int cxl_shm_sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->t.sf_ways; i++) {
+        uint64_t e = qatomic_read(&set[i]);
+
+        if ((e & SF_VALID) && ((e >> SF_TAG_SHIFT) & SF_TAG_MASK) == tag) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Entry @i was used: it is the youngest of its set; lock held */
+void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i)
+{
+    uint32_t j;
+
+    for (j = 0; j < s->t.sf_ways; j++) {
+        uint64_t e = set[j];
+        uint64_t age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
+
+        if (j == i) {
+            age = 0;
+        } else if ((e & SF_VALID) && age < SF_AGE_MAX) {
+            age++;
+        }
+        e = (e & ~(SF_AGE_MAX << SF_AGE_SHIFT)) | age << SF_AGE_SHIFT;
+        qatomic_set(&set[j], e);
+    }
+}
+
+/*
+ * A free entry for @tag, evicting the oldest one of a full set from every
+ * host that holds it (each such host counts as back-invalidated: its next
+ * access to that line misses); lock held.
+ */
+int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
+              uint64_t off, Cost *c)
+{
+    uint32_t i, victim = 0;
+    uint64_t oldest = 0, holders;
+
+    for (i = 0; i < s->t.sf_ways; i++) {
+        uint64_t e = set[i], age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
+
+        if (!(e & SF_VALID)) {
+            victim = i;
+            goto take;
+        }
+        if (age > oldest || i == 0) {
+            oldest = age;
+            victim = i;
+        }
+    }
+    holders = set[victim] & SF_HOLDERS;
+    qatomic_inc(&s->stats[CXLSHM_STAT_SF_EVICTIONS]);
+    stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop32(holders));
+    if (holders) {
+        c->ns += qatomic_read(&s->t.bi_ns);
+    }
+    trace_cxl_shm_timed_sf_evict(s->host_id, off, (uint32_t)holders);
+take:
+    qatomic_set(&set[victim], SF_VALID | tag << SF_TAG_SHIFT);
+    return victim;
+}
+
+/* The hosts the pool's table shows live (this one included) */
+uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
+{
+    uint64_t live = 1ULL << s->host_id;
+    uint32_t i;
+
+    for (i = 0; i < s->max_hosts; i++) {
+        if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
+            live |= 1ULL << i;
+        }
+    }
+    return live;
+}
+
+/*
+ * This host's (earlier lives') marks in filter set @i: gone.  The set's
+ * lock is held (coherent line i: lock word i, coherent-size >= 2 MiB
+ * here), and the cache lock.
+ */
+void cxl_shm_sf_forget_set(CXLShmState *s, uint32_t i)
+{
+    uint64_t me = 1ULL << s->host_id;
+    uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+    uint32_t j;
+
+    for (j = 0; j < s->t.sf_ways; j++) {
+        uint64_t e = set[j];
+
+        if (!(e & SF_VALID)) {
+            continue;
+        }
+        if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
+            e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
+        }
+        e &= ~me;
+        qatomic_set(&set[j], e);
+    }
+    if (test_bit(i, s->t.sf_stale)) {
+        clear_bit(i, s->t.sf_stale);
+        s->t.nr_stale--;
+    }
+}
+
+/*
+ * The stale sets whose lock is free now are cleaned; never waits (the
+ * callers hold the BQL, and a stopped host may keep a lock for as long
+ * as it is stopped).  Those still locked are tried again a millisecond
+ * later.  Cache lock held.
+ */
+static void sf_forget_retry(CXLShmState *s)
+{
+    CXLShmTimed *t = &s->t;
+    unsigned long i;
+
+    for (i = find_first_bit(t->sf_stale, CXLSHM_NR_LOCKS);
+         i < CXLSHM_NR_LOCKS;
+         i = find_next_bit(t->sf_stale, CXLSHM_NR_LOCKS, i + 1)) {
+        CXLShmLineLock h;
+
+        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h)) {
+            cxl_shm_sf_forget_set(s, i);
+            cxl_shm_lines_unlock(&s->lines, &h);
+        }
+    }
+    if (t->nr_stale) {
+        trace_cxl_shm_timed_sf_stale(s->host_id, t->nr_stale);
+        timer_mod(t->sf_timer,
+                  qemu_clock_get_ms(QEMU_CLOCK_REALTIME) + 1);
+    }
+}
+
+void cxl_shm_sf_forget_tick(void *opaque)
+{
+    CXLShmState *s = opaque;
+
+    qemu_mutex_lock(&s->t.lock);
+    sf_forget_retry(s);
+    qemu_mutex_unlock(&s->t.lock);
+}
+
+/*
+ * This host's (earlier lives') marks in the filter: gone, at its join
+ * and at each reset.  A set whose lock another host keeps stays marked
+ * stale until it is cleaned: by the retry timer, or first by this host's
+ * own next access to a line of the set (under that lock, before it
+ * marks the set itself).  Until then another host may count a
+ * back-invalidate of this host there.  Cache lock held.
+ */
+void cxl_shm_sf_forget_me(CXLShmState *s)
+{
+    bitmap_fill(s->t.sf_stale, CXLSHM_NR_LOCKS);
+    s->t.nr_stale = CXLSHM_NR_LOCKS;
+    sf_forget_retry(s);
+}
+
+
+/*
+ * The pod's snoop filter: its size is fixed by the first mode=timed host
+ * that joins the pool (under the pool's flock); later ones must agree.
+ */
+bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
+{
+    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(s->meta +
+                                                    CXLPOOL_SF_OFFSET);
+    uint32_t ways = s->t.sf_entries / CXLSHM_NR_LOCKS;
+    bool ok = true;
+
+    cxlpool_flock(s->fd, LOCK_EX);
+    if (qatomic_read(&sh->magic) != CXLPOOL_SF_MAGIC) {
+        memset(s->meta + CXLPOOL_SF_ENTRIES, 0,
+               (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8);
+        qatomic_set(&sh->ways, ways);
+        smp_wmb();  /* the entries and ways are set before the magic */
+        qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
+    } else if (qatomic_read(&sh->ways) != ways) {
+        error_setg(errp, "property 'snoop-filter-entries' is %u, "
+                   "but the pod's snoop filter has %" PRIu64 " entries (set "
+                   "by the first mode=timed host; every host of a pool must "
+                   "agree)", s->t.sf_entries,
+                   qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
+        error_append_hint(errp, "Use snoop-filter-entries=%" PRIu64 ", or "
+                          "make a new pool.\n",
+                          qatomic_read(&sh->ways) * CXLSHM_NR_LOCKS);
+        ok = false;
+    }
+    cxlpool_flock(s->fd, LOCK_UN);
+    if (ok) {
+        s->t.sf = (uint64_t *)(s->meta + CXLPOOL_SF_ENTRIES);
+        s->t.sf_ways = ways;
+    }
+    return ok;
+}
