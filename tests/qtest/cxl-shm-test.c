@@ -2846,6 +2846,42 @@ static void test_timed_latency_icount(void)
 }
 
 /*
+ * Record/replay is refused at start, in both modes: the latency the
+ * device charges moves the virtual clock in the middle of a translation
+ * block (icount_advance_ns) without an event in the replay log, so a
+ * replay would diverge.  The pool is not touched.
+ */
+static void test_record_replay_refused(void)
+{
+    static const char *const modes[] = { "", TIMED };
+    g_autofree char *pool = pool_path("rr.pool");
+    int i;
+
+    for (i = 0; i < ARRAY_SIZE(modes); i++) {
+        g_autofree char *dev = host_args(pool, 0, modes[i]);
+        g_autofree char *cmd = g_strdup_printf(
+            "timeout 30 %s -accel tcg -display none -S "
+            "-icount shift=0,rr=record,rrfile=/dev/null %s",
+            g_getenv("QTEST_QEMU_BINARY"), dev);
+        g_autofree char *out = NULL, *err = NULL;
+        g_autofree char *before = file_state(pool);
+        g_autofree char *after = NULL;
+        int status;
+
+        g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status,
+                                                NULL));
+        after = file_state(pool);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 ||
+            !strstr(err, "record/replay is not supported")) {
+            g_test_message("mode '%s': status 0x%x, stderr: %s", modes[i],
+                           status, err);
+            g_assert_not_reached();
+        }
+        g_assert_cmpstr(before, ==, after);
+    }
+}
+
+/*
  * A host that died in the middle of a writeback left its line lock held
  * and its undo record armed; the next QEMU on the same slot takes the
  * lock over at its join and rolls the half-written line back.  (The kill
@@ -4539,6 +4575,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/wbinvd-dropped-pages",
                    test_wbinvd_dropped_pages);
     qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
+    qtest_add_func("/cxl-shm/record-replay-refused",
+                   test_record_replay_refused);
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
     qtest_add_func("/cxl-shm/reset-inside-doorbell",
