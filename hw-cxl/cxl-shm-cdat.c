@@ -96,7 +96,7 @@ void cxl_shm_free_cdat(CDATSubHeader **cdat_table, int num, void *priv)
 }
 
 /*
- * latency-ns can change at run time (qom-set, or cxl-shm-set-latency):
+ * latency-ns can change at run time (qom-set):
  * the charge uses the new value from the next operation on, and the
  * CDAT's DSLBIS latencies follow (its sequence number grows, so software
  * that cached the table can tell).

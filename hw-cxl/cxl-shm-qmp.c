@@ -1,5 +1,5 @@
 /*
- * cxl-shm: QMP commands (query-cxl-shm, cxl-shm-set-latency)
+ * cxl-shm: QMP command query-cxl-shm
  *
  * Copyright (c) 2025 cxlpod authors
  *
@@ -50,7 +50,7 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     CxlShmInfo *info;
     CxlShmHostList **htail;
     CxlShmCapabilityList **ctail;
-    uint32_t i, st;
+    uint32_t i, st, caps;
 
     if (!object_dynamic_cast(obj, TYPE_CXL_SHM) || !DEVICE(obj)->realized) {
         return 0;
@@ -84,12 +84,11 @@ static int cxl_shm_collect(Object *obj, void *opaque)
         info->timed->bandwidth_mbs = s->bandwidth_mbs;
     }
     info->generation = s->generation;
-    info->direct_mapped = cxl_shm_direct_active(s);
     ctail = &info->capabilities;
-    info->caps = cxl_shm_caps(s);
+    caps = cxl_shm_caps(s);
     for (i = 0; i < CXL_SHM_CAPABILITY__MAX; i++) {
         /* the enum's order is the CAPS bit order */
-        if (info->caps & (1u << i)) {
+        if (caps & (1u << i)) {
             QAPI_LIST_APPEND(ctail, (CxlShmCapability)i);
         }
     }
@@ -126,19 +125,4 @@ CxlShmInfoList *qmp_query_cxl_shm(Error **errp)
 
     object_child_foreach_recursive(object_get_root(), cxl_shm_collect, &tail);
     return head;
-}
-
-void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
-                             Error **errp)
-{
-    Object *obj = object_resolve_path_type(path, TYPE_CXL_SHM, NULL);
-
-    if (!obj) {
-        error_setg(errp, "'%s' is not a cxl-shm device", path);
-        return;
-    }
-    /* the property's setter checks the range and updates the CDAT */
-    object_property_set_uint(obj, CXL_SHM(obj)->timed ? "miss-latency-ns"
-                                                      : "latency-ns",
-                             latency_ns, errp);
 }

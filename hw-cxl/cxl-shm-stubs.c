@@ -14,9 +14,3 @@ CxlShmInfoList *qmp_query_cxl_shm(Error **errp)
 {
     return NULL;
 }
-
-void qmp_cxl_shm_set_latency(const char *path, uint32_t latency_ns,
-                             Error **errp)
-{
-    error_setg(errp, "cxl-shm support is not compiled in");
-}

@@ -53,6 +53,9 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
 {
     CXLType3Dev *ct3d = &s->parent_obj;
 
+    if (!icount_advance_check(errp)) {
+        return false;
+    }
     if (ct3d->hostmem && !cxl_shm_check_memdev(s, errp)) {
         return false;
     }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A vCPU's TLB against a memory map that changes under it (the QEMU abort
 # "iotlb_to_section: Assertion `section_index < d->map.sections_nb'" that
-# int-16 hit in a guest's early boot; patch 0010).  One guest thread reads
+# int-16 hit in a guest's early boot; patch 0002).  One guest thread reads
 # the q35 AHCI's CAP register (00:1f.2 BAR5) in a loop while another
 # toggles the memory enable of a spare virtio-serial device at 00:09.0,
 # whose BARs lie below it: every toggle builds a map in which the AHCI's
 # section has another index.  Every read must return CAP, and QEMU must
-# not abort.  On Debian's 10.0.13 without patch 0010 this read a wrong
+# not abort.  On Debian's 10.0.13 without patch 0002 this read a wrong
 # value 26 times in 20 s (21000 map changes).
 . "$(dirname "$0")/lib.sh"
 
