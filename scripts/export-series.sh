@@ -66,7 +66,9 @@ upstream_tree() {
     tar -C "$UP.tmp" --strip-components=1 -xf "$tarball"
     [ -f "$UP.tmp/VERSION" ] && grep -q '^10\.0\.' "$UP.tmp/VERSION" \
         || die "$(basename "$tarball") is not QEMU 10.0.x"
-    (cd "$UP.tmp" && git init -q && git add -A &&
+    # -f: the release carries files QEMU's .gitignore lists (the sources of
+    # subprojects/, which a build without network needs)
+    (cd "$UP.tmp" && git init -q && git add -A -f &&
      git -c user.name=cxlpod -c user.email=cxlpod@localhost commit -q \
          -m "QEMU $(cat VERSION) (upstream release, from Debian's $(basename "$tarball"))" &&
      git tag upstream) >"$LOGDIR/series-git.log" 2>&1 \
