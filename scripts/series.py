@@ -38,6 +38,7 @@ class Step:
         self.patch = None
         self.files = []     # (src, dest)
         self.maintainers_in = None
+        self.qtest_timeout = None
 
 
 def parse(top):
@@ -75,6 +76,10 @@ def parse(top):
                 if step is None:
                     raise ManifestError('%s: maintainers-in belongs to a step' % where)
                 step.maintainers_in = rest
+            elif word == 'qtest-timeout':
+                if step is None or not rest.isdigit():
+                    raise ManifestError('%s: qtest-timeout SECONDS, inside a step' % where)
+                step.qtest_timeout = int(rest)
             elif word == 'drop':
                 m['drop'].append(rest)
             elif word == 'skip':
@@ -352,10 +357,19 @@ def add_to_section(tree, title, files):
     open(path, 'w').write(text[:i] + '\n'.join(sec) + '\n' + text[j:])
 
 
-def apply_qtest(tree, top, m, dest):
+def apply_qtest(tree, top, m, dest, timeout):
     name = os.path.basename(dest)[:-2]
     path = os.path.join(tree, 'tests/qtest/meson.build')
     text = open(path).read()
+    if timeout:
+        # meson's default for a qtest is 60 s
+        old = 'slow_qtests = {\n'
+        if old not in text:
+            raise ManifestError('tests/qtest/meson.build: no slow_qtests to give %s its timeout' % name)
+        i = text.index(old) + len(old)
+        while text[i:].startswith("  '") and text[i + 3:].split("'")[0] < name:
+            i = text.index('\n', i) + 1
+        text = text[:i] + "  '%s' : %d,\n" % (name, timeout) + text[i:]
     sym = kconfig_symbol(top, m)
     old = "(config_all_devices.has_key('CONFIG_CXL') ? ['cxl-test'] : [])\n"
     if old not in text:
@@ -397,7 +411,7 @@ def apply(top, n, tree, msgfile, author, patch_added=()):
             new_files.append(dest)
         open(path, 'w').write(text)
         if dest.startswith('tests/qtest/') and dest.endswith('-test.c'):
-            apply_qtest(tree, top, m, dest)
+            apply_qtest(tree, top, m, dest, s.qtest_timeout)
         if dest.startswith('docs/system/devices/') and dest.endswith('.rst'):
             apply_docs_index(tree, dest)
     if m['meson'] and (done - prev):
