@@ -52,7 +52,12 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$SERIES}
 t0=$(date +%s)
 
 exec 8>"$BUILD/.series-check.lock"
-flock -n 8 || die "another scripts/check-series.sh runs in this clone"
+# one check at a time (they share the tree and the build folder): wait
+# for another, as build-qemu.sh does
+if ! flock -n 8; then
+    log "another scripts/check-series.sh runs in this clone: waiting for it"
+    flock 8
+fi
 
 # 1. Export.
 SERIES_VERSION= bash "$TOP/scripts/export-series.sh" "$OUT"
