@@ -95,14 +95,8 @@ fi
 # 4. Configure again only when the options or the device list changed (ninja
 #    re-runs meson by itself when a patched meson.build changes); ccache makes
 #    a fresh configure cheap.
-CONF=(--python=/usr/bin/python3 --target-list=x86_64-softmmu
-      --without-default-features --without-default-devices
-      --with-devices-x86_64=cxlpod
-      --enable-tcg --enable-kvm --enable-numa --disable-docs --disable-install-blobs
-      --enable-vde --enable-attr --enable-virtfs
-      --disable-werror)
+mapfile -t CONF < <(qemu_configure_flags)
 [ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
-[ -x /usr/lib/ccache/gcc ] && CONF+=(--cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc)
 csum=$( (printf '%s\n' "${CONF[@]}"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
 # A build folder configured from another source tree (copied or moved from
 # another clone) is configured again: meson regenerates from the path it
