@@ -35,6 +35,7 @@
 #include "hw/core/cpu.h"
 #include "system/system.h"
 #include "system/cpus.h"
+#include "system/cpu-timers.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
 #include "hw/boards.h"
