@@ -159,6 +159,13 @@ static void direct_map(CXLShmState *s, CXLShmDirect *d)
     d->mr = &d->alias;
 }
 
+/* Line ops reach the image of the non-coherent area */
+static MemoryRegion *direct_native_mr(CXLShmState *s, uint64_t *dpa_base)
+{
+    *dpa_base = s->coherent_size;
+    return s->nc_size ? &s->image_mr : NULL;
+}
+
 /* Reads and writes alike: latency-ns per line */
 static void direct_latency(CXLShmState *s, uint32_t *read_ns,
                            uint32_t *write_ns)
@@ -170,10 +177,9 @@ static bool direct_check_props(CXLShmState *s, Error **errp)
 {
     if (s->t.cache_size != CXLSHM_TIMED_CACHE ||
         s->t.cache_ways != CXLSHM_TIMED_WAYS ||
-        s->t.sf_entries != CXLSHM_TIMED_SF ||
-        (s->t.stale_log && *s->t.stale_log)) {
-        error_setg(errp, "properties 'cache-size', 'cache-ways', "
-                   "'snoop-filter-entries' and 'stale-log' apply to "
+        s->t.sf_entries != CXLSHM_TIMED_SF) {
+        error_setg(errp, "properties 'cache-size', 'cache-ways' and "
+                   "'snoop-filter-entries' apply to "
                    "mode=timed only");
         return false;
     }
@@ -184,6 +190,7 @@ const CXLShmModeOps cxl_shm_direct_mode = {
     .maps_ram = true,
     .check_props = direct_check_props,
     .map = direct_map,
+    .native_mr = direct_native_mr,
     .range = direct_range,
     .whole = direct_whole,
     .nt_land = direct_nt_land,

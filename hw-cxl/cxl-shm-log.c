@@ -1,105 +1,178 @@
 /*
- * cxl-shm: the JSON-lines logs of conflicts and stale reads
+ * cxl-shm: the CXL_SHM_CONFLICT and CXL_SHM_STALE_READ events, and the
+ * guest PC they name
  *
  * Copyright (c) 2025 cxlpod authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * A guest can make conflicts and stale reads as fast as it runs, so each
+ * kind is limited per device by a token bucket: a burst of
+ * CXLSHM_EVENT_BURST events, then CXLSHM_EVENT_RATE per second, and an
+ * event counts the ones suppressed before it (@missed).  Not QEMU's
+ * monitor throttle (one event per period, the last one kept): it would
+ * hide the first conflict of a burst, the one a user debugging a
+ * protocol needs, and drop the count of the others.  The device's
+ * statistics count every one regardless.
  */
 
 #include "qemu/osdep.h"
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
-#include "qapi/error.h"
+#include "hw/core/cpu.h"
+#include "exec/target_page.h"
+#include "system/tcg.h"
+#include "qapi/qapi-events-cxl.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
-/* ,"@key":"@p's @len bytes in hex": a member of the record @j writes */
-void cxl_shm_log_hex(GString *j, const char *key, const uint8_t *p,
-                     size_t len)
-{
-    size_t i;
+/*
+ * The guest PC of the instruction this vCPU thread is serving, when it
+ * came in through a cache maintenance hook: the PC, or CXLSHM_PC_NONE
+ * if the hook cannot know it.  0 otherwise: an access to the device
+ * (its PC is unwound when an event needs it) or no vCPU at all.
+ */
+static __thread uint64_t cxl_shm_insn_pc;
 
-    g_string_append_printf(j, ",\"%s\":\"", key);
-    for (i = 0; i < len; i++) {
-        g_string_append_printf(j, "%02x", p[i]);
+/* Set it; returns the value it had */
+uint64_t cxl_shm_set_insn_pc(uint64_t pc)
+{
+    uint64_t old = cxl_shm_insn_pc;
+
+    cxl_shm_insn_pc = pc;
+    return old;
+}
+
+/* The guest PC of the access to the device @cpu is making, or 0 */
+uint64_t cxl_shm_access_pc(CPUState *cpu)
+{
+    uint64_t data[8] = { 0 };   /* more than any target's insn_start */
+    uint64_t pc, page = qemu_target_page_mask();
+
+    if (!cpu || !cpu->cc->get_pc) {
+        return 0;
     }
-    g_string_append_c(j, '"');
+    pc = cpu->cc->get_pc(cpu);
+    /*
+     * TCG records the page offset of each instruction (PC-relative
+     * translation); the page is the translation block's.
+     */
+    if (tcg_enabled() && cpu->mem_io_pc &&
+        cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
+        pc = (pc & page) | (data[0] & ~page);
+    }
+    return pc;
+}
+
+/* The PC an event of this thread names: false if none is known */
+static bool cxl_shm_event_pc(uint64_t *pc)
+{
+    *pc = cxl_shm_insn_pc;
+    if (*pc == CXLSHM_PC_NONE) {
+        *pc = 0;
+    } else if (!*pc && current_cpu) {
+        *pc = cxl_shm_access_pc(current_cpu);
+    }
+    return *pc != 0;
+}
+
+void cxl_shm_events_init(CXLShmState *s)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    int i;
+
+    qemu_mutex_init(&s->event_lock);
+    for (i = 0; i < CXLSHM_EVENT__MAX; i++) {
+        s->event_limit[i] = (CXLShmEventLimit) {
+            .stamp_ns = now, .tokens = CXLSHM_EVENT_BURST,
+        };
+    }
+}
+
+void cxl_shm_events_fini(CXLShmState *s)
+{
+    qemu_mutex_destroy(&s->event_lock);
 }
 
 /*
- * The record @j ends and goes to @fp as one line, whole (the vCPUs that
- * write records share the file: @lock)
+ * May an event of @kind go out now?  If so, @missed is the number the
+ * limit suppressed since the previous one of its kind.
  */
-void cxl_shm_log_record(FILE *fp, QemuMutex *lock, GString *j)
+static bool cxl_shm_event_allow(CXLShmState *s, CXLShmEventKind kind,
+                                uint64_t *missed)
 {
-    g_string_append(j, "}\n");
-    qemu_mutex_lock(lock);
-    fputs(j->str, fp);
-    fflush(fp);
-    qemu_mutex_unlock(lock);
+    CXLShmEventLimit *l = &s->event_limit[kind];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    int64_t per = NANOSECONDS_PER_SECOND / CXLSHM_EVENT_RATE;
+    bool ok;
+
+    qemu_mutex_lock(&s->event_lock);
+    if (now - l->stamp_ns >= per) {
+        uint64_t add = (now - l->stamp_ns) / per;
+
+        l->tokens = MIN(l->tokens + add, CXLSHM_EVENT_BURST);
+        l->stamp_ns += add * per;
+    }
+    ok = l->tokens > 0;
+    if (ok) {
+        l->tokens--;
+        *missed = l->missed;
+        l->missed = 0;
+    } else {
+        l->missed++;
+    }
+    qemu_mutex_unlock(&s->event_lock);
+    return ok;
+}
+
+static char *cxl_shm_hex(const uint8_t *p, size_t len)
+{
+    char *h = g_malloc(len * 2 + 1);
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        snprintf(h + 2 * i, 3, "%02x", p[i]);
+    }
+    return h;
 }
 
 /* Line engine callback: one writeback that overwrote another host's data */
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
 {
     CXLShmState *s = opaque;
-    g_autoptr(GString) j = NULL;
+    g_autofree char *path = NULL, *base = NULL, *theirs = NULL, *mine = NULL;
+    uint64_t missed, pc;
+    bool has_pc = cxl_shm_event_pc(&pc);
 
-    trace_cxl_shm_conflict(s->host_id, s->generation, c->offset, c->mask);
-    if (!s->conflict_fp) {
+    trace_cxl_shm_conflict(s->host_id, s->generation, c->offset, c->mask,
+                           pc);
+    if (!cxl_shm_event_allow(s, CXLSHM_EVENT_CONFLICT, &missed)) {
         return;
     }
-    j = g_string_new(NULL);
-    g_string_append_printf(j, "{\"host\":%u,\"generation\":%" PRIu64
-                           ",\"offset\":%" PRIu64 ",\"line\":\"0x%" PRIx64
-                           "\",\"time_ns\":%" PRId64 ",\"lost_mask\":\"0x%016"
-                           PRIx64 "\",\"lost_bytes\":%d", s->host_id,
-                           s->generation, c->offset, c->offset,
-                           qemu_clock_get_ns(QEMU_CLOCK_REALTIME), c->mask,
-                           ctpop64(c->mask));
-    cxl_shm_log_hex(j, "base", c->base, CXLPOOL_LINE);
-    cxl_shm_log_hex(j, "theirs", c->theirs, CXLPOOL_LINE);
-    cxl_shm_log_hex(j, "mine", c->mine, CXLPOOL_LINE);
-    cxl_shm_log_record(s->conflict_fp, &s->conflict_lock, j);
+    path = object_get_canonical_path(OBJECT(s));
+    base = cxl_shm_hex(c->base, CXLPOOL_LINE);
+    theirs = cxl_shm_hex(c->theirs, CXLPOOL_LINE);
+    mine = cxl_shm_hex(c->mine, CXLPOOL_LINE);
+    qapi_event_send_cxl_shm_conflict(path, s->host_id, s->generation,
+                                     c->offset, c->mask, ctpop64(c->mask),
+                                     base, theirs, mine, has_pc, pc, missed);
 }
 
-/*
- * conflict-log, and mode=timed's stale-log: before the pool is touched,
- * so that a refusal leaves it as it was
- */
-bool cxl_shm_open_logs(CXLShmState *s, Error **errp)
+void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
+                        uint64_t val, const uint8_t *stale,
+                        const uint8_t *current, uint64_t pc)
 {
-    CXLShmTimed *t = &s->t;
+    g_autofree char *path = NULL, *was = NULL, *now = NULL;
+    uint64_t missed;
 
-    if (s->conflict_log && *s->conflict_log) {
-        s->conflict_fp = fopen(s->conflict_log, "a");
-        if (!s->conflict_fp) {
-            error_setg_errno(errp, errno, "cannot open "
-                             "conflict-log '%s'", s->conflict_log);
-            return false;
-        }
+    if (!cxl_shm_event_allow(s, CXLSHM_EVENT_STALE_READ, &missed)) {
+        return;
     }
-    /* only mode=timed accepts a stale-log (its check_props) */
-    if (t->stale_log && *t->stale_log) {
-        t->stale_fp = fopen(t->stale_log, "a");
-        if (!t->stale_fp) {
-            error_setg_errno(errp, errno, "cannot open stale-log "
-                             "'%s'", t->stale_log);
-            cxl_shm_close_logs(s);
-            return false;
-        }
-    }
-    return true;
-}
-
-void cxl_shm_close_logs(CXLShmState *s)
-{
-    if (s->t.stale_fp) {
-        fclose(s->t.stale_fp);
-        s->t.stale_fp = NULL;
-    }
-    if (s->conflict_fp) {
-        fclose(s->conflict_fp);
-        s->conflict_fp = NULL;
-    }
+    path = object_get_canonical_path(OBJECT(s));
+    was = cxl_shm_hex(stale, CXLPOOL_LINE);
+    now = cxl_shm_hex(current, CXLPOOL_LINE);
+    qapi_event_send_cxl_shm_stale_read(path, s->host_id, s->generation, off,
+                                       QEMU_ALIGN_DOWN(off, CXLPOOL_LINE),
+                                       size, val, was, now, pc != 0, pc,
+                                       missed);
 }

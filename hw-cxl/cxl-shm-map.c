@@ -34,11 +34,6 @@ bool cxl_shm_mapped(CXLShmState *s)
     return false;
 }
 
-bool cxl_shm_direct_active(CXLShmState *s)
-{
-    return cxl_shm_mapped(s) && s->mode_ops->maps_ram;
-}
-
 bool cxl_shm_native_active(CXLShmState *s)
 {
     int i;
@@ -58,8 +53,11 @@ void cxl_shm_unmap(CXLShmState *s, int which)
     CXLShmDirect *d = &s->direct[which];
 
     if (s->native_registered[which]) {
-        cache_maint_unregister(d->hpa, cxl_shm_native, s);
         s->native_registered[which] = false;
+        if (!cxl_shm_native_active(s) && s->native_mr) {
+            memory_region_set_cache_maint(s->native_mr, NULL, NULL);
+            s->native_mr = NULL;
+        }
     }
     if (!d->mapped) {
         return;
@@ -143,8 +141,19 @@ static void cxl_shm_map(CXLShmState *s, int which)
     d->mapped = true;
     trace_cxl_shm_direct_map(s->host_id, which, base, dpa, map_size);
 
+    /*
+     * Guest cache maintenance of the mapped range reaches the device
+     * while a decoder maps it (the hook is on the region every decoder's
+     * alias leads to)
+     */
     if (tcg_enabled()) {
-        cache_maint_register(base, map_size, dpa, cxl_shm_native, s);
+        if (!cxl_shm_native_active(s)) {
+            s->native_mr = s->mode_ops->native_mr(s, &s->native_base);
+            if (s->native_mr) {
+                memory_region_set_cache_maint(s->native_mr, cxl_shm_native,
+                                              s);
+            }
+        }
         s->native_registered[which] = true;
     }
 }

@@ -62,18 +62,23 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
     bool nowait = bql_locked();
     uint32_t i, len, kept = 0;
+    uint64_t old_pc;
 
     if (!q || !q->len) {
         return;
     }
     len = q->len;
+    old_pc = cxl_shm_set_insn_pc(0);
     for (i = 0; i < len; i++) {
         uint64_t e = q->entry[i];
         uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
 
+        /* a conflict names the instruction that queued the line */
+        cxl_shm_set_insn_pc(q->pc[i] ?: CXLSHM_PC_NONE);
         if (nowait) {
             if (!cxl_shm_land_now(s, e, q->mask[i], n)) {
                 q->mask[kept] = q->mask[i];
+                q->pc[kept] = q->pc[i];
                 q->entry[kept++] = e;
             }
         } else if (e & CXLSHM_QUEUE_NT) {
@@ -83,6 +88,7 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
                           CXLSHM_LINE_WRITEBACK, line, CXLPOOL_LINE, n);
         }
     }
+    cxl_shm_set_insn_pc(old_pc);
     q->len = kept;
     if (kept) {
         trace_cxl_shm_native_fence_busy(s->host_id, cpu->cpu_index, kept);
@@ -99,7 +105,8 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
  * buffer merges them).
  */
 static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
-                          bool flush, uint64_t nt, CXLShmLineCount *n)
+                          bool flush, uint64_t nt, uint64_t pc,
+                          CXLShmLineCount *n)
 {
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
 
@@ -114,6 +121,7 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
     }
     if (nt && q->len && q->entry[q->len - 1] == (dpa | CXLSHM_QUEUE_NT)) {
         q->mask[q->len - 1] |= nt;
+        q->pc[q->len - 1] = pc;
         return;
     }
     if (q->len == CXLSHM_QUEUE_LEN) {
@@ -121,6 +129,7 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
         cxl_shm_drain(s, cpu, n);
     }
     q->mask[q->len] = nt;
+    q->pc[q->len] = pc;
     q->entry[q->len++] = dpa | (nt ? CXLSHM_QUEUE_NT :
                                 flush ? CXLSHM_QUEUE_FLUSH : 0);
     if (s->wb_deferred) {
@@ -129,15 +138,11 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
     cache_maint_set_pending(cpu);
 }
 
-/*
- * Guest cache maintenance (system/cache-maint.h) on a directly mapped
- * decoder: @dpa is the decoder's DPA base plus the offset in the range.
- * Runs on the vCPU thread of @cpu without the BQL.
- */
-void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
-                    uint64_t dpa, uint64_t len)
+/* One hooked operation: @dpa and @len for a line op, @pc its guest PC */
+static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
+                              CacheMaintOp cop, uint64_t dpa, uint64_t len,
+                              uint64_t pc)
 {
-    CXLShmState *s = opaque;
     CXLShmLineCount n = { 0 };
     uint64_t l, start, end, lines = 0;
     const char *what = NULL;
@@ -152,7 +157,8 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         }
         qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
         if (cop != CACHE_MAINT_CLFLUSH && s->wb_deferred) {
-            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, 0, &n);
+            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, 0, pc,
+                          &n);
         } else {
             cxl_shm_range(s, cop == CACHE_MAINT_CLWB ? CXLSHM_LINE_WRITEBACK :
                           CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
@@ -185,7 +191,7 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
             if (s->mode_ops->nt_store) {
                 s->mode_ops->nt_store(s, l, mask);
             }
-            cxl_shm_defer(s, cpu, l, false, mask, &n);
+            cxl_shm_defer(s, cpu, l, false, mask, pc, &n);
             lines++;
         }
         if (!s->wb_deferred && cop == CACHE_MAINT_NT_STORE) {
@@ -225,4 +231,27 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         cxl_shm_pool_sync_stats(s);
     }
     cxl_shm_charge(s, lines);
+}
+
+/*
+ * Guest cache maintenance of the hooked region
+ * (memory_region_set_cache_maint()): for a line op, @addr is the offset
+ * in s->native_mr and the guest PC of @cpu is the instruction's (the
+ * front end updates it before the hook), which a conflict the op makes
+ * names.  Runs on the vCPU thread of @cpu without the BQL.
+ */
+void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+                    hwaddr addr, uint64_t len)
+{
+    CXLShmState *s = opaque;
+    uint64_t pc = CXLSHM_PC_NONE;
+
+    if (cop != CACHE_MAINT_FENCE && cop != CACHE_MAINT_WBINVD &&
+        cop != CACHE_MAINT_WBNOINVD && cop != CACHE_MAINT_INVD &&
+        cpu && cpu->cc->get_pc) {
+        pc = cpu->cc->get_pc(cpu);
+    }
+    cxl_shm_set_insn_pc(pc);
+    cxl_shm_native_op(s, cpu, cop, s->native_base + addr, len, pc);
+    cxl_shm_set_insn_pc(0);
 }

@@ -37,7 +37,8 @@
  *   host's ticks.
  * - Stale reads: a load that hits a non-coherent line whose pool copy
  *   changed since this host fetched it (another host wrote it back) is
- *   counted, traced, and logged to stale-log once per fetch of the line.
+ *   counted, traced, and reported (CXL_SHM_STALE_READ) once per fetch
+ *   of the line.
  *
  * Locking: t->lock (this host's cache) is taken before any line lock;
  * every access runs under it, without the BQL (the region does not ask
@@ -246,54 +247,23 @@ static void st_bytes(uint8_t *p, unsigned size, uint64_t v)
     memcpy(p, &v, size);
 }
 
-/* The guest linear PC of the access @cpu is making, or 0 */
-static uint64_t timed_guest_pc(CPUState *cpu)
-{
-    uint64_t data[8] = { 0 };   /* more than any target's insn_start */
-    uint64_t pc, page = qemu_target_page_mask();
-
-    if (!cpu || !cpu->cc->get_pc) {
-        return 0;
-    }
-    pc = cpu->cc->get_pc(cpu);
-    /*
-     * TCG records the page offset of each instruction (PC-relative
-     * translation); the page is the translation block's.
-     */
-    if (tcg_enabled() && cpu->mem_io_pc &&
-        cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
-        pc = (pc & page) | (data[0] & ~page);
-    }
-    return pc;
-}
-
 /* A load of a line whose pool copy is newer than this host's */
 static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
                         uint64_t off, unsigned size, uint64_t val)
 {
     uint64_t line = QEMU_ALIGN_DOWN(off, CXLSHM_LINE);
-    const uint8_t *mine = s->image + (line - s->coherent_size);
     uint8_t cur[CXLSHM_LINE];
-    uint64_t pc = timed_guest_pc(cpu);
-    g_autoptr(GString) j = NULL;
+    uint64_t pc = cxl_shm_access_pc(cpu);
 
     qatomic_inc(&s->stats[CXLSHM_STAT_STALE_READS]);
     trace_cxl_shm_timed_stale(s->host_id, off, pc);
-    if (!s->t.stale_fp || (w->tag & CXLSHM_WAY_REPORTED)) {
+    if (w->tag & CXLSHM_WAY_REPORTED) {
         return;
     }
     w->tag |= CXLSHM_WAY_REPORTED;
     memcpy(cur, s->pool + line, CXLSHM_LINE);
-    j = g_string_new(NULL);
-    g_string_append_printf(j, "{\"host\":%u,\"generation\":%" PRIu64
-                           ",\"offset\":%" PRIu64 ",\"line\":\"0x%" PRIx64
-                           "\",\"pc\":\"0x%" PRIx64 "\",\"time_ns\":%" PRId64
-                           ",\"size\":%u,\"value\":\"0x%" PRIx64 "\"",
-                           s->host_id, s->generation, off, line, pc,
-                           qemu_clock_get_ns(QEMU_CLOCK_REALTIME), size, val);
-    cxl_shm_log_hex(j, "stale", mine, CXLSHM_LINE);
-    cxl_shm_log_hex(j, "current", cur, CXLSHM_LINE);
-    cxl_shm_log_record(s->t.stale_fp, &s->t.stale_lock, j);
+    cxl_shm_stale_read(s, off, size, val,
+                       s->image + (line - s->coherent_size), cur, pc);
 }
 
 /* A non-coherent access inside one line; cache lock held */
@@ -563,6 +533,14 @@ static void cxl_shm_timed_map(CXLShmState *s, CXLShmDirect *d)
     d->mr = &d->alias;
 }
 
+/* Every access reaches the I/O region; its offset is the DPA */
+static MemoryRegion *cxl_shm_timed_native_mr(CXLShmState *s,
+                                             uint64_t *dpa_base)
+{
+    *dpa_base = 0;
+    return &s->t.io;
+}
+
 /* Realize */
 
 static bool cxl_shm_timed_check_props(CXLShmState *s, Error **errp)
@@ -618,7 +596,6 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
         return false;
     }
     qemu_mutex_init(&t->lock);
-    qemu_mutex_init(&t->stale_lock);
     t->sf_stale = bitmap_new(CXLSHM_NR_LOCKS);
     t->sf_timer = timer_new_ms(QEMU_CLOCK_REALTIME, cxl_shm_sf_forget_tick, s);
     qemu_mutex_lock(&t->lock);
@@ -689,7 +666,6 @@ static void cxl_shm_timed_release(CXLShmState *s)
     }
     object_unparent(OBJECT(&t->io));
     qemu_mutex_destroy(&t->lock);
-    qemu_mutex_destroy(&t->stale_lock);
     g_free(t->way);
     t->way = NULL;
     g_free(t->held);
@@ -705,6 +681,7 @@ const CXLShmModeOps cxl_shm_timed_mode = {
     .release = cxl_shm_timed_release,
     .reset = cxl_shm_timed_reset,
     .map = cxl_shm_timed_map,
+    .native_mr = cxl_shm_timed_native_mr,
     .range = cxl_shm_timed_range,
     .whole = cxl_shm_timed_whole,
     .nt_store = cxl_shm_timed_nt_store,

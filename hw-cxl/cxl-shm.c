@@ -230,11 +230,8 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_setup_atomics(s, errp)) {
         return;
     }
-    if (!cxl_shm_open_logs(s, errp)) {
-        return;
-    }
     if (!cxl_shm_pool_join(s, errp)) {
-        goto fail_log;
+        return;
     }
     if (!cxl_shm_make_backend(s, errp)) {
         goto fail_leave;
@@ -280,8 +277,8 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     /* on hugetlbfs a page the pool mapping lacks was never written */
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
-    qemu_mutex_init(&s->conflict_lock);
     qemu_mutex_init(&s->db_engine);
+    cxl_shm_events_init(s);
     cxl_shm_evict_start(s);
     cxl_shm_live_add(s);
     return;
@@ -297,8 +294,6 @@ fail_backend:
     cxl_shm_drop_backend(s);
 fail_leave:
     cxl_shm_pool_abort(s);
-fail_log:
-    cxl_shm_close_logs(s);
 }
 
 /*
@@ -319,8 +314,7 @@ static void cxl_shm_release(struct rcu_head *head)
     qemu_mutex_lock(&cxl_shm_live_lock);
     QLIST_REMOVE(s, live);
     cxl_shm_mode_release(s);
-    cxl_shm_close_logs(s);
-    qemu_mutex_destroy(&s->conflict_lock);
+    cxl_shm_events_fini(s);
     qemu_mutex_destroy(&s->db_engine);
     g_free(s->queues);
     s->queues = NULL;
@@ -583,7 +577,6 @@ static const Property cxl_shm_props[] = {
                        CxlShmWriteback),
     DEFINE_PROP_UINT32("evict-rate", CXLShmState, evict_rate, 0),
     DEFINE_PROP_UINT64("evict-seed", CXLShmState, evict_seed, 1),
-    DEFINE_PROP_STRING("conflict-log", CXLShmState, conflict_log),
     /* mode=timed: docs/device.md says where each default comes from */
     DEFINE_PROP_SIZE("cache-size", CXLShmState, t.cache_size,
                      CXLSHM_TIMED_CACHE),
@@ -596,7 +589,6 @@ static const Property cxl_shm_props[] = {
     DEFINE_PROP_LATENCY("writeback-latency-ns", t.wb_ns, 250),
     DEFINE_PROP_LATENCY("back-invalidate-latency-ns", t.bi_ns, 200),
     DEFINE_PROP_LATENCY("snoop-latency-ns", t.snoop_ns, 450),
-    DEFINE_PROP_STRING("stale-log", CXLShmState, t.stale_log),
 };
 
 static void cxl_shm_class_init(ObjectClass *oc, void *data)

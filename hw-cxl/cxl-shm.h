@@ -35,6 +35,7 @@ typedef struct CXLShmQueue {
     uint32_t len;
     uint64_t entry[CXLSHM_QUEUE_LEN];   /* line DPA | CXLSHM_QUEUE_* */
     uint64_t mask[CXLSHM_QUEUE_LEN];    /* CXLSHM_QUEUE_NT: bytes stored */
+    uint64_t pc[CXLSHM_QUEUE_LEN];      /* the instruction's guest PC */
 } CXLShmQueue;
 
 typedef struct CXLShmDirect {
@@ -74,7 +75,6 @@ typedef struct CXLShmTimed {
     uint32_t wb_ns;
     uint32_t bi_ns;
     uint32_t snoop_ns;
-    char *stale_log;
 
     /* the host's cache: sets x ways, guarded by lock */
     QemuMutex lock;
@@ -95,8 +95,6 @@ typedef struct CXLShmTimed {
     uint32_t nr_stale;
     QEMUTimer *sf_timer;        /* retries them (never waits) */
     bool released;              /* cxl_shm_timed_fini() ran */
-    FILE *stale_fp;
-    QemuMutex stale_lock;
     MemoryRegion io;            /* the whole device; decoders alias it */
 } CXLShmTimed;
 
@@ -113,6 +111,22 @@ typedef enum CXLShmPoolMade {
  * each do their own way; chosen once, from the mode property, before
  * the pool is touched (s->mode_ops).  The hooks that may be NULL say so.
  */
+/* The events a device emits, each rate-limited (cxl-shm-log.c) */
+typedef enum CXLShmEventKind {
+    CXLSHM_EVENT_CONFLICT,
+    CXLSHM_EVENT_STALE_READ,
+    CXLSHM_EVENT__MAX,
+} CXLShmEventKind;
+
+#define CXLSHM_EVENT_BURST 256
+#define CXLSHM_EVENT_RATE 100           /* per second after a burst */
+
+typedef struct CXLShmEventLimit {
+    int64_t stamp_ns;           /* tokens were last added */
+    uint64_t tokens;
+    uint64_t missed;            /* suppressed since the last one sent */
+} CXLShmEventLimit;
+
 typedef struct CXLShmModeOps {
     /* the decoders map the pool's RAM (guest accesses do not trap) */
     bool maps_ram;
@@ -128,6 +142,11 @@ typedef struct CXLShmModeOps {
     void (*reset)(CXLShmState *s);                               /* or NULL */
     /* what a committed decoder maps over @d's range: sets d->mr */
     void (*map)(CXLShmState *s, CXLShmDirect *d);
+    /*
+     * the region whose guest cache maintenance the device hooks (the
+     * leaf a mapped decoder's accesses reach), and the DPA of its offset 0
+     */
+    MemoryRegion *(*native_mr)(CXLShmState *s, uint64_t *dpa_base);
     /* writeback / invalidate / flush of [off, off + len), or of all */
     void (*range)(CXLShmState *s, CXLShmLineOp op, uint64_t off,
                   uint64_t len, CXLShmLineCount *n);
@@ -166,7 +185,6 @@ struct CXLShmState {
     CxlShmWriteback writeback;
     uint32_t evict_rate;
     uint64_t evict_seed;
-    char *conflict_log;
 
     /* pool */
     int fd;
@@ -204,8 +222,9 @@ struct CXLShmState {
     size_t evict_npages;
     uint32_t evict_left;        /* lines still to evict this millisecond */
     int64_t evict_period;       /* when this millisecond began */
-    FILE *conflict_fp;
-    QemuMutex conflict_lock;
+    /* the events' rate limits (cxl-shm-log.c) */
+    QemuMutex event_lock;
+    CXLShmEventLimit event_limit[CXLSHM_EVENT__MAX];
     bool reset_once;
     unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
 
@@ -217,6 +236,8 @@ struct CXLShmState {
     /* direct mode */
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
+    MemoryRegion *native_mr;    /* hooked while a decoder is registered */
+    uint64_t native_base;       /* the DPA of its offset 0 */
     bool atomics_ok;
 
     /* BAR5 */
@@ -273,12 +294,16 @@ static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
 }
 
 /* cxl-shm-log.c */
+void cxl_shm_events_init(CXLShmState *s);
+void cxl_shm_events_fini(CXLShmState *s);
+/* an instruction whose guest PC the device cannot know */
+#define CXLSHM_PC_NONE UINT64_MAX
+uint64_t cxl_shm_set_insn_pc(uint64_t pc);
+uint64_t cxl_shm_access_pc(CPUState *cpu);
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
-void cxl_shm_log_hex(GString *j, const char *key, const uint8_t *p,
-                     size_t len);
-void cxl_shm_log_record(FILE *fp, QemuMutex *lock, GString *j);
-bool cxl_shm_open_logs(CXLShmState *s, Error **errp);
-void cxl_shm_close_logs(CXLShmState *s);
+void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
+                        uint64_t val, const uint8_t *stale,
+                        const uint8_t *current, uint64_t pc);
 
 /* A coherence operation on [off, off + len) of the non-coherent area */
 static inline void cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
@@ -292,7 +317,7 @@ static inline void cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
 
 /* cxl-shm-native.c */
 void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
-                    uint64_t dpa, uint64_t len);
+                    hwaddr addr, uint64_t len);
 
 /* cxl-shm-regs.c */
 uint32_t cxl_shm_caps(CXLShmState *s);
@@ -301,7 +326,6 @@ void cxl_shm_regs_reset(CXLShmState *s);
 
 /* cxl-shm-map.c */
 bool cxl_shm_mapped(CXLShmState *s);
-bool cxl_shm_direct_active(CXLShmState *s);
 bool cxl_shm_native_active(CXLShmState *s);
 void cxl_shm_unmap(CXLShmState *s, int which);
 void cxl_shm_unmap_all(CXLShmState *s);

@@ -757,6 +757,20 @@ static void test_two_hosts(void)
                         "writeback-latency-ns=0,back-invalidate-latency-ns=0," \
                         "snoop-latency-ns=0"
 
+/*
+ * The event @name the device emitted before now, which must be there:
+ * a QMP round trip after the accesses brings every event they made
+ */
+static QDict *qmp_event_after(Host *h, const char *name)
+{
+    QDict *ev;
+
+    qtest_qmp_assert_success(h->qts, "{ 'execute': 'query-status' }");
+    ev = qtest_qmp_event_ref(h->qts, name);
+    g_assert_nonnull(ev);
+    return ev;
+}
+
 static void timed_start(Host *h, const char *pool, int host_id,
                         const char *extra)
 {
@@ -777,17 +791,13 @@ static void timed_start(Host *h, const char *pool, int host_id,
 static void test_timed_noncoherent(void)
 {
     g_autofree char *pool = pool_path("timed-nc.pool");
-    g_autofree char *log = g_build_filename(tmpdir, "stale.jsonl", NULL);
-    g_autofree char *bopt = g_strdup_printf(",cache-size=64K,stale-log=%s",
-                                            log);
-    g_autofree char *text = NULL;
+    QDict *ev, *data;
     uint64_t nc = COH_SIZE + 0x10000;
     Host a, b;
     int k;
 
-    unlink(log);
     timed_start(&a, pool, 0, ",cache-size=64K");
-    timed_start(&b, pool, 1, bopt);
+    timed_start(&b, pool, 1, ",cache-size=64K");
 
     g_assert_cmphex(mem_rq(&b, nc), ==, 0);         /* b caches the line */
     g_assert_cmpuint(rstat(&b, CXLSHM_STAT_MISSES), ==, 1);
@@ -818,11 +828,22 @@ static void test_timed_noncoherent(void)
     g_assert_cmphex(mem_rq(&b, nc), ==, 0xa1);          /* fresh now */
     g_assert_cmpuint(rstat(&b, CXLSHM_STAT_STALE_READS), ==, 2);
 
-    /* the stale-read log: one entry per fetch of the line */
-    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
-    g_assert_nonnull(strstr(text, "\"host\":1"));
-    g_assert_nonnull(strstr(text, "\"current\":\"a1000000"));
-    g_assert_null(strchr(strchr(text, '\n') + 1, '\n'));
+    /* CXL_SHM_STALE_READ: one event per fetch of the line */
+    ev = qmp_event_after(&b, "CXL_SHM_STALE_READ");
+    data = qdict_get_qdict(ev, "data");
+    g_assert_cmpuint(qdict_get_int(data, "host"), ==, 1);
+    g_assert_cmpuint(qdict_get_int(data, "offset"), ==, nc);
+    g_assert_cmpuint(qdict_get_int(data, "line"), ==, nc);
+    g_assert_cmpuint(qdict_get_int(data, "size"), ==, 8);
+    g_assert_cmpuint(qdict_get_int(data, "missed"), ==, 0);
+    g_assert_true(g_str_has_prefix(qdict_get_str(data, "current"),
+                                   "a1000000"));
+    g_assert_true(g_str_has_prefix(qdict_get_str(data, "stale"),
+                                   "00000000"));
+    g_assert_cmpstr(qdict_get_str(data, "qom-path"), ==,
+                    "/machine/peripheral/shm0");
+    qobject_unref(ev);
+    g_assert_null(qtest_qmp_event_ref(b.qts, "CXL_SHM_STALE_READ"));
 
     /* a store of the same value dirties its line: written back whole */
     mem_wq(&b, nc + LINE + 8, 0xb2);
@@ -1514,9 +1535,6 @@ static const struct {
       "miss-latency-ns=70000", "property 'miss-latency-ns' is 70000" },
     { "direct-cache-size", POOL_GOOD, "pool=%s,size=256M,cache-size=1M",
       "apply to mode=timed only" },
-    { "timed-stale-log", POOL_GOOD, "pool=%s,size=256M,mode=timed,"
-      "coherent-size=64M,max-hosts=4,stale-log=/nonexistent/dir/s.jsonl",
-      "cannot open stale-log" },
     { "latency", POOL_GOOD, "pool=%s,size=256M,latency-ns=70000",
       "property 'latency-ns' is 70000" },
     { "bandwidth", POOL_GOOD, "pool=%s,size=256M,bandwidth-mbs=0",
@@ -1527,8 +1545,6 @@ static const struct {
       "Parameter 'writeback' does not accept value 'later'" },
     { "evict-rate", POOL_GOOD, "pool=%s,size=256M,evict-rate=100001",
       "property 'evict-rate' is 100001" },
-    { "conflict-log", POOL_GOOD, "pool=%s,size=256M,"
-      "conflict-log=/nonexistent/dir/c.jsonl", "cannot open conflict-log" },
     { "memdev", POOL_GOOD, "pool=%s,size=256M,volatile-memdev=m0",
       "must not be set" },
     { "geometry-size", POOL_GOOD, "pool=%s,size=512M,coherent-size=64M,"
@@ -3357,21 +3373,17 @@ static void test_mailbox_allowlist(void)
 
 /*
  * A writeback over bytes another host wrote back since this host fetched
- * the line is counted and reported in the conflict log.
+ * the line is counted and reported (CXL_SHM_CONFLICT).
  */
 static void test_conflict(void)
 {
     g_autofree char *pool = pool_path("conflict.pool");
-    g_autofree char *log = g_build_filename(tmpdir, "conflict.jsonl", NULL);
-    g_autofree char *extra = g_strdup_printf(",conflict-log=%s", log);
-    g_autofree char *args = host_args(pool, 0, extra);
-    g_autofree char *text = NULL;
-    g_autofree char *want = NULL;
+    QDict *ev, *data;
+    unsigned events = 0, missed = 0;
     Host a, b;
+    int i;
 
-    unlink(log);
-    a.qts = qtest_init(args);
-    host_enable(&a, true);
+    host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
 
     mem_wq(&b, COH_SIZE + 0x88, 0xbbbb);            /* b: bytes 8..15 */
@@ -3382,12 +3394,54 @@ static void test_conflict(void)
     g_assert_cmpuint(rstat(&a, CXLSHM_STAT_CONFLICTS), ==, 1);
     g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CONFLICTS), ==, 0);
 
-    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
-    want = g_strdup_printf("\"offset\":%llu,", COH_SIZE + 0x80);
-    g_assert_nonnull(strstr(text, "{\"host\":0,\"generation\":1,"));
-    g_assert_nonnull(strstr(text, want));
-    g_assert_nonnull(strstr(text, "\"lost_mask\":\"0x0000000000000300\""));
-    g_assert_null(strchr(strchr(text, '\n') + 1, '{'));     /* one line */
+    ev = qmp_event_after(&a, "CXL_SHM_CONFLICT");
+    data = qdict_get_qdict(ev, "data");
+    g_assert_cmpuint(qdict_get_int(data, "host"), ==, 0);
+    g_assert_cmpuint(qdict_get_int(data, "generation"), ==, 1);
+    g_assert_cmpuint(qdict_get_int(data, "offset"), ==, COH_SIZE + 0x80);
+    /* b's bytes 8 and 9 (0xbbbb) are lost */
+    g_assert_cmphex(qdict_get_int(data, "lost-mask"), ==, 0x300);
+    g_assert_cmpuint(qdict_get_int(data, "lost-bytes"), ==, 2);
+    g_assert_true(g_str_has_prefix(qdict_get_str(data, "theirs"),
+                                   "0000000000000000bbbb00"));
+    g_assert_true(g_str_has_prefix(qdict_get_str(data, "mine"),
+                                   "aaaa000000000000000000"));
+    g_assert_cmpuint(qdict_get_int(data, "missed"), ==, 0);
+    qobject_unref(ev);
+    g_assert_null(qtest_qmp_event_ref(a.qts, "CXL_SHM_CONFLICT"));
+    g_assert_null(qtest_qmp_event_ref(b.qts, "CXL_SHM_CONFLICT"));
+
+    /*
+     * The events are rate-limited (a burst of 256, then 100 a second),
+     * the count is not: of 600 more conflicts some are suppressed, and
+     * the events' "missed" account for every one of them
+     */
+    for (i = 0; i < 600; i++) {
+        g_assert_cmpuint(doorbell(&b, OP_INV, COH_SIZE + 0x80, 64), ==, 0);
+        g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE + 0x80, 64), ==, 0);
+        mem_wq(&b, COH_SIZE + 0x88, 0xbb00 + i);
+        g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+        mem_wq(&a, COH_SIZE + 0x80, 0xaa00 + i);
+        g_assert_cmpuint(doorbell(&a, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+    }
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_CONFLICTS), ==, 601);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CONFLICTS), ==, 0);
+    g_usleep(30 * 1000);                /* a token back */
+    g_assert_cmpuint(doorbell(&a, OP_INV, COH_SIZE + 0x80, 64), ==, 0);
+    mem_wq(&b, COH_SIZE + 0x88, 0xbbff);
+    g_assert_cmpuint(doorbell(&b, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+    mem_wq(&a, COH_SIZE + 0x80, 0xaaff);
+    g_assert_cmpuint(doorbell(&a, OP_WB, COH_SIZE + 0x80, 64), ==, 0);
+    qtest_qmp_assert_success(a.qts, "{ 'execute': 'query-status' }");
+    while ((ev = qtest_qmp_event_ref(a.qts, "CXL_SHM_CONFLICT"))) {
+        events++;
+        missed += qdict_get_int(qdict_get_qdict(ev, "data"), "missed");
+        qobject_unref(ev);
+    }
+    g_test_message("601 conflicts: %u events, %u missed", events, missed);
+    g_assert_cmpuint(events + missed, ==, 601);
+    g_assert_cmpuint(events, >=, 255);
+    g_assert_cmpuint(missed, >, 0);
     qtest_quit(b.qts);
     qtest_quit(a.qts);
 }
