@@ -69,9 +69,10 @@ static int cxl_shm_collect(Object *obj, void *opaque)
     info->line_size = CXLPOOL_LINE;
     info->host_id = s->host_id;
     info->max_hosts = s->max_hosts;
-    info->latency_ns = s->timed ? qatomic_read(&s->t.miss_ns)
-                                : qatomic_read(&s->latency_ns);
-    if (s->timed) {
+    if (!s->timed) {
+        info->has_latency_ns = true;
+        info->latency_ns = qatomic_read(&s->latency_ns);
+    } else {
         info->timed = g_new0(CxlShmTimed, 1);
         info->timed->cache_size = s->t.cache_size;
         info->timed->cache_ways = s->t.cache_ways;

@@ -610,7 +610,7 @@ static void cxl_shm_class_init(ObjectClass *oc, void *data)
     cvc->set_cacheline = cxl_shm_set_cacheline;
     cvc->build_cdat_table = cxl_shm_build_cdat;
     cvc->free_cdat_table = cxl_shm_free_cdat;
-    dc->desc = "CXL 3.0 multi-host shared memory pod device (cxlpod)";
+    dc->desc = "CXL 3.0 multi-host shared memory device";
     /*
      * A host joins the pod with its machine and leaves with its QEMU
      * (docs/failure-model.md): the join, the direct map and the TCG hooks

@@ -845,6 +845,17 @@ static void test_timed_noncoherent(void)
     qobject_unref(ev);
     g_assert_null(qtest_qmp_event_ref(b.qts, "CXL_SHM_STALE_READ"));
 
+    /* mode=timed reports its latencies once, under "timed" */
+    qtest_qmp_assert_success(b.qts, "{'execute': 'qom-set', 'arguments': "
+                             "{'path': '/machine/peripheral/shm0', "
+                             "'property': 'miss-latency-ns', 'value': 250}}");
+    ev = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
+    data = qobject_to(QDict, qlist_peek(qdict_get_qlist(ev, "return")));
+    g_assert_false(qdict_haskey(data, "latency-ns"));
+    g_assert_cmpint(qdict_get_int(qdict_get_qdict(data, "timed"),
+                                  "miss-latency-ns"), ==, 250);
+    qobject_unref(ev);
+
     /* a store of the same value dirties its line: written back whole */
     mem_wq(&b, nc + LINE + 8, 0xb2);
     g_assert_cmpuint(doorbell(&b, OP_WB, nc + LINE, LINE), ==, 0);
@@ -1029,6 +1040,8 @@ static void test_failure_rejoin(void)
         /* the CAPS register once, by name (no raw copy, no bool) */
         g_assert_false(qdict_haskey(info, "caps"));
         g_assert_false(qdict_haskey(info, "direct-mapped"));
+        g_assert_cmpint(qdict_get_int(info, "latency-ns"), ==, 0);
+        g_assert_false(qdict_haskey(info, "timed"));
         {
             QList *caps = qdict_get_qlist(info, "capabilities");
             const QListEntry *e;
@@ -1579,7 +1592,7 @@ static const struct {
     { "fifo", POOL_FIFO, "pool=%s,size=256M", "is not a regular file" },
     { "full-fs", POOL_FULL_FS, "pool=%s,size=256M",
       "cannot allocate the 258 MiB of pool" },
-    /* a user's empty file keeps its size and its mode (issue 9) */
+    /* a refused start leaves a user's empty file its size and its mode */
     { "empty-full-fs", POOL_EMPTY_FULL_FS, "pool=%s,size=256M",
       "cannot allocate the 258 MiB of pool" },
     /* refused after the pool checks: nothing may have been written */
@@ -3827,7 +3840,7 @@ static void test_stopped_peer_file_lock(void)
 /*
  * A high evict-rate is worked through in chunks spread over the
  * millisecond, each a short hold of the BQL, not in one timer callback
- * that holds it for the whole rate (issue 9): 100000 lines per ms come
+ * that holds it for the whole rate: 100000 lines per ms come
  * as chunks of at most 1024, and every millisecond still evicts exactly
  * the rate.
  */

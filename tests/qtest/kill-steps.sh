@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A QEMU killed at each step of joining, leaving and resetting (issue 9):
+# A QEMU killed at each step of joining, leaving and resetting:
 # the device's test-only hook CXL_SHM_TEST_KILL_AT=<step> makes it raise
 # SIGKILL on itself there.  After each death: cxlpod-pool check says
 # whether the pool opens; the next normal start joins with the right
