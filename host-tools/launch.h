@@ -49,6 +49,8 @@
 
 #include <glib.h>
 #include <glib-unix.h>
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 #define PROG "cxlpod-launch"
 
@@ -343,7 +345,22 @@ void parse_args(int argc, char **argv, struct opts *o);
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
 
-/* launch-qmp.c */
+/* launch-qmp.c: the QMP client (GIO, json-glib) */
+#define QMP_REPLY_S 10      /* a command's reply, unless q->reply_s says */
+struct qmp {
+    GSocketConnection *conn;
+    GDataInputStream *in;
+    guint reply_s;          /* qmp_exchange's wait for a reply (0: none) */
+};
+int unix_connect(const char *path);
+bool qmp_attach(struct qmp *q, int fd, guint timeout_s);
+void qmp_close(struct qmp *q);
+char *qmp_read_line(struct qmp *q, guint timeout_s);
+bool reply_has(const char *line, const char *member);
+char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args);
+bool qmp_handshake(struct qmp *q, guint greeting_s, char **why);
+
+/* launch-qmp.c: what the survivors see, the pool's host table, `qmp` */
 int kill_runs(const struct opts *o, int host);
 void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet);
 void check_clean_exit(struct host *h, bool quiet);
