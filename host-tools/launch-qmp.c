@@ -42,7 +42,7 @@ static bool qmp_open(int i, struct qmp *q)
         return false;
     }
     g_autofree char *why = NULL;
-    if (!qmp_handshake(q, 2, &why)) {
+    if (qmp_handshake(q, 2, &why) <= 0) {
         qmp_close(q);
         return false;
     }
@@ -323,22 +323,23 @@ char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
 }
 
 /*
- * The greeting (within greeting_s; 0: no limit) and qmp_capabilities;
- * false and *why (g_free) if either fails.
+ * The greeting (within greeting_s; 0: no limit) and qmp_capabilities: 1
+ * if both went through; else *why (g_free) and 0 when the peer said
+ * nothing (EOF, or no line in time), -1 when it said something else.
  */
-bool qmp_handshake(struct qmp *q, guint greeting_s, char **why)
+int qmp_handshake(struct qmp *q, guint greeting_s, char **why)
 {
     g_autofree char *g = qmp_read_line(q, greeting_s);
     if (!g || !reply_has(g, "QMP")) {
         *why = g_strdup("no QMP greeting");
-        return false;
+        return g ? -1 : 0;
     }
     g_autofree char *r = qmp_exchange(q, "qmp_capabilities", NULL);
     if (!r || !reply_has(r, "return")) {
         *why = g_strdup_printf("qmp_capabilities failed: %s", r ? r : "EOF");
-        return false;
+        return r ? -1 : 0;
     }
-    return true;
+    return 1;
 }
 
 int qmp_main(int argc, char **argv)
@@ -381,7 +382,7 @@ int qmp_main(int argc, char **argv)
         die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
     }
     g_autofree char *why = NULL;
-    if (!qmp_handshake(&q, 10, &why)) {
+    if (qmp_handshake(&q, 10, &why) <= 0) {
         die(EXIT_JOBFAIL, "%s: %s", path, why);
     }
     char *r = qmp_exchange(&q, w[2], args);
