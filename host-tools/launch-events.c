@@ -225,13 +225,13 @@ void events_open_logs(const struct opts *o)
     }
 }
 
-/* One record as one whole line, written at once. */
+/* One record as one whole line, written at once (one stdio call: the
+ * main thread's fflush(NULL) before a spawn cannot split it). */
 static void log_write(enum event_log k, const char *record)
 {
     g_mutex_lock(&logs.lock);
     if (logs.fp[k]) {
-        fputs(record, logs.fp[k]);
-        fputc('\n', logs.fp[k]);
+        fprintf(logs.fp[k], "%s\n", record);
         if (fflush(logs.fp[k]) != 0 && !logs.error[k]) {
             logs.error[k] = errno ? errno : EIO;
         }
