@@ -968,6 +968,17 @@ static void test_event_logs_argv(void)
                "--device-opt mode=timed -- true", &o);
     g_assert_cmpstr(o.conflict_log, ==, "c.jsonl");
     g_assert_cmpstr(o.stale_log, ==, "/tmp/s.jsonl");
+    /* a pod file's [device] keys, relative to its folder */
+    char *conf = write_conf("[device]\ndevice-opt = mode=timed\n"
+                            "conflict-log = c.jsonl\n"
+                            "stale-log = /tmp/s.jsonl\n[job]\ncommand = x\n");
+    g_autofree char *line = g_strdup_printf("--config %s", conf);
+    g_autofree char *dir = g_path_get_dirname(conf);
+    g_autofree char *want = g_build_filename(dir, "c.jsonl", NULL);
+    parse_line(line, &o);
+    g_assert_cmpstr(o.conflict_log, ==, want);
+    g_assert_cmpstr(o.stale_log, ==, "/tmp/s.jsonl");
+    remove_conf(conf);
 }
 
 /* refused: the device's former log properties, logs of cxl-type3 */
