@@ -202,6 +202,8 @@ static struct {
     const char *path[EVENT_LOG_N];
     uint64_t records[EVENT_LOG_N];
     int error[EVENT_LOG_N];     /* errno of the first failed write */
+    uint64_t unreadable;        /* cxl-shm events without a record */
+    char *first_unreadable;     /* the first of them, as QEMU sent it */
 } logs;
 
 bool events_wanted(const struct opts *o)
@@ -240,9 +242,29 @@ static void log_write(enum event_log k, const char *record)
     g_mutex_unlock(&logs.lock);
 }
 
+/* A cxl-shm event that event_record() could not read: said at the end
+ * (a device whose events changed shape would otherwise leave the logs
+ * silently short). */
+static void log_unreadable(const char *line)
+{
+    g_mutex_lock(&logs.lock);
+    if (!logs.unreadable++) {
+        logs.first_unreadable = g_strdup(line);
+    }
+    g_mutex_unlock(&logs.lock);
+}
+
 /* After the readers: close the logs, say what they hold. */
 void events_close_logs(bool quiet)
 {
+    if (logs.unreadable) {
+        msg("%llu cxl-shm event%s could not be made into log records "
+            "(a member missing or not of its type); the first: %.400s",
+            (unsigned long long)logs.unreadable,
+            logs.unreadable == 1 ? "" : "s", logs.first_unreadable);
+        g_clear_pointer(&logs.first_unreadable, g_free);
+        logs.unreadable = 0;
+    }
     for (int k = 0; k < EVENT_LOG_N; k++) {
         if (!logs.fp[k]) {
             continue;
@@ -343,6 +365,9 @@ static gpointer reader_main(gpointer data)
                 g_autofree char *rec = event_record(line, &k);
                 if (rec) {
                     log_write(k, rec);
+                } else if (strstr(line, "\"CXL_SHM_CONFLICT\"") ||
+                           strstr(line, "\"CXL_SHM_STALE_READ\"")) {
+                    log_unreadable(line);
                 }
                 g_free(line);
             }
