@@ -9,7 +9,8 @@
  *   [pod]      hosts, workdir, qemu, kernel, initrd, accel, mem, smp,
  *              append, stagger, boot-parallel, qemu-arg (a list)
  *   [device]   device, pool, size, coherent-size, latency-ns, max-hosts,
- *              device-opt (a list), pool-backend, prealloc, host-nodes
+ *              device-opt (a list), pool-backend, prealloc, host-nodes,
+ *              conflict-log, stale-log
  *   [job]      job, command, interactive, timeout, boot-timeout,
  *              stall-timeout, kill (a list), restart (a list), restarts,
  *              seed, follow, json, dry-run, quiet
@@ -46,7 +47,8 @@ static const struct key_def device_keys[] = {
     { "coherent-size", K_VALUE }, { "latency-ns", K_VALUE },
     { "max-hosts", K_VALUE }, { "device-opt", K_LIST },
     { "pool-backend", K_VALUE }, { "prealloc", K_BOOL },
-    { "host-nodes", K_VALUE }, { NULL, 0 },
+    { "host-nodes", K_VALUE }, { "conflict-log", K_PATH },
+    { "stale-log", K_PATH }, { NULL, 0 },
 };
 
 static const struct key_def job_keys[] = {

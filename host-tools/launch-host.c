@@ -80,6 +80,7 @@ void cleanup_children(void)
 void atexit_cleanup(void)
 {
     cleanup_children();
+    events_stop_all();      /* their QEMUs have gone: EOF */
     pod_switch_stop();
 }
 
@@ -242,6 +243,9 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     if (h->runs > 0) {
         dprintf(errfd, "==== cxlpod-launch: restart %d ====\n", h->runs);
     }
+    /* the previous run's events reader, and its socket */
+    events_stop(h);
+    unlink(h->hp.events);
     /* stdin from /dev/null, stdout and stderr to the err file */
     g_autoptr(GError) err = NULL;
     GPid pid;
@@ -260,6 +264,7 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     h->pid = pid;
     h->exited = false;
     h->watch = g_child_watch_add(pid, on_child_exit, h);
+    events_start(h, o);
     h->runs++;
     h->t_start = now_s();
     h->run_base = h->log->len;

@@ -60,6 +60,11 @@ void usage(FILE *f)
 "      --max-hosts N       cxl-shm host slots (default: number of guests)\n"
 "      --device-opt K=V    extra device property (repeatable);\n"
 "                          I:K=V for host I only\n"
+"      --conflict-log PATH  cxl-shm: append a JSON line to PATH for every\n"
+"                          writeback that overwrote another host's newer\n"
+"                          data (any host of the pod; from the device's QMP\n"
+"                          events, read on a second monitor, hostI.events)\n"
+"      --stale-log PATH    cxl-shm mode=timed: the same for every stale read\n"
 "      --pool-backend memdev|file  cxl-shm: the pool from a\n"
 "                          memory-backend-file on it (memdev=ID, default)\n"
 "                          or from the device's own backend (pool=PATH);\n"
@@ -111,7 +116,7 @@ enum {
     OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
     OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
     OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
-    OPT_BOOT_PARALLEL,
+    OPT_BOOT_PARALLEL, OPT_CONFLICT_LOG, OPT_STALE_LOG,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */
@@ -135,6 +140,8 @@ static const struct opt_def long_opts[] = {
     { "max-hosts", OPT_MAX_HOSTS, true },
     { "device", OPT_DEVICE, true },
     { "device-opt", OPT_DEVICE_OPT, true },
+    { "conflict-log", OPT_CONFLICT_LOG, true },
+    { "stale-log", OPT_STALE_LOG, true },
     { "pool-backend", OPT_POOL_BACKEND, true },
     { "prealloc", OPT_PREALLOC, false },
     { "host-nodes", OPT_HOST_NODES, true },
@@ -304,7 +311,25 @@ static void apply_opt(struct opts *o, int c, const char *optarg,
         if (dh >= MAX_HOSTS) {
             BAD("--device-opt", "host id before ':' must be 0..31");
         }
+        if (g_str_has_prefix(kv, "conflict-log=") ||
+            g_str_has_prefix(kv, "stale-log=")) {
+            BAD("--device-opt", "the device writes no log files: give "
+                "--conflict-log PATH or --stale-log PATH (one file for the "
+                "whole pod, written by the launcher from the device's QMP "
+                "events)");
+        }
         g_ptr_array_add(o->device_opts, g_strdup(optarg));
+        break;
+    }
+    case OPT_CONFLICT_LOG:
+    case OPT_STALE_LOG: {
+        char **dst = c == OPT_CONFLICT_LOG ? &o->conflict_log : &o->stale_log;
+        if (!*optarg) {
+            BAD(c == OPT_CONFLICT_LOG ? "--conflict-log" : "--stale-log",
+                "need a file name");
+        }
+        g_free(*dst);
+        *dst = g_strdup(optarg);
         break;
     }
     case OPT_POOL_BACKEND: {
@@ -735,6 +760,22 @@ void parse_args(int argc, char **argv, struct opts *o)
         if (dh >= o->nhosts) {
             die(EXIT_USAGE, "--device-opt %s: there are only %d hosts (0..%d)",
                 (const char *)g_ptr_array_index(o->device_opts, i), o->nhosts, o->nhosts - 1);
+        }
+    }
+    if (o->device == DEV_CXL_TYPE3 && events_wanted(o)) {
+        die(EXIT_USAGE, "--conflict-log/--stale-log: only --device cxl-shm "
+            "reports conflicts and stale reads");
+    }
+    if (o->stale_log) {
+        bool timed = false;
+        for (guint i = 0; i < o->device_opts->len; i++) {
+            const char *kv;
+            device_opt_host(g_ptr_array_index(o->device_opts, i), &kv);
+            timed |= !strcmp(kv, "mode=timed");
+        }
+        if (!timed) {
+            msg("warning: --stale-log: only mode=timed reports stale reads "
+                "(--device-opt mode=timed); the log will stay empty");
         }
     }
     if (o->coherent_size_given && o->coherent_size > o->size) {

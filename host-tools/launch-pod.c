@@ -384,10 +384,26 @@ static gboolean tick(gpointer data)
             h->t_term = t + 3600;   /* once */
         }
 
+        /* --conflict-log / --stale-log: a QEMU whose events nobody can
+         * read would leave holes in the logs (and, with wait=on, waits for
+         * a listener that never comes) */
+        const char *events_why = h->pid > 0 && !h->exited &&
+                                 h->end == END_NONE ? events_failed(h) : NULL;
+        if (events_why) {
+            msg("host %d: %s; stopping it", h->id, events_why);
+            show_qemu_tails(h, 8);
+            kill_qemu(h->pid, SIGKILL);
+            h->end = END_EVENTS_FAILED;
+            h->term_sent = true;
+            h->t_term = t;
+            stop_pod_for(r, h, t, false);
+        }
+
         if (h->exited) {
             /* on_child_exit() reaped it (pid 0, wstatus set) */
             int st = h->wstatus;
             h->exited = false;
+            events_stop(h);     /* its last events, to its EOF */
             read_log(h);
             if (o->follow) {
                 follow_output(h, true);
@@ -528,6 +544,7 @@ int run(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     atexit(atexit_cleanup);
 
+    events_open_logs(o);
     pod_switch_start(o);
     double t0 = now_s();
     g_pod_t0 = t0;
@@ -557,6 +574,8 @@ int run(struct opts *o)
         g_main_loop_run(r.loop);
     }
     g_main_loop_unref(r.loop);
+    events_stop_all();
+    events_close_logs(o->quiet);
     pod_switch_stop();
     double wall = now_s() - t0;
     bool timed_out = r.timed_out, interrupted = r.interrupted;

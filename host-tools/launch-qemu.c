@@ -298,6 +298,7 @@ void host_paths_init(struct host_paths *hp, const char *wd, int i)
     hp->cmdline = g_strdup_printf("%s/host%d.cmdline", wd, i);
     hp->config = g_strdup_printf("%s/host%d.config", wd, i);
     hp->ssh = g_strdup_printf("%s/host%d.ssh", wd, i);
+    hp->events = g_strdup_printf("%s/host%d.events", wd, i);
 }
 
 /*
@@ -611,6 +612,16 @@ void build_qemu_argv(GPtrArray *a, const struct opts *o,
     argv_add(a, "chardev:ser0");
     argv_add(a, "-qmp");
     argv_addf(a, "unix:%s,server=on,wait=off", qmp);
+    if (events_wanted(o)) {
+        /* the device's events, for the logs (launch-events.c); wait=on:
+         * QEMU goes on once the launcher listens */
+        char *ev = qemu_opt_escape(hp->events);
+        argv_add(a, "-chardev");
+        argv_addf(a, "socket,id=cxlpod-events,path=%s,server=on,wait=on", ev);
+        argv_add(a, "-mon");
+        argv_add(a, "chardev=cxlpod-events,mode=control");
+        g_free(ev);
+    }
     if (has_job) {
         argv_add(a, "-fw_cfg");
         argv_addf(a, "name=opt/cxlpod/job,file=%s", job);

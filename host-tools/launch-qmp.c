@@ -13,19 +13,6 @@
 
 /* what the survivors see: their host table over QMP                   */
 
-/* A QMP session (GIO: a socket connection read line by line). */
-struct qmp {
-    GSocketConnection *conn;
-    GDataInputStream *in;
-};
-
-static int unix_connect(const char *path);
-static bool qmp_attach(struct qmp *q, int fd, guint timeout_s);
-static void qmp_close(struct qmp *q);
-static char *qmp_read_line(struct qmp *q, guint timeout_s);
-static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args);
-static bool reply_has(const char *line, const char *member);
-
 #define DETECT_POLL_MS 2
 #define LEFT_LIMIT_S 2.0    /* a clean exit not in the table by then */
 
@@ -54,16 +41,12 @@ static bool qmp_open(int i, struct qmp *q)
     if (s < 0 || !qmp_attach(q, s, 2)) {
         return false;
     }
-    g_autofree char *g = qmp_read_line(q, 2);
-    bool ok = g && reply_has(g, "QMP");
-    if (ok) {
-        g_autofree char *r = qmp_exchange(q, "qmp_capabilities", NULL);
-        ok = r && reply_has(r, "return");
-    }
-    if (!ok) {
+    g_autofree char *why = NULL;
+    if (qmp_handshake(q, 2, &why) <= 0) {
         qmp_close(q);
+        return false;
     }
-    return ok;
+    return true;
 }
 
 /*
@@ -227,9 +210,9 @@ int cmp_double(const void *a, const void *b)
 }
 
 /* ------------------------------------------------------------------ */
-/* qmp subcommand                                                      */
+/* the client (launch.h: also the events monitor's, launch-events.c)   */
 
-static int unix_connect(const char *path)
+int unix_connect(const char *path)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(sun.sun_path)) {
@@ -251,7 +234,7 @@ static int unix_connect(const char *path)
 }
 
 /* Take over the connected socket fd; reads wait at most timeout_s. */
-static bool qmp_attach(struct qmp *q, int fd, guint timeout_s)
+bool qmp_attach(struct qmp *q, int fd, guint timeout_s)
 {
     g_autoptr(GSocket) sock = g_socket_new_from_fd(fd, NULL);
     if (!sock) {
@@ -260,12 +243,13 @@ static bool qmp_attach(struct qmp *q, int fd, guint timeout_s)
     }
     g_socket_set_timeout(sock, timeout_s);
     q->conn = g_socket_connection_factory_create_connection(sock);
+    q->reply_s = QMP_REPLY_S;
     q->in = g_data_input_stream_new(
         g_io_stream_get_input_stream(G_IO_STREAM(q->conn)));
     return true;
 }
 
-static void qmp_close(struct qmp *q)
+void qmp_close(struct qmp *q)
 {
     g_clear_object(&q->in);
     if (q->conn) {
@@ -276,7 +260,7 @@ static void qmp_close(struct qmp *q)
 
 /* One line (QMP messages are one JSON object per line); NULL on EOF,
  * error or after timeout_s without one. */
-static char *qmp_read_line(struct qmp *q, guint timeout_s)
+char *qmp_read_line(struct qmp *q, guint timeout_s)
 {
     g_socket_set_timeout(g_socket_connection_get_socket(q->conn), timeout_s);
     gsize n;
@@ -288,7 +272,7 @@ static char *qmp_read_line(struct qmp *q, guint timeout_s)
 }
 
 /* Whether a QMP message is an object with this member. */
-static bool reply_has(const char *line, const char *member)
+bool reply_has(const char *line, const char *member)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonNode *root;
@@ -318,8 +302,9 @@ static char *qmp_command(const char *cmd, JsonNode *args)
     return json_generator_to_data(gen, NULL);
 }
 
-/* Send a command; return the first non-event reply line (or NULL). */
-static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
+/* Send a command; return the first non-event reply line (or NULL after
+ * q->reply_s without one). */
+char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
 {
     g_autofree char *text = qmp_command(cmd, args);
     GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(q->conn));
@@ -329,12 +314,32 @@ static char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args)
         return NULL;
     }
     for (;;) {
-        char *line = qmp_read_line(q, 10);
+        char *line = qmp_read_line(q, q->reply_s);
         if (!line || !reply_has(line, "event")) {
             return line;
         }
         g_free(line);
     }
+}
+
+/*
+ * The greeting (within greeting_s; 0: no limit) and qmp_capabilities: 1
+ * if both went through; else *why (g_free) and 0 when the peer said
+ * nothing (EOF, or no line in time), -1 when it said something else.
+ */
+int qmp_handshake(struct qmp *q, guint greeting_s, char **why)
+{
+    g_autofree char *g = qmp_read_line(q, greeting_s);
+    if (!g || !reply_has(g, "QMP")) {
+        *why = g_strdup("no QMP greeting");
+        return g ? -1 : 0;
+    }
+    g_autofree char *r = qmp_exchange(q, "qmp_capabilities", NULL);
+    if (!r || !reply_has(r, "return")) {
+        *why = g_strdup_printf("qmp_capabilities failed: %s", r ? r : "EOF");
+        return r ? -1 : 0;
+    }
+    return 1;
 }
 
 int qmp_main(int argc, char **argv)
@@ -376,17 +381,11 @@ int qmp_main(int argc, char **argv)
     if (!qmp_attach(&q, s, 10)) {
         die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
     }
-    char *greeting = qmp_read_line(&q, 10);
-    if (!greeting || !reply_has(greeting, "QMP")) {
-        die(EXIT_JOBFAIL, "%s: no QMP greeting", path);
+    g_autofree char *why = NULL;
+    if (qmp_handshake(&q, 10, &why) <= 0) {
+        die(EXIT_JOBFAIL, "%s: %s", path, why);
     }
-    g_free(greeting);
-    char *r = qmp_exchange(&q, "qmp_capabilities", NULL);
-    if (!r || !reply_has(r, "return")) {
-        die(EXIT_JOBFAIL, "%s: qmp_capabilities failed: %s", path, r ? r : "EOF");
-    }
-    g_free(r);
-    r = qmp_exchange(&q, w[2], args);
+    char *r = qmp_exchange(&q, w[2], args);
     if (!r) {
         die(EXIT_JOBFAIL, "%s: no reply to %s", path, w[2]);
     }

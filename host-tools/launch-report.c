@@ -112,6 +112,10 @@ static bool report_host(const struct opts *o, int i, JsonBuilder *b)
     } else if (h->end == END_SPAWN_FAILED) {
         snprintf(line, sizeof(line), "could not start QEMU");
         state = "no-result";
+    } else if (h->end == END_EVENTS_FAILED) {
+        snprintf(line, sizeof(line), "stopped: its events monitor could not "
+                 "be read (see above)");
+        state = "no-result";
     } else if (h->end == END_BOOT_STALLED) {
         snprintf(line, sizeof(line), "boot stalled: no ready marker "
                  "within %.0f s", o->boot_timeout_s);

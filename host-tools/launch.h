@@ -14,6 +14,7 @@
  *   launch-console.c   The `console` subcommand
  *   launch-config.c    `--config FILE`: a pod described in a key file
  *   launch-net.c       The pod network, host userland, ssh into guests
+ *   launch-events.c    The conflict and stale-read logs from QMP events
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -49,6 +50,8 @@
 
 #include <glib.h>
 #include <glib-unix.h>
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 #define PROG "cxlpod-launch"
 
@@ -187,11 +190,14 @@ struct opts {
     char *jobdir;               /* the launch directory (host userland) */
     char *vde_switch;           /* the switch program found */
     bool keep_going;            /* --keep-going: a failed host stops nobody */
+    char *conflict_log;         /* --conflict-log PATH (NULL: none) */
+    char *stale_log;            /* --stale-log PATH (NULL: none) */
 };
 
 /* Files of one host in the work directory. */
 struct host_paths {
     char *log, *console, *qmp, *err, *out, *job, *cmdline, *config, *ssh;
+    char *events;       /* the events monitor (--conflict-log, --stale-log) */
 };
 
 enum host_end {
@@ -206,6 +212,7 @@ enum host_end {
     END_STALLED,        /* job silent for --stall-timeout */
     END_SERVED,         /* no job of its own: stopped once every job ended */
     END_STOPPED,        /* stopped because another host failed to start */
+    END_EVENTS_FAILED,  /* its events monitor could not be listened to */
 };
 
 /* One injected kill and what the survivors saw of it. */
@@ -257,6 +264,7 @@ struct host {
     bool has_job;           /* a job of its own (else it serves, or is interactive) */
     bool serve;             /* no job in a pod with jobs: up until they end */
     int stopped_by;         /* END_STOPPED: the host that failed */
+    struct events_reader *events;   /* this run's events (NULL: none) */
 };
 
 
@@ -343,7 +351,22 @@ void parse_args(int argc, char **argv, struct opts *o);
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
 
-/* launch-qmp.c */
+/* launch-qmp.c: the QMP client (GIO, json-glib) */
+#define QMP_REPLY_S 10      /* a command's reply, unless q->reply_s says */
+struct qmp {
+    GSocketConnection *conn;
+    GDataInputStream *in;
+    guint reply_s;          /* qmp_exchange's wait for a reply (0: none) */
+};
+int unix_connect(const char *path);
+bool qmp_attach(struct qmp *q, int fd, guint timeout_s);
+void qmp_close(struct qmp *q);
+char *qmp_read_line(struct qmp *q, guint timeout_s);
+bool reply_has(const char *line, const char *member);
+char *qmp_exchange(struct qmp *q, const char *cmd, JsonNode *args);
+int qmp_handshake(struct qmp *q, guint greeting_s, char **why);
+
+/* launch-qmp.c: what the survivors see, the pool's host table, `qmp` */
 int kill_runs(const struct opts *o, int host);
 void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet);
 void check_clean_exit(struct host *h, bool quiet);
@@ -380,5 +403,16 @@ void add_pod_args(GPtrArray *a, const struct opts *o, int host,
                   const struct host_paths *hp);
 int proxy_main(int argc, char **argv);
 int ssh_main(int argc, char **argv);
+
+/* launch-events.c */
+enum event_log { EVENT_LOG_CONFLICT, EVENT_LOG_STALE, EVENT_LOG_N };
+char *event_record(const char *text, enum event_log *log);
+bool events_wanted(const struct opts *o);
+void events_open_logs(const struct opts *o);
+void events_close_logs(bool quiet);
+void events_start(struct host *h, const struct opts *o);
+const char *events_failed(const struct host *h);
+void events_stop(struct host *h);
+void events_stop_all(void);
 
 #endif

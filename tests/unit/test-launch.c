@@ -345,7 +345,7 @@ static void test_device_args(void)
         const char *kv;
         g_assert_true(device_opt_host("1:evict-rate=10", &kv) == 1 && !strcmp(kv, "evict-rate=10"));
         g_assert_true(device_opt_host("evict-rate=10", &kv) == -1 && !strcmp(kv, "evict-rate=10"));
-        g_assert_true(device_opt_host("conflict-log=/a:b", &kv) == -1);
+        g_assert_true(device_opt_host("pool=/a:b", &kv) == -1);
         g_ptr_array_add(o.device_opts, g_strdup("2:evict-rate=7"));
         add_pool_device_args(a, &o, 2);
         cmd = argv_to_shell(a);
@@ -774,6 +774,9 @@ static const struct {
     { "[pod]\nhosts = 2\n[job]\n", "*nothing to run*" },
     { "[pod]\nhosts = 2\n[host.3]\njob = x\n[job]\ncommand = x\n",
       "*--job-host 3: there are only 2 hosts*" },
+    { "[host.1]\ndevice-opt = conflict-log=/tmp/c.jsonl\n[job]\ncommand = x\n",
+      "*bad [host.1] device-opt in *'1:conflict-log=/tmp/c.jsonl': the device "
+      "writes no log files: give --conflict-log PATH*" },
 };
 
 static void test_config_errors(void)
@@ -802,6 +805,224 @@ static void test_config_errors_child(gconstpointer data)
                                             getenv("CXLPOD_TEST_CONF"));
     struct opts o;
     parse_line(line, &o);
+    exit(0);
+}
+
+/* ------------------------------------------------------------------ */
+/* --conflict-log, --stale-log: the device's QMP events as log records */
+
+#define HEX(c) c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c \
+    c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c
+#define TS "\"timestamp\": {\"seconds\": 1700000000, \"microseconds\": 123456}"
+#define TIME_NS "1700000000123456000"
+
+/* a CXL_SHM_CONFLICT event as QEMU sends it, with @extra members in data */
+static char *conflict_event(const char *extra)
+{
+    return g_strdup_printf("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": "
+        "{\"qom-path\": \"/machine/peripheral/cxl-shm0\", \"host\": 1, "
+        "\"generation\": 2, \"offset\": 67111488, \"lost-mask\": 115, "
+        "\"lost-bytes\": 5, \"base\": \"" HEX("0") "\", \"theirs\": \""
+        HEX("1") "\", \"mine\": \"" HEX("2") "\"%s}, " TS "}", extra);
+}
+
+static char *stale_event(const char *extra)
+{
+    return g_strdup_printf("{\"timestamp\": {\"seconds\": 1700000000, "
+        "\"microseconds\": 123456}, \"event\": \"CXL_SHM_STALE_READ\", "
+        "\"data\": {\"qom-path\": \"/machine/peripheral/cxl-shm0\", "
+        "\"host\": 0, \"generation\": 1, \"offset\": 67111496, "
+        "\"line\": 67111488, \"size\": 8, \"value\": 18446744073709551615, "
+        "\"stale\": \"" HEX("ab") "\", \"current\": \"" HEX("cd") "\"%s}}",
+        extra);
+}
+
+/* the record line of an event text, and which log it goes to */
+static void assert_record(const char *event, enum event_log want,
+                          const char *record)
+{
+    enum event_log k = EVENT_LOG_N;
+    g_autofree char *r = event_record(event, &k);
+    g_assert_cmpstr(r, ==, record);
+    g_assert_cmpint(k, ==, want);
+}
+
+static void assert_no_record(const char *event)
+{
+    enum event_log k = EVENT_LOG_N;
+    g_autofree char *r = event_record(event, &k);
+    g_assert_null(r);
+}
+
+/* the records keep the format of the device's former log files */
+static void test_event_records(void)
+{
+    static const char conflict[] = "{\"host\":1,\"generation\":2,"
+        "\"offset\":67111488,\"line\":\"0x4000a40\"%s,\"time_ns\":" TIME_NS
+        ",\"lost_mask\":\"0x0000000000000073\",\"lost_bytes\":5,"
+        "\"base\":\"" HEX("0") "\",\"theirs\":\"" HEX("1") "\",\"mine\":\""
+        HEX("2") "\"%s}";
+    static const char stale[] = "{\"host\":0,\"generation\":1,"
+        "\"offset\":67111496,\"line\":\"0x4000a40\"%s,\"time_ns\":" TIME_NS
+        ",\"size\":8,\"value\":\"0xffffffffffffffff\",\"stale\":\""
+        HEX("ab") "\",\"current\":\"" HEX("cd") "\"%s}";
+    /* pc and missed: in the record when the event has them (missed > 0) */
+    static const struct {
+        bool stale;
+        const char *extra, *pc, *missed;
+    } cases[] = {
+        { false, ", \"missed\": 0", "", "" },
+        { false, "", "", "" },
+        /* a kernel address: above INT64_MAX */
+        { false, ", \"pc\": 18446744071578845184, \"missed\": 3",
+          ",\"pc\":\"0xffffffff81000000\"", ",\"missed\":3" },
+        { true, ", \"missed\": 0", "", "" },
+        { true, ", \"pc\": 4198400, \"missed\": 17", ",\"pc\":\"0x401000\"",
+          ",\"missed\":17" },
+        { true, ", \"pc\": 4198400", ",\"pc\":\"0x401000\"", "" },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *ev = cases[i].stale ? stale_event(cases[i].extra)
+                                             : conflict_event(cases[i].extra);
+        g_autofree char *want = g_strdup_printf(cases[i].stale ? stale
+                                                : conflict, cases[i].pc,
+                                                cases[i].missed);
+        assert_record(ev, cases[i].stale ? EVENT_LOG_STALE
+                      : EVENT_LOG_CONFLICT, want);
+    }
+    char *e;
+
+    /* every record is one JSON object that json-glib reads back */
+    {
+        g_autofree char *ev = conflict_event(", \"pc\": 1, \"missed\": 2");
+        enum event_log k;
+        g_autofree char *r = event_record(ev, &k);
+        g_autoptr(JsonParser) p = json_parser_new();
+        g_assert_true(json_parser_load_from_data(p, r, -1, NULL));
+        JsonObject *obj = json_node_get_object(json_parser_get_root(p));
+        g_assert_cmpint(json_object_get_int_member(obj, "missed"), ==, 2);
+        g_assert_cmpstr(json_object_get_string_member(obj, "pc"), ==, "0x1");
+        g_assert_null(strchr(r, '\n'));
+    }
+
+    /* other messages and events, and events the record cannot be made of */
+    assert_no_record("{\"return\": {}}");
+    assert_no_record("{\"QMP\": {\"version\": {}, \"capabilities\": []}}");
+    assert_no_record("{\"event\": \"RESUME\", " TS "}");
+    assert_no_record("{\"event\": \"STOP\", \"data\": {}, " TS "}");
+    assert_no_record("not json");
+    assert_no_record("[1, 2]");
+    assert_no_record("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": "
+                     "{\"host\": 1}, " TS "}");
+    assert_no_record("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": 3, "
+                     TS "}");
+    /* a hex member that is not hex would break the record's JSON */
+    assert_no_record("{\"event\": \"CXL_SHM_STALE_READ\", \"data\": "
+        "{\"host\": 0, \"generation\": 1, \"offset\": 64, \"line\": 64, "
+        "\"size\": 8, \"value\": 1, \"stale\": \"ab\\\"cd\", "
+        "\"current\": \"00\"}, " TS "}");
+    /* no timestamp, a pc that is not a number */
+    e = conflict_event("");
+    *strstr(e, ", \"timestamp\"") = '\0';
+    strcat(e, "}");
+    assert_no_record(e);
+    g_free(e);
+    e = conflict_event(", \"pc\": \"0x1\"");
+    assert_no_record(e);
+}
+
+/* the events monitor is on the command line only when a log is asked for */
+static bool has_events_monitor(const char *line)
+{
+    struct opts o;
+    struct host_paths hp;
+    g_autoptr(GPtrArray) a = argv_new();
+
+    parse_line(line, &o);
+    o.qemu = g_strdup("qemu");
+    o.kernel = g_strdup("vmlinux");
+    o.initrd = g_strdup("initrd");
+    o.pool = g_strdup("/tmp/p.pool");
+    host_paths_init(&hp, "/tmp/cxlpod,wd", 1);
+    build_qemu_argv(a, &o, ACCEL_TCG, 1, &hp, false, false);
+    g_autofree char *cmd = argv_to_shell(a);
+    bool chardev = strstr(cmd, " -chardev socket,id=cxlpod-events,"
+                          "path=/tmp/cxlpod,,wd/host1.events,server=on,"
+                          "wait=on -mon chardev=cxlpod-events,mode=control ");
+    g_assert_true(chardev == (strstr(cmd, "cxlpod-events") != NULL));
+    g_assert_true(chardev == events_wanted(&o));
+    return chardev;
+}
+
+static void test_event_logs_argv(void)
+{
+    struct opts o;
+
+    g_assert_false(has_events_monitor("-n 2 -- true"));
+    g_assert_false(has_events_monitor("-n 2 --device-opt mode=timed -- true"));
+    g_assert_true(has_events_monitor("-n 2 --conflict-log /tmp/c.jsonl -- "
+                                      "true"));
+    g_assert_true(has_events_monitor("-n 2 --device-opt mode=timed "
+                                      "--stale-log /tmp/s.jsonl -- true"));
+    parse_line("--conflict-log c.jsonl --stale-log /tmp/s.jsonl "
+               "--device-opt mode=timed -- true", &o);
+    g_assert_cmpstr(o.conflict_log, ==, "c.jsonl");
+    g_assert_cmpstr(o.stale_log, ==, "/tmp/s.jsonl");
+    /* a pod file's [device] keys, relative to its folder */
+    char *conf = write_conf("[device]\ndevice-opt = mode=timed\n"
+                            "conflict-log = c.jsonl\n"
+                            "stale-log = /tmp/s.jsonl\n[job]\ncommand = x\n");
+    g_autofree char *line = g_strdup_printf("--config %s", conf);
+    g_autofree char *dir = g_path_get_dirname(conf);
+    g_autofree char *want = g_build_filename(dir, "c.jsonl", NULL);
+    parse_line(line, &o);
+    g_assert_cmpstr(o.conflict_log, ==, want);
+    g_assert_cmpstr(o.stale_log, ==, "/tmp/s.jsonl");
+    remove_conf(conf);
+}
+
+/* refused: the device's former log properties, logs of cxl-type3 */
+static const struct {
+    const char *line, *pattern;
+} bad_log_lines[] = {
+    { "--device-opt conflict-log=/tmp/c.jsonl -- true",
+      "*bad --device-opt 'conflict-log=/tmp/c.jsonl': the device writes no "
+      "log files: give --conflict-log PATH or --stale-log PATH*" },
+    { "-n 2 --device-opt 1:stale-log=/tmp/s.jsonl -- true",
+      "*bad --device-opt '1:stale-log=/tmp/s.jsonl': the device writes no "
+      "log files: give --conflict-log PATH or --stale-log PATH*" },
+    { "--device cxl-type3 --conflict-log /tmp/c.jsonl -- true",
+      "*--conflict-log/--stale-log: only --device cxl-shm reports*" },
+    { "--conflict-log= -- true", "*bad --conflict-log '': need a file name*" },
+};
+
+static void test_event_logs_refused(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_log_lines); i++) {
+        g_setenv("CXLPOD_TEST_LINE", bad_log_lines[i].line, TRUE);
+        g_test_trap_subprocess("/launch/event-logs/refused/child", 0,
+                               G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_failed();
+        g_test_trap_assert_stderr(bad_log_lines[i].pattern);
+    }
+    /* --stale-log without mode=timed: said, not refused */
+    g_setenv("CXLPOD_TEST_LINE", "--stale-log /tmp/s.jsonl -- true", TRUE);
+    g_test_trap_subprocess("/launch/event-logs/refused/child", 0,
+                           G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stderr("*warning: --stale-log: only mode=timed "
+                              "reports stale reads*");
+}
+
+/* the child of test_event_logs_refused: parse $CXLPOD_TEST_LINE */
+static void test_event_logs_refused_child(void)
+{
+    if (!g_test_subprocess()) {
+        g_test_skip("a child of /launch/event-logs/refused");
+        return;
+    }
+    struct opts o;
+    parse_line(getenv("CXLPOD_TEST_LINE"), &o);
     exit(0);
 }
 
@@ -860,6 +1081,11 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/config/load", test_config_load);
     g_test_add_func("/launch/config/override", test_config_override);
     g_test_add_func("/launch/config/errors", test_config_errors);
+    g_test_add_func("/launch/event-logs/records", test_event_records);
+    g_test_add_func("/launch/event-logs/argv", test_event_logs_argv);
+    g_test_add_func("/launch/event-logs/refused", test_event_logs_refused);
+    g_test_add_func("/launch/event-logs/refused/child",
+                    test_event_logs_refused_child);
     for (size_t i = 0; i < G_N_ELEMENTS(bad_confs); i++) {
         g_autofree char *name = g_strdup_printf("/launch/config/errors/%zu",
                                                 i);
