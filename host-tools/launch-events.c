@@ -77,14 +77,15 @@ static const char *member_hex(JsonObject *obj, const char *name)
     return s;
 }
 
-/* {"host":H,"generation":G,"offset":O,"line":"0x<O>"[,"pc":"0x<pc>"]: what
- * both records begin with */
+/* {"host":H,"generation":G,"offset":O,"line":"0x<O>"[,"pc":"0x<pc>"]
+ * (H and O are the event's host-id and dpa): what both records begin
+ * with */
 static bool record_head(GString *j, JsonObject *d, uint64_t line)
 {
     uint64_t host, gen, off, pc;
-    if (!member_u64(d, "host", &host) || host > UINT32_MAX ||
+    if (!member_u64(d, "host-id", &host) || host > UINT32_MAX ||
         !member_u64(d, "generation", &gen) ||
-        !member_u64(d, "offset", &off)) {
+        !member_u64(d, "dpa", &off)) {
         return false;
     }
     g_string_append_printf(j, "{\"host\":%" PRIu64 ",\"generation\":%" PRIu64

@@ -21,16 +21,20 @@
 #include "qemu/host-utils.h"
 #include "hw/core/cpu.h"
 #include "exec/target_page.h"
+#include "exec/translation-block.h"
 #include "system/tcg.h"
 #include "qapi/qapi-events-cxl.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
 /*
- * The guest PC of the instruction this vCPU thread is serving, when it
- * came in through a cache maintenance hook: the PC, or CXLSHM_PC_NONE
- * if the hook cannot know it.  0 otherwise: an access to the device
- * (its PC is unwound when an event needs it) or no vCPU at all.
+ * What this thread is serving, for the PC an event names: the guest PC of
+ * the instruction that came in through a cache maintenance hook (which
+ * knows it); CXLSHM_PC_ACCESS, an access to the device by current_cpu
+ * (its PC is unwound when an event needs it); 0, nothing a PC can be
+ * given for (a timer, an eviction, a fence or whole-cache operation whose
+ * PC the hook does not know, a thread that is not a vCPU).  Each entry
+ * point sets it and restores what it found.
  */
 static __thread uint64_t cxl_shm_insn_pc;
 
@@ -43,34 +47,33 @@ uint64_t cxl_shm_set_insn_pc(uint64_t pc)
     return old;
 }
 
-/* The guest PC of the access to the device @cpu is making, or 0 */
+/*
+ * The guest linear PC of the access to the device @cpu is making, or 0:
+ * TCG records each instruction's start (for an x86 TB translated
+ * PC-relative, the offset in the page of the PC the TB runs at, as
+ * x86_restore_state_to_opc() takes it); under an accelerator that runs
+ * the guest natively the device cannot know it
+ */
 uint64_t cxl_shm_access_pc(CPUState *cpu)
 {
     uint64_t data[8] = { 0 };   /* more than any target's insn_start */
-    uint64_t pc, page = qemu_target_page_mask();
+    uint64_t page = qemu_target_page_mask();
 
-    if (!cpu || !cpu->cc->get_pc) {
+    if (!cpu || !tcg_enabled() || !cpu->cc->get_pc || !cpu->mem_io_pc ||
+        !cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
         return 0;
     }
-    pc = cpu->cc->get_pc(cpu);
-    /*
-     * TCG records the page offset of each instruction (PC-relative
-     * translation); the page is the translation block's.
-     */
-    if (tcg_enabled() && cpu->mem_io_pc &&
-        cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
-        pc = (pc & page) | (data[0] & ~page);
+    if (cpu->tcg_cflags & CF_PCREL) {
+        return (cpu->cc->get_pc(cpu) & page) | (data[0] & ~page);
     }
-    return pc;
+    return data[0];
 }
 
 /* The PC an event of this thread names: false if none is known */
 static bool cxl_shm_event_pc(uint64_t *pc)
 {
     *pc = cxl_shm_insn_pc;
-    if (*pc == CXLSHM_PC_NONE) {
-        *pc = 0;
-    } else if (!*pc && current_cpu) {
+    if (*pc == CXLSHM_PC_ACCESS) {
         *pc = cxl_shm_access_pc(current_cpu);
     }
     return *pc != 0;
@@ -78,9 +81,10 @@ static bool cxl_shm_event_pc(uint64_t *pc)
 
 void cxl_shm_events_init(CXLShmState *s)
 {
-    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     int i;
 
+    s->qom_path = object_get_canonical_path(OBJECT(s));
     qemu_mutex_init(&s->event_lock);
     for (i = 0; i < CXLSHM_EVENT__MAX; i++) {
         s->event_limit[i] = (CXLShmEventLimit) {
@@ -92,17 +96,21 @@ void cxl_shm_events_init(CXLShmState *s)
 void cxl_shm_events_fini(CXLShmState *s)
 {
     qemu_mutex_destroy(&s->event_lock);
+    g_free(s->qom_path);
+    s->qom_path = NULL;
 }
 
 /*
  * May an event of @kind go out now?  If so, @missed is the number the
- * limit suppressed since the previous one of its kind.
+ * limit suppressed since the previous one of its kind.  The rate is in
+ * guest time: under -icount the events a run sends are the same every
+ * time, and a qtest steps the clock.
  */
 static bool cxl_shm_event_allow(CXLShmState *s, CXLShmEventKind kind,
                                 uint64_t *missed)
 {
     CXLShmEventLimit *l = &s->event_limit[kind];
-    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     int64_t per = NANOSECONDS_PER_SECOND / CXLSHM_EVENT_RATE;
     bool ok;
 
@@ -140,7 +148,7 @@ static char *cxl_shm_hex(const uint8_t *p, size_t len)
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
 {
     CXLShmState *s = opaque;
-    g_autofree char *path = NULL, *base = NULL, *theirs = NULL, *mine = NULL;
+    g_autofree char *base = NULL, *theirs = NULL, *mine = NULL;
     uint64_t missed, pc;
     bool has_pc = cxl_shm_event_pc(&pc);
 
@@ -149,11 +157,10 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
     if (!cxl_shm_event_allow(s, CXLSHM_EVENT_CONFLICT, &missed)) {
         return;
     }
-    path = object_get_canonical_path(OBJECT(s));
     base = cxl_shm_hex(c->base, CXLPOOL_LINE);
     theirs = cxl_shm_hex(c->theirs, CXLPOOL_LINE);
     mine = cxl_shm_hex(c->mine, CXLPOOL_LINE);
-    qapi_event_send_cxl_shm_conflict(path, s->host_id, s->generation,
+    qapi_event_send_cxl_shm_conflict(s->qom_path, s->host_id, s->generation,
                                      c->offset, c->mask, ctpop64(c->mask),
                                      base, theirs, mine, has_pc, pc, missed);
 }
@@ -162,16 +169,16 @@ void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
                         uint64_t val, const uint8_t *stale,
                         const uint8_t *current, uint64_t pc)
 {
-    g_autofree char *path = NULL, *was = NULL, *now = NULL;
+    g_autofree char *was = NULL, *now = NULL;
     uint64_t missed;
 
     if (!cxl_shm_event_allow(s, CXLSHM_EVENT_STALE_READ, &missed)) {
         return;
     }
-    path = object_get_canonical_path(OBJECT(s));
     was = cxl_shm_hex(stale, CXLPOOL_LINE);
     now = cxl_shm_hex(current, CXLPOOL_LINE);
-    qapi_event_send_cxl_shm_stale_read(path, s->host_id, s->generation, off,
+    qapi_event_send_cxl_shm_stale_read(s->qom_path, s->host_id,
+                                       s->generation, off,
                                        QEMU_ALIGN_DOWN(off, CXLPOOL_LINE),
                                        size, val, was, now, pc != 0, pc,
                                        missed);

@@ -52,13 +52,7 @@ void cxl_shm_unmap(CXLShmState *s, int which)
 {
     CXLShmDirect *d = &s->direct[which];
 
-    if (s->native_registered[which]) {
-        s->native_registered[which] = false;
-        if (!cxl_shm_native_active(s) && s->native_mr) {
-            memory_region_set_cache_maint(s->native_mr, NULL, NULL);
-            s->native_mr = NULL;
-        }
-    }
+    s->native_registered[which] = false;
     if (!d->mapped) {
         return;
     }
@@ -142,12 +136,15 @@ static void cxl_shm_map(CXLShmState *s, int which)
     trace_cxl_shm_direct_map(s->host_id, which, base, dpa, map_size);
 
     /*
-     * Guest cache maintenance of the mapped range reaches the device
-     * while a decoder maps it (the hook is on the region every decoder's
-     * alias leads to)
+     * Guest cache maintenance of the mapped range reaches the device: the
+     * hook is on the region every decoder's alias leads to, set when a
+     * decoder first maps it and kept until the device goes
+     * (cxl_shm_unhook()), so that a decoder reprogrammed or uncommitted
+     * neither flushes the TBs again nor strands the vCPUs' queued lines:
+     * their next fence still lands them.
      */
     if (tcg_enabled()) {
-        if (!cxl_shm_native_active(s)) {
+        if (!s->native_mr) {
             s->native_mr = s->mode_ops->native_mr(s, &s->native_base);
             if (s->native_mr) {
                 memory_region_set_cache_maint(s->native_mr, cxl_shm_native,
@@ -200,5 +197,18 @@ void cxl_shm_unmap_all(CXLShmState *s)
 
     for (i = 0; i < CXLSHM_MAX_DECODERS; i++) {
         cxl_shm_unmap(s, i);
+    }
+}
+
+/*
+ * The device goes: no cache maintenance reaches it any more (a vCPU
+ * already in the hook finishes within its RCU read-side critical
+ * section, before cxl_shm_release())
+ */
+void cxl_shm_unhook(CXLShmState *s)
+{
+    if (s->native_mr) {
+        memory_region_set_cache_maint(s->native_mr, NULL, NULL);
+        s->native_mr = NULL;
     }
 }

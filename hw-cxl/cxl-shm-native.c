@@ -74,7 +74,7 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
         uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
 
         /* a conflict names the instruction that queued the line */
-        cxl_shm_set_insn_pc(q->pc[i] ?: CXLSHM_PC_NONE);
+        cxl_shm_set_insn_pc(q->pc[i]);
         if (nowait) {
             if (!cxl_shm_land_now(s, e, q->mask[i], n)) {
                 q->mask[kept] = q->mask[i];
@@ -120,8 +120,7 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
         return;
     }
     if (nt && q->len && q->entry[q->len - 1] == (dpa | CXLSHM_QUEUE_NT)) {
-        q->mask[q->len - 1] |= nt;
-        q->pc[q->len - 1] = pc;
+        q->mask[q->len - 1] |= nt;     /* the PC of the store that queued it */
         return;
     }
     if (q->len == CXLSHM_QUEUE_LEN) {
@@ -244,14 +243,14 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
                     hwaddr addr, uint64_t len)
 {
     CXLShmState *s = opaque;
-    uint64_t pc = CXLSHM_PC_NONE;
+    uint64_t pc = 0, old_pc;
 
     if (cop != CACHE_MAINT_FENCE && cop != CACHE_MAINT_WBINVD &&
         cop != CACHE_MAINT_WBNOINVD && cop != CACHE_MAINT_INVD &&
         cpu && cpu->cc->get_pc) {
         pc = cpu->cc->get_pc(cpu);
     }
-    cxl_shm_set_insn_pc(pc);
+    old_pc = cxl_shm_set_insn_pc(pc);
     cxl_shm_native_op(s, cpu, cop, s->native_base + addr, len, pc);
-    cxl_shm_set_insn_pc(0);
+    cxl_shm_set_insn_pc(old_pc);
 }

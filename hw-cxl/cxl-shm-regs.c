@@ -216,12 +216,14 @@ static void cxl_shm_reg_write(void *opaque, hwaddr addr, uint64_t val,
                               unsigned size)
 {
     CXLShmState *s = opaque;
+    uint64_t old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
 
     trace_cxl_shm_reg_write(addr, val, size);
     cxl_shm_write32(s, addr, val);
     if (size == 8) {
         cxl_shm_write32(s, addr + 4, val >> 32);
     }
+    cxl_shm_set_insn_pc(old_pc);
 }
 
 static const MemoryRegionOps cxl_shm_reg_ops = {

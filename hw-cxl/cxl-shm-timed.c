@@ -253,11 +253,16 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
 {
     uint64_t line = QEMU_ALIGN_DOWN(off, CXLSHM_LINE);
     uint8_t cur[CXLSHM_LINE];
-    uint64_t pc = cxl_shm_access_pc(cpu);
+    bool report = !(w->tag & CXLSHM_WAY_REPORTED);
+    uint64_t pc = 0;
 
     qatomic_inc(&s->stats[CXLSHM_STAT_STALE_READS]);
+    if (report ||
+        trace_event_get_state_backends(TRACE_CXL_SHM_TIMED_STALE)) {
+        pc = cxl_shm_access_pc(cpu);    /* a TB lookup: not for every load */
+    }
     trace_cxl_shm_timed_stale(s->host_id, off, pc);
-    if (w->tag & CXLSHM_WAY_REPORTED) {
+    if (!report) {
         return;
     }
     w->tag |= CXLSHM_WAY_REPORTED;
@@ -456,12 +461,13 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
 {
     CPUState *cpu = current_cpu;
     Cost c = { 0 };
-    uint64_t ret = 0;
+    uint64_t ret = 0, old_pc;
     unsigned done = 0;
 
     if (dpa >= s->size || size > s->size - dpa) {
         return 0;               /* outside the device: reads as zero */
     }
+    old_pc = cxl_shm_set_insn_pc(cpu ? CXLSHM_PC_ACCESS : 0);
     qemu_mutex_lock(&s->t.lock);
     while (done < size) {
         uint64_t off = dpa + done;
@@ -486,6 +492,7 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
         cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
     }
     qemu_mutex_unlock(&s->t.lock);
+    cxl_shm_set_insn_pc(old_pc);
     if (cpu) {
         /* no vCPU waits for a DMA or debugger access: guest time stays */
         cxl_shm_charge_ns(s, c.ns);

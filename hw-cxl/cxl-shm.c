@@ -338,6 +338,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
     CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
 
     cxl_shm_unmap_all(s);
+    cxl_shm_unhook(s);
     cxl_shm_mode_fini(s);
     cxl_shm_evict_stop(s);
     migrate_del_blocker(&s->migration_blocker);

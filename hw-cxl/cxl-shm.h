@@ -222,7 +222,8 @@ struct CXLShmState {
     size_t evict_npages;
     uint32_t evict_left;        /* lines still to evict this millisecond */
     int64_t evict_period;       /* when this millisecond began */
-    /* the events' rate limits (cxl-shm-log.c) */
+    /* the events' source and rate limits (cxl-shm-log.c) */
+    char *qom_path;
     QemuMutex event_lock;
     CXLShmEventLimit event_limit[CXLSHM_EVENT__MAX];
     bool reset_once;
@@ -236,7 +237,7 @@ struct CXLShmState {
     /* direct mode */
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
-    MemoryRegion *native_mr;    /* hooked while a decoder is registered */
+    MemoryRegion *native_mr;    /* hooked since a decoder first mapped */
     uint64_t native_base;       /* the DPA of its offset 0 */
     bool atomics_ok;
 
@@ -296,8 +297,8 @@ static inline void cxl_shm_count(CXLShmState *s, const CXLShmLineCount *n)
 /* cxl-shm-log.c */
 void cxl_shm_events_init(CXLShmState *s);
 void cxl_shm_events_fini(CXLShmState *s);
-/* an instruction whose guest PC the device cannot know */
-#define CXLSHM_PC_NONE UINT64_MAX
+/* the PC of the access current_cpu is making, unwound when needed */
+#define CXLSHM_PC_ACCESS UINT64_MAX
 uint64_t cxl_shm_set_insn_pc(uint64_t pc);
 uint64_t cxl_shm_access_pc(CPUState *cpu);
 void cxl_shm_conflict(void *opaque, const CXLShmConflict *c);
@@ -328,6 +329,7 @@ void cxl_shm_regs_reset(CXLShmState *s);
 bool cxl_shm_mapped(CXLShmState *s);
 bool cxl_shm_native_active(CXLShmState *s);
 void cxl_shm_unmap(CXLShmState *s, int which);
+void cxl_shm_unhook(CXLShmState *s);
 void cxl_shm_unmap_all(CXLShmState *s);
 void cxl_shm_hdm_changed(CXLType3Dev *ct3d, int which, bool committed);
 

@@ -820,8 +820,8 @@ static void test_config_errors_child(gconstpointer data)
 static char *conflict_event(const char *extra)
 {
     return g_strdup_printf("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": "
-        "{\"qom-path\": \"/machine/peripheral/cxl-shm0\", \"host\": 1, "
-        "\"generation\": 2, \"offset\": 67111488, \"lost-mask\": 115, "
+        "{\"qom-path\": \"/machine/peripheral/cxl-shm0\", \"host-id\": 1, "
+        "\"generation\": 2, \"dpa\": 67111488, \"lost-mask\": 115, "
         "\"lost-bytes\": 5, \"base\": \"" HEX("0") "\", \"theirs\": \""
         HEX("1") "\", \"mine\": \"" HEX("2") "\"%s}, " TS "}", extra);
 }
@@ -831,7 +831,7 @@ static char *stale_event(const char *extra)
     return g_strdup_printf("{\"timestamp\": {\"seconds\": 1700000000, "
         "\"microseconds\": 123456}, \"event\": \"CXL_SHM_STALE_READ\", "
         "\"data\": {\"qom-path\": \"/machine/peripheral/cxl-shm0\", "
-        "\"host\": 0, \"generation\": 1, \"offset\": 67111496, "
+        "\"host-id\": 0, \"generation\": 1, \"dpa\": 67111496, "
         "\"line\": 67111488, \"size\": 8, \"value\": 18446744073709551615, "
         "\"stale\": \"" HEX("ab") "\", \"current\": \"" HEX("cd") "\"%s}}",
         extra);
@@ -913,12 +913,12 @@ static void test_event_records(void)
     assert_no_record("not json");
     assert_no_record("[1, 2]");
     assert_no_record("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": "
-                     "{\"host\": 1}, " TS "}");
+                     "{\"host-id\": 1}, " TS "}");
     assert_no_record("{\"event\": \"CXL_SHM_CONFLICT\", \"data\": 3, "
                      TS "}");
     /* a hex member that is not hex would break the record's JSON */
     assert_no_record("{\"event\": \"CXL_SHM_STALE_READ\", \"data\": "
-        "{\"host\": 0, \"generation\": 1, \"offset\": 64, \"line\": 64, "
+        "{\"host-id\": 0, \"generation\": 1, \"dpa\": 64, \"line\": 64, "
         "\"size\": 8, \"value\": 1, \"stale\": \"ab\\\"cd\", "
         "\"current\": \"00\"}, " TS "}");
     /* no timestamp, a pc that is not a number */
