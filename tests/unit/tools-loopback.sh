@@ -177,5 +177,14 @@ mkdir -p "$W/nopci"
 chk "maprace without a cxl-shm device" 2 'no cxl-shm device' env CXLPOD_PCI_SYSFS="$W/nopci" \
 	"$B/cxlpod-maprace" --seconds 0.1 --toggle 0000:00:09.0
 
+# cxlpod-dbrace needs the device (tests/integration/26-doorbell-vcpus.sh):
+# here only its options and its refusal of a loopback pool
+chk "dbrace --help" 0 'usage: cxlpod-dbrace' "$B/cxlpod-dbrace" --help
+chk "dbrace --threads 1" 1 '--threads must be 2..16' "$B/cxlpod-dbrace" --threads 1
+chk "dbrace --big-op" 1 '--big-op flush\|writeback' "$B/cxlpod-dbrace" --big-op invalidate
+chk "dbrace --slots 0" 1 "--slots: '0' is not a size" "$B/cxlpod-dbrace" --slots 0
+chk "dbrace on a loopback pool" 2 'needs the cxl-shm device \(backend is loopback\)' \
+	env CXLPOD_LOOPBACK="$W/pool-dbrace:1M:32M" "$B/cxlpod-dbrace"
+
 echo "$fails failures"
 [ $fails = 0 ]
