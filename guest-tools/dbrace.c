@@ -105,9 +105,12 @@ static volatile uint8_t *regs;
 static struct ident want;
 static uint64_t lines0; /* DB_LINES before the run */
 static _Atomic uint64_t holder;
+/* where thread 0 is (for the message of a wrong result): its op number
+ * and step (1 dirtying, 2 lock taken, 3 ringing, 4 returned) */
+static atomic_int big_step, big_no;
 static atomic_int stop;
 static atomic_flag told = ATOMIC_FLAG_INIT;
-static char first_wrong[200] = "";
+static char first_wrong[400] = "";
 
 /* the run's geometry */
 static int nthreads = 4, ops = 20, small_lines = 2;
@@ -248,12 +251,15 @@ static void *big_thread(void *arg)
 		uint64_t gen = (uint64_t)(op + 1) << H_GEN_SHIFT, mine = gen | 1, zero = 0;
 		unsigned spins = 0;
 
+		atomic_store(&big_no, op);
+		atomic_store(&big_step, 1);
 		for (uint64_t l = 0; l < big_dirty; l++)
 			fill(big_base + l * stride * CXLPOD_LINE, 1, 0, (uint64_t)op + 1);
 		while (!atomic_compare_exchange_weak(&holder, &zero, mine)) {
 			zero = 0;
 			poll_pause(&spins);
 		}
+		atomic_store(&big_step, 2);
 		/* the lock held and no hand-over pending: nothing can be in flight */
 		if (status(th) == CXLSHM_DB_BUSY)
 			wrong(th, "DB_STATUS busy with no op rung");
@@ -265,9 +271,11 @@ static void *big_thread(void *arg)
 		uint64_t before = rd64(A_CXLSHM_STAT(big_op == CXLSHM_OP_FLUSH ? CXLSHM_STAT_FLUSH_OPS
 										: CXLSHM_STAT_WB_OPS));
 		atomic_store(&holder, mine | H_RINGING);
+		atomic_store(&big_step, 3);
 		double t0 = now_s();
 		wr32(A_CXLSHM_DB_OP, big_op);
 		double dt = now_s() - t0;
+		atomic_store(&big_step, 4);
 		th->rings++;
 		th->ring_s += dt;
 		if (dt > th->ring_s_max)
@@ -321,11 +329,24 @@ static void small_ring(struct thr *th)
 	if (dt > th->ring_s_max)
 		th->ring_s_max = dt;
 	if (st != CXLSHM_DB_OK || n != (uint64_t)small_lines || after < before + 1) {
+		/* how long it stays busy, where thread 0 is */
+		int step = atomic_load(&big_step), no = atomic_load(&big_no);
+		uint64_t h = atomic_load(&holder), busy_reads = 0;
+		double t1 = now_s();
+		while (rd32(A_CXLSHM_DB_STATUS) == CXLSHM_DB_BUSY && now_s() - t1 < 10)
+			busy_reads++;
 		th->ring_wrong++;
-		wrong(th, "small op %llu: DB_STATUS %u, DB_LINES %llu, writebacks %llu -> %llu "
-			  "(want 0, %d, one more)", (unsigned long long)th->rings, st,
-		      (unsigned long long)n, (unsigned long long)before, (unsigned long long)after,
-		      small_lines);
+		wrong(th, "small op %llu (%.1f ms in DB_OP): DB_STATUS %u, DB_LINES %llu, "
+			  "writebacks %llu -> %llu (want 0, %d, one more); lock 0x%llx, thread 0 "
+			  "at op %d step %d; busy %llu more reads, %.1f ms, then DB_STATUS %u "
+			  "DB_LINES %llu, writebacks %llu, flushes %llu",
+		      (unsigned long long)th->rings, dt * 1e3, st, (unsigned long long)n,
+		      (unsigned long long)before, (unsigned long long)after, small_lines,
+		      (unsigned long long)h, no, step, (unsigned long long)busy_reads,
+		      (now_s() - t1) * 1e3, rd32(A_CXLSHM_DB_STATUS),
+		      (unsigned long long)rd64(A_CXLSHM_DB_LINES),
+		      (unsigned long long)rd64(A_CXLSHM_STAT(CXLSHM_STAT_WB_OPS)),
+		      (unsigned long long)rd64(A_CXLSHM_STAT(CXLSHM_STAT_FLUSH_OPS)));
 	}
 	th->rings++;
 }
