@@ -42,9 +42,12 @@ uint32_t cxl_shm_caps(CXLShmState *s)
 
 /*
  * One doorbell engine: an op runs when the one rung before it has
- * completed.  DB_OFFSET and DB_LEN are taken at the DB_OP write; the
- * ringer waits for the engine outside the BQL (another vCPU's op may take
- * long), and the op's line work and latency charge run without it too.
+ * completed.  DB_OFFSET and DB_LEN are taken at the DB_OP write, which
+ * also takes the op's ticket (the order of the DB_OP writes); the ringer
+ * waits for its turn outside the BQL (another vCPU's op may take long),
+ * and the op's line work and latency charge run without it too.  Without
+ * the ticket, a later ring could take the engine in the moment between
+ * an earlier ringer's dropping the BQL and its taking the engine.
  * DB_STATUS reads busy while a rung op has not completed; DB_STATUS and
  * DB_LINES are written together, under the BQL, when it completes, so
  * they always describe one op (docs/device.md, "Guest control").
@@ -55,7 +58,7 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
     CXLShmLineCount n = { 0 };
     uint32_t st = cxl_shm_db_check(op, off, len, s->size);
     unsigned epoch = s->db_epoch;
-    uint64_t lines = 0;
+    uint64_t lines = 0, ticket = qatomic_fetch_inc(&s->db_ticket);
     bool locked = bql_locked();
 
     s->db_queued++;
@@ -63,6 +66,9 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
         bql_unlock();
     }
     qemu_mutex_lock(&s->db_engine);
+    while (s->db_serving != ticket) {
+        qemu_cond_wait(&s->db_turn, &s->db_engine);
+    }
     if (st == CXLSHM_DB_OK) {
         cxl_shm_range(s, cxl_shm_db_line_op(op), off, len, &n);
         cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
@@ -87,6 +93,8 @@ static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
         trace_cxl_shm_op(s->host_id, op_names[op], off, len, lines, st);
     }
     cxl_shm_pool_sync_stats(s);
+    s->db_serving++;
+    qemu_cond_broadcast(&s->db_turn);
     qemu_mutex_unlock(&s->db_engine);
 }
 

@@ -278,6 +278,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
     qemu_mutex_init(&s->db_engine);
+    qemu_cond_init(&s->db_turn);
     cxl_shm_events_init(s);
     cxl_shm_evict_start(s);
     cxl_shm_live_add(s);
@@ -315,6 +316,7 @@ static void cxl_shm_release(struct rcu_head *head)
     QLIST_REMOVE(s, live);
     cxl_shm_mode_release(s);
     cxl_shm_events_fini(s);
+    qemu_cond_destroy(&s->db_turn);
     qemu_mutex_destroy(&s->db_engine);
     g_free(s->queues);
     s->queues = NULL;

@@ -249,6 +249,9 @@ struct CXLShmState {
     uint32_t db_status;
     unsigned db_queued;         /* rung ops not completed (BQL) */
     QemuMutex db_engine;        /* held by the op that runs */
+    QemuCond db_turn;           /* db_serving moved on */
+    uint64_t db_ticket;         /* the next DB_OP write's (atomic) */
+    uint64_t db_serving;        /* the op whose turn it is (db_engine) */
     uint64_t stats[CXLSHM_STAT_NR];
 
     QLIST_ENTRY(CXLShmState) live;  /* in the pod: cxl_shm_live */
