@@ -64,6 +64,51 @@ static bool cxl_shm_mbox_allowed(uint16_t opcode)
     return false;
 }
 
+/*
+ * Get Supported Features (0500h) as the parent answers it, with every
+ * feature reported as not changeable: the parent offers its patrol scrub
+ * and DDR5 ECS controls as changeable, but their settings are the
+ * device's, every head's, and Set Feature is not on the allowlist.  A
+ * guest is told so (Attribute Flags bit 0 clear, Set Feature Size 0, CXL
+ * r3.1 Table 8-97) instead of offering a control that is then refused.
+ */
+typedef struct CXLShmFeatureEntry {
+    uint8_t uuid[16];
+    uint16_t index;
+    uint16_t get_size;
+    uint16_t set_size;
+    uint32_t attr_flags;
+    uint8_t rest[22];           /* versions, Set Feature Effects, reserved */
+} QEMU_PACKED CXLShmFeatureEntry;
+
+#define CXLSHM_FEATURE_CHANGEABLE 1     /* Attribute Flags bit 0 */
+#define CXLSHM_FEATURES_HEADER 8        /* Table 8-96: before the entries */
+
+static opcode_handler cxl_shm_parent_features;
+
+static CXLRetCode cxl_shm_get_features(const struct cxl_cmd *cmd,
+                                       uint8_t *payload_in, size_t len_in,
+                                       uint8_t *payload_out, size_t *len_out,
+                                       CXLCCI *cci)
+{
+    CXLRetCode rc = cxl_shm_parent_features(cmd, payload_in, len_in,
+                                            payload_out, len_out, cci);
+    CXLShmFeatureEntry *e = (void *)(payload_out + CXLSHM_FEATURES_HEADER);
+    size_t i, n;
+
+    QEMU_BUILD_BUG_ON(sizeof(CXLShmFeatureEntry) != 48);
+    if (rc != CXL_MBOX_SUCCESS || *len_out < CXLSHM_FEATURES_HEADER) {
+        return rc;
+    }
+    n = (*len_out - CXLSHM_FEATURES_HEADER) / sizeof(*e);
+    for (i = 0; i < n; i++) {
+        e[i].attr_flags = cpu_to_le32(le32_to_cpu(e[i].attr_flags) &
+                                      ~CXLSHM_FEATURE_CHANGEABLE);
+        e[i].set_size = 0;
+    }
+    return rc;
+}
+
 void cxl_shm_restrict_mailbox(CXLShmState *s)
 {
     CXLCCI *cci = &s->parent_obj.cci;
@@ -77,6 +122,11 @@ void cxl_shm_restrict_mailbox(CXLShmState *s)
                 cci->cxl_cmd_set[set][cmd].handler = NULL;
             }
         }
+    }
+    if (cci->cxl_cmd_set[0x05][0x00].handler &&
+        cci->cxl_cmd_set[0x05][0x00].handler != cxl_shm_get_features) {
+        cxl_shm_parent_features = cci->cxl_cmd_set[0x05][0x00].handler;
+        cci->cxl_cmd_set[0x05][0x00].handler = cxl_shm_get_features;
     }
     for (i = j = 0; i < cci->cel_size; i++) {
         if (cxl_shm_mbox_allowed(cci->cel_log[i].opcode)) {

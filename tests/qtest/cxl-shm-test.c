@@ -3376,6 +3376,33 @@ static void test_mailbox_allowlist(void)
             }
         }
     }
+
+    /*
+     * Get Supported Features (CXL r3.1 8.2.9.6.1): header of 8 bytes, then
+     * 48-byte entries.  Set Feature is refused, so no feature may be
+     * offered as changeable: Attribute Flags bit 0 clear and Set Feature
+     * Size 0 in every entry.
+     */
+    {
+        uint8_t req[8] = { 0 }, out[8 + 4 * 48];
+        uint16_t n;
+
+        stl_le_p(req, sizeof(out));
+        g_assert_cmphex(mbox_cmd(a.qts, mb, 0x0500, req, sizeof(req), out,
+                                 sizeof(out)), ==, 0);
+        n = lduw_le_p(out);
+        g_assert_cmpuint(n, >=, 1);
+        g_assert_cmpuint(n, <=, 4);
+        for (i = 0; i < n; i++) {
+            const uint8_t *e = out + 8 + 48 * i;
+
+            g_test_message("feature %zu: set size %u, attributes 0x%x", i,
+                           lduw_le_p(e + 20), ldl_le_p(e + 22));
+            g_assert_cmpuint(ldl_le_p(e + 22) & 1, ==, 0);
+            g_assert_cmpuint(lduw_le_p(e + 20), ==, 0);
+        }
+    }
+
     qtest_clock_step(a.qts, 60000000000LL);     /* background work: none */
     after = pool_data_digest(pool);
     g_assert_cmpstr(before, ==, after);
