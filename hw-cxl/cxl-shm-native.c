@@ -72,6 +72,7 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
     for (i = 0; i < len; i++) {
         uint64_t e = q->entry[i];
         uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
+        uint32_t run = 1;
 
         /* a conflict names the instruction that queued the line */
         cxl_shm_set_insn_pc(q->pc[i]);
@@ -84,8 +85,22 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
         } else if (e & CXLSHM_QUEUE_NT) {
             cxl_shm_nt_land(s, line, q->mask[i], n);
         } else {
+            /*
+             * The following entries that continue the range, of the same
+             * kind and queued by the same instruction (a loop of clwb over
+             * a buffer), land in one range op: one lock per page instead
+             * of one per line.  They are weakly ordered among themselves,
+             * so any order in which they land is one hardware could show.
+             */
+            while (i + run < len &&
+                   q->entry[i + run] == e + run * CXLPOOL_LINE &&
+                   q->pc[i + run] == q->pc[i]) {
+                run++;
+            }
             cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
-                          CXLSHM_LINE_WRITEBACK, line, CXLPOOL_LINE, n);
+                          CXLSHM_LINE_WRITEBACK, line,
+                          (uint64_t)run * CXLPOOL_LINE, n);
+            i += run - 1;
         }
     }
     cxl_shm_set_insn_pc(old_pc);
