@@ -30,6 +30,11 @@
  *           area; with wbinv each add is invalidate + add + writeback),
  *           from T threads (--threads, each K adds: the vCPUs of one host
  *           and the hosts race); rank 0 invalidates and reads it.
+ *           With --atomic-seconds S, every thread adds until rank 0's
+ *           S seconds are up (a flag in the coherent window, read every
+ *           64 adds), so all hosts add at once for the whole trial (a
+ *           contended rate); the counter must then equal the sum of the
+ *           adds every host counted.
  *           outcome: exact | lost
  *   fs      false sharing: rank r stores word r of ONE line, protocol;
  *           rank 0 invalidates and reads the line.  outcome: all | lost
@@ -79,6 +84,7 @@ struct ctl {
 	struct pline ack[CXLPOD_MAX_HOSTS];
 	struct pline obs[CXLPOD_MAX_HOSTS];
 	struct pline sbv[CXLPOD_MAX_HOSTS];
+	struct pline astop; /* --atomic-seconds: the trial's token once rank 0's time is up */
 };
 
 struct lit {
@@ -87,6 +93,10 @@ struct lit {
 	uint8_t *base[NAREAS];
 	int iters_mp, iters_sb, atomic_ops, threads, poll_ms;
 	double atomic_s;	/* this host's time in its adds, last atomic test */
+	double atomic_secs;	/* --atomic-seconds: add for this long, not --atomic-ops times */
+	double atomic_t0;	/* when this host's adds began */
+	uint64_t atomic_done;	/* this host's adds (all its threads), last atomic test */
+	uint64_t atomic_tok;	/* the atomic trial's token (the stop flag's value) */
 	uint64_t token;
 	int mismatches, combos;
 	struct jbuf *j;
@@ -107,17 +117,36 @@ struct adder {
 	int proto;
 	bool extra;	/* not the calling thread: reports its own error */
 	int err;
+	uint64_t adds;
 };
+
+/* --atomic-seconds: is this host's (or, on rank 0, the trial's) time up? */
+static bool adds_over(struct lit *l)
+{
+	volatile uint64_t *stop = &l->ctl->astop.v;
+
+	if (__atomic_load_n(stop, __ATOMIC_ACQUIRE) == l->atomic_tok)
+		return true;
+	if (l->t->rank == 0 && now_s() - l->atomic_t0 >= l->atomic_secs) {
+		__atomic_store_n(stop, l->atomic_tok, __ATOMIC_RELEASE);
+		return true;
+	}
+	return false;
+}
 
 static void *adder_run(void *arg)
 {
 	struct adder *d = arg;
 	struct tool *t = d->l->t;
 
-	for (int i = 0; i < d->l->atomic_ops && !d->err; i++) {
+	for (uint64_t i = 0; !d->err; i++) {
+		if (d->l->atomic_secs > 0 ? (i % 64 == 0 && adds_over(d->l))
+					  : i >= (uint64_t)d->l->atomic_ops)
+			break;
 		if (d->proto == P_WBINV)
 			d->err = cxlpod_invalidate(t->p, d->ctr, 8);
 		__atomic_fetch_add(d->ctr, 1, __ATOMIC_SEQ_CST);
+		d->adds++;
 		if (d->proto == P_WBINV && !d->err)
 			d->err = cxlpod_writeback(t->p, d->ctr, 8);
 	}
@@ -142,6 +171,9 @@ static int adders(struct lit *l, uint64_t *ctr, int proto)
 	adder_run(&d[0]);
 	for (int k = 1; k < n; k++)
 		pthread_join(th[k], NULL);
+	l->atomic_done = 0;
+	for (int k = 0; k < n; k++)
+		l->atomic_done += d[k].adds;
 	for (int k = 0; k < n && !err; k++)
 		err = d[k].err;
 	if (!err && n < l->threads) {
@@ -310,11 +342,14 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	case T_ATOMIC: {
 		PRIME(l, a, L_ATOMIC, 1, 0);
 		uint64_t *ctr = (uint64_t *)LINE(l, a, L_ATOMIC);
-		double t0 = now_s();
+		l->atomic_tok = ++l->token;
+		l->atomic_t0 = now_s();
 		OP(adders(l, ctr, proto));
-		l->atomic_s = now_s() - t0;
+		l->atomic_s = now_s() - l->atomic_t0;
 		if (proto == P_WB)
 			OP(wb_fence(l, ctr));
+		/* this host's count: the sum is what the counter must hold */
+		__atomic_store_n(&c->sbv[me].v, l->atomic_done, __ATOMIC_RELEASE);
 		if (tool_barrier(t))
 			return -2;
 		if (me == 0) {
@@ -383,11 +418,13 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 	__atomic_store_n(&c->obs[me].v, obs, __ATOMIC_RELEASE);
 	if (tool_barrier(t))
 		return -2;
-	uint64_t o[CXLPOD_MAX_HOSTS], conflicts = 0;
+	uint64_t o[CXLPOD_MAX_HOSTS], conflicts = 0, adds_all = 0;
 	for (int r = 0; r < N; r++) {
 		o[r] = __atomic_load_n(&c->obs[r].v, __ATOMIC_ACQUIRE);
 		if (test == T_FS)
 			conflicts += __atomic_load_n(&c->sbv[r].v, __ATOMIC_ACQUIRE);
+		if (test == T_ATOMIC)
+			adds_all += __atomic_load_n(&c->sbv[r].v, __ATOMIC_ACQUIRE);
 	}
 	switch (test) {
 	case T_MP:
@@ -418,7 +455,8 @@ static int run_combo(struct lit *l, int test, int a, int proto, char *out, size_
 				 l->iters_sb);
 		break;
 	case T_ATOMIC: {
-		uint64_t want = (uint64_t)N * l->threads * l->atomic_ops;
+		uint64_t want = l->atomic_secs > 0 ? adds_all
+						   : (uint64_t)N * l->threads * l->atomic_ops;
 		if (o[0] == want)
 			snprintf(out, outn, "exact");
 		else
@@ -539,8 +577,9 @@ static int run_all(struct lit *l, const char *only)
 				if (test == T_ATOMIC) {
 					/* this host's adds (all its threads), for throughput */
 					j_dbl(l->j, "seconds", l->atomic_s);
-					j_dbl(l->j, "ops_per_s", l->atomic_s > 0 ? l->threads *
-					      (double)l->atomic_ops / l->atomic_s : 0);
+					j_uint(l->j, "adds", l->atomic_done);
+					j_dbl(l->j, "ops_per_s", l->atomic_s > 0 ?
+					      (double)l->atomic_done / l->atomic_s : 0);
 				}
 				if (test == T_FS) {
 					j_uint(l->j, "conflicts", conflicts);
@@ -567,7 +606,8 @@ static void reset_ctl(struct tool *t, void *arg)
 static void usage(void)
 {
 	printf("usage: cxlpod-litmus [--iters N(100)] [--atomic-ops K(1000)] [--threads T(1)]\n"
-	       "                     [--test NAME] [--method doorbell|native|both] [options]\n"
+	       "                     [--atomic-seconds S] [--test NAME]\n"
+	       "                     [--method doorbell|native|both] [options]\n"
 	       "Runs mp, sb, atomic, fs, stale in both areas with protocols none, wb,\n"
 	       "wbinv (mp also wb-nofence, wb-fence) on all hosts in lock step; exit 3\n"
 	       "if an outcome differs from the expected one.  Needs >= 2 hosts.\n%s",
@@ -583,6 +623,7 @@ int main(int argc, char **argv)
 	const struct topt opts[] = {
 		{"--iters", TOPT_INT, &l.iters_sb, 1, 1e7},
 		{"--atomic-ops", TOPT_INT, &l.atomic_ops, 1, 1e9},
+		{"--atomic-seconds", TOPT_DBL, &l.atomic_secs, 0, 3600},
 		{"--threads", TOPT_INT, &l.threads, 1, MAX_THREADS},
 		{"--test", TOPT_STR, &only, 0, 0},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
