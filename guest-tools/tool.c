@@ -86,17 +86,19 @@ void poll_pause(unsigned *spins)
 		return;
 	}
 	/*
-	 * Then sleeps, longer the longer the wait: 20 us, 200 us from about a
-	 * second on, 20 ms from about three seconds on.  Under TCG a wake-up
-	 * costs the host much more than on hardware: a guest waiting for peers
-	 * that were still booting took 30% of a core with 200 us sleeps (4%
-	 * with 20 ms ones), which the booting guests of a large pod on a few
-	 * cores then lacked.
+	 * Then sleeps, longer the longer the wait, counted in wake-ups: 100 of
+	 * 20 us, 100 of 200 us, 500 of 2 ms (about a second in all), then
+	 * 100 ms.  Under TCG a wake-up costs the host far more than on
+	 * hardware: in a 32-host pod on 2 cores, the guests already up and
+	 * waiting for the others with 20-200 us sleeps (some 30,000 wake-ups
+	 * before the old last step) took the cores the later guests needed to
+	 * boot.
 	 */
-	long ns = *spins < 20000 ? 20000 : *spins < 30000 ? 200000 : 20000000;
+	unsigned n = *spins - 2000;
+	long ns = n < 100 ? 20000 : n < 200 ? 200000 : n < 700 ? 2000000 : 100000000;
 	struct timespec ts = {0, ns};
 	if (*spins > 1000000)
-		*spins = 30000; /* stay at the last step, without wrapping */
+		*spins = 2700; /* stay at the last step, without wrapping */
 	nanosleep(&ts, NULL);
 }
 
@@ -371,7 +373,7 @@ static int wait_cond(struct tool *t, volatile uint64_t *addr, uint64_t want, int
 		if (ge ? v >= want : v == want)
 			return 0;
 		poll_pause(&spins);
-		if ((spins & 255) == 0) {
+		if ((spins & 255) == 0 || spins > 2000) { /* every step once it sleeps */
 			double n = now_s();
 			if (t0 == 0)
 				t0 = last = n;
@@ -449,7 +451,7 @@ int tool_join(struct tool *t, unsigned tool_id, void (*reset)(struct tool *, voi
 			if (all)
 				break;
 			poll_pause(&spins);
-			if ((spins & 255) == 0 && now_s() - t0 > t->timeout_s) {
+			if (((spins & 255) == 0 || spins > 2000) && now_s() - t0 > t->timeout_s) {
 				fprintf(stderr, "%s: timeout: not all %d hosts joined\n", t->name,
 					t->nhosts);
 				return EXIT_PEER;

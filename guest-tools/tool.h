@@ -124,8 +124,8 @@ uint64_t fnv1a(const void *p, size_t n);
 uint64_t parse_size_arg(const char *s); /* 0 on error */
 /* N, 0xN, with a K/M/G suffix; 0 is a size too.  0, or -1 on error. */
 int parse_size_full(const char *s, uint64_t *out);
-/* One step of a polling wait: pause, then sleeps of 20 us, 200 us and 20 ms
- * as *spins (0 at the start of the wait) grows */
+/* One step of a polling wait: pause, then sleeps of 20 us, 200 us, 2 ms and,
+ * after about a second, 100 ms as *spins (0 at the start of the wait) grows */
 void poll_pause(unsigned *spins);
 
 /* Library call wrapper: on error print and return EXIT_SETUP. */
