@@ -120,18 +120,25 @@ struct adder {
 	uint64_t adds;
 };
 
-/* --atomic-seconds: is this host's (or, on rank 0, the trial's) time up? */
+/*
+ * --atomic-seconds: is the trial over?  Rank 0's time ends it for every
+ * host (the stop flag); another host also gives up when a peer aborted
+ * or rank 0 never set the flag within the trial and --timeout.
+ */
 static bool adds_over(struct lit *l)
 {
+	struct tool *t = l->t;
 	volatile uint64_t *stop = &l->ctl->astop.v;
+	double el = now_s() - l->atomic_t0;
 
 	if (__atomic_load_n(stop, __ATOMIC_ACQUIRE) == l->atomic_tok)
 		return true;
-	if (l->t->rank == 0 && now_s() - l->atomic_t0 >= l->atomic_secs) {
+	if (t->rank == 0 && el >= l->atomic_secs) {
 		__atomic_store_n(stop, l->atomic_tok, __ATOMIC_RELEASE);
 		return true;
 	}
-	return false;
+	return t->rank != 0 && ((t->epoch && t->sync->abort.v == t->epoch) ||
+				el > l->atomic_secs + t->timeout_s);
 }
 
 static void *adder_run(void *arg)
@@ -140,7 +147,8 @@ static void *adder_run(void *arg)
 	struct tool *t = d->l->t;
 
 	for (uint64_t i = 0; !d->err; i++) {
-		if (d->l->atomic_secs > 0 ? (i % 64 == 0 && adds_over(d->l))
+		/* at least 64 adds each: a host that starts late still races */
+		if (d->l->atomic_secs > 0 ? (i && i % 64 == 0 && adds_over(d->l))
 					  : i >= (uint64_t)d->l->atomic_ops)
 			break;
 		if (d->proto == P_WBINV)
@@ -171,6 +179,8 @@ static int adders(struct lit *l, uint64_t *ctr, int proto)
 	adder_run(&d[0]);
 	for (int k = 1; k < n; k++)
 		pthread_join(th[k], NULL);
+	if (l->atomic_secs > 0 && l->t->rank == 0) /* even if its adds failed */
+		__atomic_store_n(&l->ctl->astop.v, l->atomic_tok, __ATOMIC_RELEASE);
 	l->atomic_done = 0;
 	for (int k = 0; k < n; k++)
 		l->atomic_done += d[k].adds;
