@@ -22,13 +22,19 @@
  *                 (in turn) and sfence, and, when no reset began or was in
  *                 progress from before the stores until after the fence,
  *                 invalidate it and read it back from the pool: it must
- *                 hold exactly that version ("acked").  A line whose store
- *                 a reset overlapped is read back after the reset: every
- *                 word must be a version of that line between the last
+ *                 hold exactly that version ("acked").  Once a reset is
+ *                 over, each of the thread's lines is read back before its
+ *                 next store: every word must be a version of that line
+ *                 between the last
  *                 acked one and the last one stored (the reset may drop
  *                 unflushed stores, never an acked line; it never mixes
  *                 lines).  At the end every line gets a final version,
  *                 checked exactly.
+ *
+ * The exact read-back invalidates with clflushopt, which writes a line the
+ * fence left dirty back first: a fence that failed to land a line is
+ * caught by the other host (it never finds that version, or the final
+ * one), not by the read-back.
  *
  * What a store made while the decoder is not committed does (between the
  * bus reset and the commit) is not checked: it reaches no device (QEMU's
@@ -93,13 +99,14 @@
 /* in the coherent window (t->coh) */
 struct ctl {
 	struct pline phase; /* 1: rank 0's resets are over, final versions set */
-	struct pline nlines, resets;
+	struct pline nlines, resets, gen0, host0; /* rank 0's generation before, its host id */
 	struct pline checked[CXLPOD_MAX_HOSTS], wrong[CXLPOD_MAX_HOSTS];
 	uint64_t final[MAX_LINES];
 };
 
 struct thr {
 	int id, cpu, cpu_end, first, n;
+	uint64_t seen_done; /* the last completed reset this thread has seen */
 	uint64_t stores, acked, verified, skipped, overlapped, after_reset, lost, bad;
 	uint64_t by_method[3];
 };
@@ -144,10 +151,13 @@ static inline volatile uint64_t *line0(uint64_t g)
 }
 
 static inline void sfence(void) { __asm__ volatile("sfence" ::: "memory"); }
-static inline void clwb(volatile void *a) { __asm__ volatile("clwb %0" : "+m"(*(volatile char *)a)); }
+static inline void clwb(volatile void *a)
+{
+	__asm__ volatile("clwb %0" : "+m"(*(volatile char *)a) : : "memory");
+}
 static inline void clflushopt(volatile void *a)
 {
-	__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)a));
+	__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)a) : : "memory");
 }
 static inline void movnti(volatile uint64_t *a, uint64_t v)
 {
@@ -202,10 +212,18 @@ static bool store_line(struct thr *th, uint64_t g, int m)
 {
 	volatile uint64_t *l = line0(g);
 	uint64_t s0 = atomic_load(&started), d0 = atomic_load(&done);
-	uint64_t v = word_of(g, ++cur[g]), w[8];
+	uint64_t v, w[8];
 
+	if (d0 != th->seen_done && s0 == d0) {
+		/* a reset is over: every line of this thread is checked after it,
+		 * not only those whose stores it overlapped */
+		for (int i = 0; i < th->n; i++)
+			need_check[th->first + i] = 1;
+		th->seen_done = d0;
+	}
 	if (need_check[g] && s0 == d0)
 		check_after_reset(th, g, s0);
+	v = word_of(g, ++cur[g]);
 	for (int k = 0; k < 8; k++) {
 		if (m == 2)
 			movnti(&l[k], v);
@@ -217,6 +235,8 @@ static bool store_line(struct thr *th, uint64_t g, int m)
 	else if (m == 1)
 		clflushopt(l);
 	sfence();
+	/* sfence does not order the load below; the fence's work is done */
+	atomic_thread_fence(memory_order_seq_cst);
 	th->stores++;
 	th->by_method[m]++;
 	if (s0 != d0 || atomic_load(&started) != s0) {
@@ -467,12 +487,13 @@ static int observer(struct tool *t, struct ctl *c)
 					t->rank, g, w8, line0(g)[w8], word_of(g, c->final[g]));
 	enum cxlpod_host_state st;
 	uint64_t gen = 0;
-	LIBCALL(t, cxlpod_host_state(t->p, 0, &st, &gen));
-	bool gen_ok = gen == 1 + c->resets.v && st == CXLPOD_HOST_LIVE;
+	LIBCALL(t, cxlpod_host_state(t->p, (unsigned)c->host0.v, &st, &gen));
+	bool gen_ok = gen == c->gen0.v + c->resets.v && st == CXLPOD_HOST_LIVE;
 	if (!gen_ok)
 		fprintf(stderr, "cxlpod-resetrace: host %d: rank 0 is %s, generation %" PRIu64
-				", after %" PRIu64 " resets (want live, %" PRIu64 ")\n",
-			t->rank, cxlpod_host_state_name(st), gen, c->resets.v, 1 + c->resets.v);
+				", after %" PRIu64 " resets from generation %" PRIu64 " (want live, %"
+				PRIu64 ")\n", t->rank, cxlpod_host_state_name(st), gen, c->resets.v,
+			c->gen0.v, c->gen0.v + c->resets.v);
 	uint64_t bad = ops_wrong + word_wrong + backwards + final_wrong + !gen_ok;
 	c->checked[t->rank].v = nl;
 	c->wrong[t->rank].v = bad;
@@ -492,6 +513,7 @@ static int observer(struct tool *t, struct ctl *c)
 		j_uint(&j, "final_checked", nl);
 		j_uint(&j, "final_wrong", final_wrong);
 		j_uint(&j, "rank0_generation", gen);
+		j_uint(&j, "rank0_generation_before", c->gen0.v);
 		j_bool(&j, "ok", !bad);
 		j_end_print(&j);
 	} else {
@@ -570,6 +592,11 @@ int main(int argc, char **argv)
 	struct cxlpod_stats st0, st1;
 	LIBCALL(&t, cxlpod_stats(t.p, &st0));
 	c->nlines.v = nl;
+	enum cxlpod_host_state st;
+	uint64_t gen0 = 0;
+	LIBCALL(&t, cxlpod_host_state(t.p, t.info.host_id, &st, &gen0));
+	c->host0.v = t.info.host_id;
+	c->gen0.v = gen0;
 	if (tool_barrier(&t))
 		return EXIT_PEER;
 
