@@ -234,14 +234,6 @@ static void read_round(struct thr *th)
 }
 #undef CHECK
 
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
 static void *big_thread(void *arg)
 {
 	struct thr *th = arg;
@@ -384,7 +376,7 @@ static void *small_thread(void *arg)
 static void *run_thread(void *arg)
 {
 	struct thr *th = arg;
-	int e = pin(th->cpu);
+	int e = tool_pin_cpu(th->cpu);
 	if (e)
 		fprintf(stderr, "cxlpod-dbrace: thread %d: cannot pin to cpu %d: %s\n", th->id,
 			th->cpu, strerror(-e));

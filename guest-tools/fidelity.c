@@ -65,14 +65,6 @@
 #define TOOL_ID 8
 #define MAX_STORERS 7
 
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
 /* ---- own-stores ----------------------------------------------------------------------- */
 
 struct own {
@@ -106,7 +98,7 @@ static void *own_storer(void *arg)
 	struct own_arg *a = arg;
 	struct own *o = a->o;
 	int s = a->s;
-	pin(1 + s);
+	tool_pin_cpu(1 + s);
 	while (!o->go)
 		__builtin_ia32_pause();
 	uint64_t r = 0;
@@ -195,7 +187,7 @@ static int run_own(struct tool *t, size_t lines, double seconds, struct own_resu
 	LIBCALL(t, cxlpod_fence(t->p));
 	pthread_t th[MAX_STORERS];
 	struct own_arg args[MAX_STORERS];
-	if (pin(0))
+	if (tool_pin_cpu(0))
 		fprintf(stderr, "%s: cannot pin the flusher to cpu 0\n", t->name);
 	for (int s = 0; s < storers; s++) {
 		args[s] = (struct own_arg){&o, s};
@@ -550,7 +542,7 @@ static int run_nt(struct tool *t, struct nt_result *res, int *nres)
 		return EXIT_SETUP;
 	}
 	if (writer)
-		pin(0);
+		tool_pin_cpu(0);
 	uint8_t *oldb = aligned_alloc(64, NT_REGION), *newb = aligned_alloc(64, NT_REGION);
 	if (!oldb || !newb)
 		return EXIT_SETUP;

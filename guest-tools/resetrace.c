@@ -164,14 +164,6 @@ static inline void movnti(volatile uint64_t *a, uint64_t v)
 	__asm__ volatile("movnti %1, %0" : "=m"(*a) : "r"(v) : "memory");
 }
 
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
 /* Read line g from the pool: drop this host's (clean) copy, then load.
  * Returns false when a reset began meanwhile (the words mean nothing). */
 static bool read_back(uint64_t g, uint64_t s0, uint64_t w[8])
@@ -345,7 +337,7 @@ static void *resetter(struct thr *th)
 static void *run_thread(void *arg)
 {
 	struct thr *th = arg;
-	int e = pin(th->cpu);
+	int e = tool_pin_cpu(th->cpu);
 	if (e)
 		fprintf(stderr, "cxlpod-resetrace: thread %d: cannot pin to cpu %d: %s\n", th->id,
 			th->cpu, strerror(-e));

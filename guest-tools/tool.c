@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -100,6 +101,14 @@ void poll_pause(unsigned *spins)
 	if (*spins > 1000000)
 		*spins = 2700; /* stay at the last step, without wrapping */
 	nanosleep(&ts, NULL);
+}
+
+int tool_pin_cpu(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
 const char *tool_common_usage(void)

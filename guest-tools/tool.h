@@ -127,6 +127,8 @@ int parse_size_full(const char *s, uint64_t *out);
 /* One step of a polling wait: pause, then sleeps of 20 us, 200 us, 2 ms and,
  * after about a second, 100 ms as *spins (0 at the start of the wait) grows */
 void poll_pause(unsigned *spins);
+/* Pin the calling thread to CPU @cpu: 0, or -errno */
+int tool_pin_cpu(int cpu);
 
 /* Library call wrapper: on error print and return EXIT_SETUP. */
 #define LIBCALL(t, call)                                                                       \
