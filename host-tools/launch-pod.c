@@ -415,7 +415,7 @@ static gboolean tick(gpointer data)
                  h->end == END_SERVED) &&
                 o->device == DEV_CXL_SHM && WIFEXITED(st) &&
                 WEXITSTATUS(st) == 0) {
-                check_clean_exit(h, o->quiet);
+                check_clean_exit(h, o->pool, o->quiet);
             }
             if (h->end == END_KILLED && o->restart[h->id] &&
                 h->runs <= o->restarts && !r->interrupted && !r->timed_out &&

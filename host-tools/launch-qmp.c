@@ -127,29 +127,41 @@ void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet)
     }
 }
 
-/* Host h's QEMU exited by itself: what a survivor's table says (left). */
-void check_clean_exit(struct host *h, bool quiet)
+/*
+ * Host h's QEMU exited by itself: what a survivor's table says (left).
+ * With no survivor left to ask (the last host, or the others' jobs ended
+ * while this QEMU was still exiting), what the pool file's table says,
+ * which is what a host joining later reads: exit_seen_by is then -1.
+ */
+void check_clean_exit(struct host *h, const char *pool, bool quiet)
 {
     char state[16];
     uint64_t gen = 0;
     double ts;
     int sv = pick_survivor(h->id, -1);
-    if (sv < 0) {
-        return;     /* nobody left to ask */
-    }
-    int r = watch_host_state(sv, h->id, "live", now_s() + LEFT_LIMIT_S, state,
-                             sizeof(state), &gen, &ts);
+    int r = sv < 0 ? -1 : watch_host_state(sv, h->id, "live",
+                                           now_s() + LEFT_LIMIT_S, state,
+                                           sizeof(state), &gen, &ts);
     if (r < 0) {
-        return;
+        unsigned st[MAX_HOSTS];
+        uint64_t gens[MAX_HOSTS];
+        if (read_pool_hosts(pool, h->id + 1, st, gens) != h->id + 1) {
+            return;     /* not a pool this launcher can read */
+        }
+        snprintf(state, sizeof(state), "%s", pool_state_name(st[h->id]));
+        gen = gens[h->id];
+        sv = -1;
     }
     snprintf(h->exit_state, sizeof(h->exit_state), "%s", state);
     h->exit_seen_by = sv;
+    g_autofree char *who = sv < 0 ? g_strdup("the pool file's table")
+                                  : g_strdup_printf("host %d's table", sv);
     if (strcmp(state, "left")) {
-        msg("host %d: exited cleanly but host %d's table shows it %s, not left",
-            h->id, sv, state);
+        msg("host %d: exited cleanly but %s shows it %s, not left", h->id,
+            who, state);
     } else if (!quiet) {
-        msg("host %d: exited; host %d's table shows it left (generation %llu)",
-            h->id, sv, (unsigned long long)gen);
+        msg("host %d: exited; %s shows it left (generation %llu)", h->id,
+            who, (unsigned long long)gen);
     }
 }
 

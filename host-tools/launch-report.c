@@ -351,8 +351,13 @@ int report(const struct opts *o, enum accel accel, double wall,
     for (int i = 0; i < o->nhosts; i++) {
         struct host *h = &g_hosts[i];
         if (h->exit_state[0]) {
-            printf("host %d: clean exit: host %d's table shows it %s\n", i,
-                   h->exit_seen_by, h->exit_state);
+            if (h->exit_seen_by < 0) {
+                printf("host %d: clean exit: the pool file's table shows "
+                       "it %s\n", i, h->exit_state);
+            } else {
+                printf("host %d: clean exit: host %d's table shows it %s\n",
+                       i, h->exit_seen_by, h->exit_state);
+            }
         }
     }
     if (o->device == DEV_CXL_SHM && !o->interactive) {

@@ -369,7 +369,7 @@ int qmp_handshake(struct qmp *q, guint greeting_s, char **why);
 /* launch-qmp.c: what the survivors see, the pool's host table, `qmp` */
 int kill_runs(const struct opts *o, int host);
 void detect_kill(struct host *h, struct kill_rec *kr, double tk, bool quiet);
-void check_clean_exit(struct host *h, bool quiet);
+void check_clean_exit(struct host *h, const char *pool, bool quiet);
 int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen);
 const char *pool_state_name(unsigned st);
 int cmp_double(const void *a, const void *b);
