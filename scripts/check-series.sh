@@ -12,7 +12,7 @@
 #                                          build on its own)
 #   scripts/check-series.sh --from N       built after patch N-1 and after
 #                                          each patch from N on (the
-#                                          device's steps: --from 8)
+#                                          device's steps: --from 12)
 #   scripts/check-series.sh --no-build     export and checkpatch only
 #
 # The tree is build/series/qemu-src (a clone of build/series/upstream, reset
