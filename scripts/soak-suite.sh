@@ -10,9 +10,9 @@
 #   bash scripts/soak-suite.sh [--no-hog] [--resume] [RUNS]   default 10 runs
 #
 # --resume goes on with the runs build/soak-suite/state records, when they
-# were of the same code: ten runs of today's suite with the hog take longer
-# than one sitting (20-30 minutes each), so a soak can be stopped (Ctrl-C,
-# a reboot) and resumed.  The code is the tracked files but docs/ and the
+# were of the same code: ten runs of the suite with the hog take hours
+# (15-16 minutes each on 2 cores, 2026-12-06), so a soak can be stopped
+# (Ctrl-C, a reboot) and resumed.  The code is the tracked files but docs/ and the
 # Markdown files (their blob hashes, and any uncommitted change to them);
 # if it changed, or a recorded run failed, the soak starts again from run 1
 # and says why.  A run that was interrupted is not recorded and runs again.
