@@ -11,7 +11,7 @@
 #
 # --resume goes on with the runs build/soak-suite/state records, when they
 # were of the same code: ten runs of the suite with the hog take hours
-# (15-16 minutes each on 2 cores, 2026-12-06), so a soak can be stopped
+# (15-18 minutes each on 2 cores, 2026-12-06), so a soak can be stopped
 # (Ctrl-C, a reboot) and resumed.  The code is the tracked files but docs/ and the
 # Markdown files (their blob hashes, and any uncommitted change to them);
 # if it changed, or a recorded run failed, the soak starts again from run 1
