@@ -28,6 +28,7 @@
 #define CXLPOOL_LINELOCK_OFFSET 0x10000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_UNDO_OFFSET     0x20000     /* [host][bank][slot] undo */
 #define CXLPOOL_VERSIONS_OFFSET 0xa0000     /* CXLSHM_NR_LOCKS x 8 bytes */
+#define CXLPOOL_TURNS_OFFSET    0xb0000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_LOCK_OFFSET     0x100000    /* liveness byte of each host */
 #define CXLPOOL_LINE            CXLSHM_LINE
 #define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS

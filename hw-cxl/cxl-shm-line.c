@@ -16,7 +16,8 @@
  * A lock word is 0 when free; its holder writes a tag naming itself
  * (CXLPOOL_TAG, cxl-shm-format.h).
  */
-#define SPINS_BEFORE_CHECK      4096
+#define LOCK_SPINS              256     /* tries before a lock is busy */
+#define LIVENESS_EVERY          16      /* busy locks between owner checks */
 
 static inline uint64_t tag_make(uint32_t host, int slot, uint64_t gen)
 {
@@ -248,7 +249,10 @@ void snapshot(const uint64_t *img, uint64_t *snap)
     }
 }
 
-/* Each thread of this process takes an undo slot while it holds a lock */
+/*
+ * Each thread of this process takes an undo slot while it holds a lock;
+ * -1 while a reset waits for the holders to leave (cxl_shm_lines_quiesce())
+ */
 static int slot_claim(CXLShmLines *l)
 {
     static int next;
@@ -267,15 +271,11 @@ static int slot_claim(CXLShmLines *l)
             if (!qatomic_read(&l->quiesced)) {
                 return s;
             }
-            /* a reset is waiting for the lock holders to leave */
             qatomic_store_release(&l->slot_busy[s], 0);
-            while (qatomic_read(&l->quiesced)) {
-                sched_yield();
-            }
-            i = -1;
-            continue;
+            return -1;
         }
         if (i && s == hint) {
+            /* 64 threads of this process inside a lock: they leave soon */
             sched_yield();
         }
     }
@@ -331,37 +331,191 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
                                              CXLPOOL_TAG_GEN(tag));
 }
 
-static void lock_page(CXLShmLines *l, uint64_t offset, Held *h)
+/*
+ * Turns: an optional word beside each lock word (CXLShmLines::turns)
+ * that makes a contended lock go round the hosts that want it, so that
+ * each of them wins it in turn however fast the others retry.  Bits
+ * 0-31: the hosts that have been failing to take the lock for more than
+ * TURN_AFTER_US and are still retrying; bits 32-39: the host that took
+ * it last, + 1 (0: none yet).  A free lock whose word lists waiters may
+ * be taken only by the first of them after the last holder, in host
+ * order, round the table.  Until a host has waited that long, whoever
+ * comes first takes a free lock: a lock handed only in turn would stay
+ * free while the host whose turn it is waits for a CPU.  A waiter that
+ * stops retrying (stopped, reset, died) keeps its turn for
+ * TURN_EXPIRE_US at most: a host that finds the lock free and the word
+ * unchanged for that long drops it, and it joins again when it has
+ * waited long again.
+ */
+#define TURN_AFTER_US           100
+#define TURN_EXPIRE_US          5000
+#define TURN_LAST_SHIFT         32
+
+static uint64_t *word_turn(CXLShmLines *l, const uint64_t *word)
 {
-    unsigned spins = 0;
+    return l->turns ? &l->turns[word - l->locks] : NULL;
+}
+
+/* Whose turn is it, by word @t: a host, or -1 for anyone */
+static int turn_holder(uint64_t t)
+{
+    uint32_t waiters = (uint32_t)t;
+    uint32_t last = (t >> TURN_LAST_SHIFT) & 0xff;
+    uint32_t rot;
+
+    if (!waiters) {
+        return -1;
+    }
+    last %= CXLSHM_MAX_HOSTS;   /* the host after the last holder */
+    rot = (waiters >> last) | (last ? waiters << (32 - last) : 0);
+    return (__builtin_ctz(rot) + last) % CXLSHM_MAX_HOSTS;
+}
+
+/*
+ * The lock this thread has been failing to take, and since when: one at a
+ * time (no caller holds one lock while it tries another)
+ */
+static __thread uint64_t *wait_word;
+static __thread int64_t wait_since;
+
+/* Set or clear this host's waiting bit, and record a win */
+static void turn_update(CXLShmLines *l, uint64_t *turn, bool won)
+{
+    uint64_t me = 1ULL << l->host_id, old, new;
+
+    old = qatomic_read(turn);
+    for (;;) {
+        if (won) {
+            /* nobody waits long: nothing to record (no shared write) */
+            if (!(old & 0xffffffffULL)) {
+                return;
+            }
+            new = (old & ~(me | (0xffULL << TURN_LAST_SHIFT))) |
+                  ((uint64_t)(l->host_id + 1) << TURN_LAST_SHIFT);
+        } else {
+            new = old | me;
+            if (new == old) {
+                return;
+            }
+        }
+        if (qatomic_cmpxchg(turn, old, new) == old) {
+            return;
+        }
+        old = qatomic_read(turn);
+    }
+}
+
+/* Microseconds of CLOCK_MONOTONIC (the engine uses no QEMU clock) */
+static int64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/*
+ * May this host take the free lock of @turn now?  When another host's
+ * turn has stood still for TURN_EXPIRE_US with the lock free, that host
+ * is dropped from the word (it rejoins when it next fails).
+ */
+static bool turn_mine(CXLShmLines *l, uint64_t *turn)
+{
+    static __thread uint64_t *stuck_word;
+    static __thread uint64_t stuck_val;
+    static __thread int64_t stuck_since;
+    uint64_t t;
+    int who;
+
+    if (!turn) {
+        return true;
+    }
+    t = qatomic_read(turn);
+    who = turn_holder(t);
+    if (who < 0 || who == (int)l->host_id) {
+        return true;
+    }
+    if (stuck_word != turn || stuck_val != t) {
+        stuck_word = turn;
+        stuck_val = t;
+        stuck_since = now_us();
+    } else if (now_us() - stuck_since >= TURN_EXPIRE_US) {
+        qatomic_cmpxchg(turn, t, t & ~(1ULL << who));
+        stuck_word = NULL;
+    }
+    return false;
+}
+
+/*
+ * Take the lock of @offset if that needs no wait for another host: the
+ * lock is free (and this host's turn, if hosts are waiting for it), or
+ * its holder is dead (taken over, its write rolled back), or a thread of
+ * this process holds it and lets it go within a short spin.  false, and
+ * nothing held, otherwise; this host then waits its turn (see above).
+ * Never sleeps, never waits for another process.
+ */
+static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h)
+{
+    static __thread unsigned fails;
+    uint64_t *turn, old = 0;
+    unsigned spins;
 
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
+    if (h->slot < 0) {
+        h->word = NULL;         /* a reset is waiting: no new lock */
+        return false;
+    }
     h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
-    for (;;) {
-        uint64_t old = qatomic_read(h->word);
-
-        if (!old) {
-            if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
-                return;
-            }
+    turn = word_turn(l, h->word);
+    for (spins = 0; spins < LOCK_SPINS; spins++) {
+        old = qatomic_read(h->word);
+        if (old) {
+            cpu_relax();        /* most holds last a few microseconds */
             continue;
         }
-        if (++spins < SPINS_BEFORE_CHECK) {
-            cpu_relax();
-            continue;
+        if (!turn_mine(l, turn)) {
+            break;
         }
-        spins = 0;
-        if (!owner_alive(l, old)) {
-            if (qatomic_cmpxchg(h->word, old, h->tag) == old) {
-                rollback(l, h->word, old);
-                return;
-            }
-        } else {
-            sched_yield();
+        if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
+            goto won;
         }
     }
+    /*
+     * Still held: by a dead host (or an earlier life of this one), taken
+     * over and its write rolled back; liveness costs a system call, so
+     * another host's is looked at every LIVENESS_EVERY failures only.
+     */
+    if (old && (tag_host(old) == l->host_id ||
+                ++fails % LIVENESS_EVERY == 0) &&
+        !owner_alive(l, old) &&
+        qatomic_cmpxchg(h->word, old, h->tag) == old) {
+        rollback(l, h->word, old);
+        goto won;
+    }
+    if (turn) {
+        int64_t now = now_us();
+
+        if (wait_word != h->word) {
+            wait_word = h->word;
+            wait_since = now;
+        } else if (now - wait_since >= TURN_AFTER_US) {
+            turn_update(l, turn, false);
+        }
+    }
+    qatomic_store_release(&l->slot_busy[h->slot], 0);
+    h->word = NULL;
+    return false;
+
+won:
+    if (turn) {
+        if (wait_word == h->word) {
+            wait_word = NULL;
+        }
+        turn_update(l, turn, true);
+    }
+    return true;
 }
 
 static void unlock_page(CXLShmLines *l, Held *h)
@@ -494,7 +648,8 @@ void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op, uint64_t off,
 
 /*
  * The lock of one line: @held when the caller holds the one that covers
- * it (a lock is never taken twice), else taken into @local
+ * it (a lock is never taken twice), else taken into @local if that needs
+ * no wait; NULL if it would
  */
 static Held *lock_line(CXLShmLines *l, uint64_t offset, Held *held,
                        Held *local)
@@ -502,8 +657,7 @@ static Held *lock_line(CXLShmLines *l, uint64_t offset, Held *held,
     if (held && held->word && held->word == page_lock(l, offset)) {
         return held;
     }
-    lock_page(l, offset, local);
-    return local;
+    return lock_page(l, offset, local) ? local : NULL;
 }
 
 static void unlock_line(CXLShmLines *l, Held *h, Held *local)
@@ -576,7 +730,7 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
     }
 }
 
-void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
+bool cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
                       bool force, CXLShmLineLock *held, CXLShmLineCount *n)
 {
     Held h, *hp;
@@ -584,11 +738,15 @@ void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
     if (!mask && !force) {
-        return;
+        return true;
     }
     hp = lock_line(l, offset, held, &h);
+    if (!hp) {
+        return false;
+    }
     line_nt_locked(l, hp, offset, mask, force, n);
     unlock_line(l, hp, &h);
+    return true;
 }
 
 /*
@@ -609,18 +767,15 @@ bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off, bool sync)
            !same8((const uint64_t *)(l->pool + off), twin);
 }
 
-void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
-                      uint64_t len, CXLShmLineCount *n)
+uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                          uint64_t len, CXLShmLineCount *n)
 {
     uint64_t start = MAX(offset, l->coherent_size);
     uint64_t end = offset + len;
     uint64_t page, off;
 
     if (start >= end) {
-        return;
-    }
-    if (op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched += (end - start) / CXLSHM_LINE;
+        return end;
     }
     for (page = start; page < end;
          page = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) + CXLSHM_LOCK_PAGE) {
@@ -645,7 +800,10 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                 continue;
             }
             if (!h.word) {
-                lock_page(l, off, &h);
+                if (!lock_page(l, off, &h)) {
+                    /* busy: the page's lines are done again next time */
+                    return page;
+                }
                 if (whole && qatomic_read(ver) != v0) {
                     whole = false;  /* the lines compared so far may be old */
                 }
@@ -664,10 +822,14 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                 qatomic_set(page_seen(l, page), v0 + 1);
             }
         }
+        if (op != CXLSHM_LINE_WRITEBACK) {
+            n->fetched += (stop - page) / CXLSHM_LINE;
+        }
     }
+    return end;
 }
 
-void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n)
 {
     Held h, *hp;
@@ -675,38 +837,36 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
-    if (op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched++;
-    } else if (!dirty) {
-        return;
+    if (op == CXLSHM_LINE_WRITEBACK && !dirty) {
+        return true;
     }
     hp = lock_line(l, offset, held, &h);
+    if (!hp) {
+        return false;
+    }
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched++;
+    }
     sync = page_in_sync(l, offset, true);
     line_locked(l, hp, op, offset, dirty, sync, n);
     if (sync) {
         page_keep_in_sync(l, offset);
     }
     unlock_line(l, hp, &h);
+    return true;
 }
 
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h)
 {
-    lock_page(l, offset, h);
+    while (!lock_page(l, offset, h)) {
+        sched_yield();
+    }
 }
 
 bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
                            CXLShmLineLock *h)
 {
-    h->word = page_lock(l, offset);
-    h->slot = slot_claim(l);
-    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
-    h->writing = false;
-    if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
-        return true;
-    }
-    qatomic_store_release(&l->slot_busy[h->slot], 0);
-    h->word = NULL;
-    return false;
+    return lock_page(l, offset, h);
 }
 
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h)
@@ -763,42 +923,18 @@ static void media_write_locked(CXLShmLines *l, Held *h, uint64_t offset,
     }
 }
 
-/* Microseconds of CLOCK_MONOTONIC (the engine uses no QEMU clock) */
-static int64_t now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
-bool cxl_shm_lines_try_media_write(CXLShmLines *l, uint64_t offset,
-                                   const uint8_t *data, int64_t wait_us)
-{
-    int64_t end = now_us() + wait_us;
-    Held h = { NULL };
-
-    assert(offset % CXLSHM_LINE == 0 && offset < l->size);
-    while (!cxl_shm_lines_trylock(l, offset, &h)) {
-        if (now_us() >= end) {
-            return false;
-        }
-        sched_yield();
-    }
-    media_write_locked(l, &h, offset, data);
-    unlock_page(l, &h);
-    return true;
-}
-
-void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data)
 {
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
-    lock_page(l, offset, &h);
+    if (!lock_page(l, offset, &h)) {
+        return false;
+    }
     media_write_locked(l, &h, offset, data);
     unlock_page(l, &h);
+    return true;
 }
 
 /*
@@ -861,6 +997,28 @@ static bool load_page_busy(CXLShmLines *l, uint64_t *word, uint64_t tag,
                    qatomic_read(&u->offset) == uoff));
 }
 
+/*
+ * The lock if it is free now, whoever's turn it is (the load of an
+ * image copies pages and takes no part in the turns)
+ */
+static bool lock_raw(CXLShmLines *l, uint64_t offset, Held *h)
+{
+    h->word = page_lock(l, offset);
+    h->slot = slot_claim(l);
+    if (h->slot < 0) {
+        h->word = NULL;
+        return false;
+    }
+    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
+    h->writing = false;
+    if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
+        return true;
+    }
+    qatomic_store_release(&l->slot_busy[h->slot], 0);
+    h->word = NULL;
+    return false;
+}
+
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
 {
     uint64_t start = MAX(offset, l->coherent_size);
@@ -875,7 +1033,7 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
         for (;;) {
             uint64_t tag;
 
-            if (cxl_shm_lines_trylock(l, page, &h)) {
+            if (lock_raw(l, page, &h)) {
                 load_lines(l, page, stop, NULL);
                 if (page + CXLSHM_LOCK_PAGE <= end) {
                     page_keep_in_sync(l, page);

@@ -31,6 +31,15 @@
  *   read the pool (no conflict is possible, the old line is the twin) and
  *   an invalidate need not compare it.
  *
+ * - No call waits for another host.  A lock another host holds makes the
+ *   call return "busy" (nothing done on that page or line), and the
+ *   caller decides: a vCPU re-executes its instruction, the doorbell's
+ *   thread tries again, a thread under the BQL gives up.  A contended
+ *   lock goes round the hosts that want it (the turn words), so each
+ *   wins it in turn.  The only waits left are within this process (a
+ *   short spin on a lock another of its threads holds) and
+ *   cxl_shm_lines_lock(), for mode=timed.
+ *
  * The engine has no QEMU dependencies beyond qemu/atomic.h, so the unit
  * tests build it for the host and run it from several processes.
  */
@@ -114,6 +123,11 @@ typedef struct CXLShmLines {
      */
     uint64_t *versions;
     uint64_t *seen;
+    /*
+     * Optional, shared: turns[i], the hosts waiting for locks[i] and the
+     * last one that took it (cxl-shm-line.c, "Turns"); NULL: no turns
+     */
+    uint64_t *turns;
     CXLShmRun *runs;
     uint32_t host_id;
     uint64_t generation;
@@ -129,10 +143,13 @@ typedef struct CXLShmLines {
 /*
  * [offset, offset + len): lines of the non-coherent area (the caller has
  * validated alignment and bounds; coherent lines are skipped).
- * Thread-safe, lock-free for lines that need no work.
+ * Thread-safe, lock-free for lines that need no work.  Returns how far
+ * it got: offset + len when every line is done, else the start of the
+ * first page (or of the range) whose lock another host holds; the lines
+ * from there on are untouched, those before it done.
  */
-void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
-                      uint64_t len, CXLShmLineCount *n);
+uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+                          uint64_t len, CXLShmLineCount *n);
 
 /*
  * One line of the non-coherent area, as cxl_shm_lines_op(), except that
@@ -140,9 +157,10 @@ void cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
  * even when its bytes equal the twin's (mode=timed: every store dirties
  * its line, the same value or not), a clean one is not written back.
  * @held, if not NULL, is a lock the caller holds: it is used when it
- * covers the line (a lock is never taken twice).
+ * covers the line (a lock is never taken twice).  false, and nothing
+ * done, if the line's lock is busy.
  */
-void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
+bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n);
 
 /*
@@ -156,9 +174,10 @@ void cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
  * what other hosts wrote to the rest of the line survives; the twin takes
  * those bytes and the image keeps the rest of the line as it was (as if
  * fetched again before the other hosts' writes: a later read without an
- * invalidate may still see them stale).  @held as for cxl_shm_lines_one().
+ * invalidate may still see them stale).  @held and the result as for
+ * cxl_shm_lines_one().
  */
-void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
+bool cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
                       bool force, CXLShmLineLock *held, CXLShmLineCount *n);
 
 /*
@@ -171,10 +190,13 @@ void cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
  * word: never take a second one while holding one.  A holder that dies
  * is detected as for the line operations; coherent lines are never
  * rolled back.
+ *
+ * cxl_shm_lines_trylock() takes it if that needs no wait (free and this
+ * host's turn, or its holder dead); cxl_shm_lines_lock() waits for it,
+ * however long another host keeps it: mode=timed's accesses only.
  */
 void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h);
-/* The lock if it is free now (no wait, no dead-owner recovery) */
 bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
                            CXLShmLineLock *h);
 /* Does the held @h (word != NULL) also cover @offset? */
@@ -189,19 +211,11 @@ bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
  * which guests store to without locks, a rollback replayed later would
  * lose their stores: none is logged there).  The host images are not
  * touched (a cached copy of a non-coherent line goes stale, as it would
- * on hardware).  offset is line aligned and inside the pool.
+ * on hardware).  offset is line aligned and inside the pool.  false, and
+ * nothing written, if the lock is busy.
  */
-void cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
+bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data);
-/*
- * The same if the line's lock can be had within @wait_us microseconds
- * (free, or freed meanwhile; no dead-owner recovery): false and nothing
- * written if not.  For a caller that holds QEMU's global lock and must
- * not wait for another host for long (a stopped host may hold the lock
- * for as long as it is stopped).
- */
-bool cxl_shm_lines_try_media_write(CXLShmLines *l, uint64_t offset,
-                                   const uint8_t *data, int64_t wait_us);
 
 /*
  * One line of the non-coherent area, as cxl_shm_lines_op() on it, if its
@@ -224,13 +238,14 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len);
 
 /*
  * Before a host reset moves this host to a new generation: no thread of
- * this process takes a lock from now on (each waits until
- * cxl_shm_lines_resume()), and the call waits at most @wait_us
+ * this process takes a lock from now on (each finds every lock busy
+ * until cxl_shm_lines_resume()), and the call waits at most @wait_us
  * microseconds for the threads inside one (timers, QMP paths, DMA in
- * mode=timed; the vCPUs are stopped) to leave.  false if one is still
- * inside (it may wait for a stopped host's lock): its lock stays its own
- * through the reset, since a lock of this host whose undo slot is busy is
- * never taken over, whatever its generation.
+ * mode=timed; the vCPUs are stopped, the doorbell's thread paused) to
+ * leave.  false if one is still inside (in mode=timed it may wait for a
+ * stopped host's lock): its lock stays its own through the reset, since
+ * a lock of this host whose undo slot is busy is never taken over,
+ * whatever its generation.
  */
 bool cxl_shm_lines_quiesce(CXLShmLines *l, int64_t wait_us);
 void cxl_shm_lines_resume(CXLShmLines *l);

@@ -21,6 +21,12 @@
  *   in-sync-run  pages 32 MiB apart share a lock word and its version: a
  *                host's own writes to one keep the other in sync, another
  *                host's write or a media write does not
+ *   stopped-peer a host whose lock another host keeps while it is stopped
+ *                (SIGSTOP): every call returns at once, busy, nothing
+ *                changed; the call done again after the peer goes on
+ *                completes.  The old engine waited in the call forever.
+ *   turns        four hosts that want one lock win it in turn: none is
+ *                starved however fast the others retry
  *   reset-holder a lock a thread holds across a host reset (new
  *                generation) stays its own: the reset waits for it
  *                (bounded), and past the bound neither the recovery nor
@@ -37,6 +43,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "qemu/osdep.h"
@@ -59,7 +66,7 @@ static int failures;
     } while (0)
 
 static uint8_t *pool;
-static uint64_t *locks, *versions;
+static uint64_t *locks, *versions, *turns;
 static CXLShmUndo *undo;
 static bool use_versions;
 
@@ -84,6 +91,7 @@ static void pod_reset(void)
     memset(pool, 0, SIZE);
     memset(locks, 0, CXLSHM_NR_LOCKS * 8);
     memset(versions, 0, CXLSHM_NR_LOCKS * 8);
+    memset(turns, 0, CXLSHM_NR_LOCKS * 8);
     memset(undo, 0, CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
            sizeof(CXLShmUndo));
 }
@@ -116,6 +124,7 @@ static void host_init_on(CXLShmLines *l, uint32_t id, uint8_t *p,
     l->coherent_size = COH;
     l->size = size;
     l->locks = locks;
+    l->turns = turns;
     l->undo = undo;
     if (use_versions) {
         l->versions = versions;
@@ -148,6 +157,27 @@ static void host_free(CXLShmLines *l)
 static uint64_t *img_word(CXLShmLines *l, uint64_t off, int w)
 {
     return (uint64_t *)(l->image + off - COH) + w;
+}
+
+/*
+ * A range op done whole: the engine never waits for a busy lock (it
+ * returns how far it got), so a caller tries again, as the device does
+ */
+static void op_all(CXLShmLines *l, CXLShmLineOp op, uint64_t off,
+                   uint64_t len, CXLShmLineCount *n)
+{
+    uint64_t end = off + len;
+
+    while ((off = cxl_shm_lines_op(l, op, off, end - off, n)) < end) {
+        sched_yield();
+    }
+}
+
+static void media_write_all(CXLShmLines *l, uint64_t off, const uint8_t *d)
+{
+    while (!cxl_shm_lines_media_write(l, off, d)) {
+        sched_yield();
+    }
 }
 
 /* --- own-stores ------------------------------------------------------- */
@@ -213,9 +243,9 @@ static void *os_flusher(void *arg)
             naive_flush(&os_host, COH + 4096, OS_LINES * 64);
             continue;
         }
-        cxl_shm_lines_op(&os_host, CXLSHM_LINE_FLUSH, COH + 4096,
+        op_all(&os_host, CXLSHM_LINE_FLUSH, COH + 4096,
                          OS_LINES * 64, &n);
-        cxl_shm_lines_op(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
+        op_all(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
                          OS_LINES * 64, &n);
     }
     return NULL;
@@ -259,7 +289,7 @@ static void test_own_stores(void)
     {
         CXLShmLineCount n = { 0 };
 
-        cxl_shm_lines_op(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
+        op_all(&os_host, CXLSHM_LINE_WRITEBACK, COH + 4096,
                          OS_LINES * 64, &n);
         for (i = 0; i < OS_WRITERS; i++) {
             uint64_t v = *((uint64_t *)(pool + COH + 4096) + i);
@@ -296,9 +326,9 @@ static int torn_child(uint32_t id)
                 *img_word(&l, off, w) = tag;
             }
         }
-        cxl_shm_lines_op(&l, CXLSHM_LINE_WRITEBACK, COH + 8192,
+        op_all(&l, CXLSHM_LINE_WRITEBACK, COH + 8192,
                          TORN_LINES * 64, &n);
-        cxl_shm_lines_op(&l, CXLSHM_LINE_DROP, COH + 8192,
+        op_all(&l, CXLSHM_LINE_DROP, COH + 8192,
                          TORN_LINES * 64, &n);
         for (i = 0; i < TORN_LINES; i++) {
             off = COH + 8192 + i * 64;
@@ -399,7 +429,7 @@ static void test_rollback(void)
     u = dead_half_write(off, 5, 2);
 
     host_init(&l, 0);
-    cxl_shm_lines_op(&l, CXLSHM_LINE_FLUSH, off, 64, &n);
+    op_all(&l, CXLSHM_LINE_FLUSH, off, 64, &n);
     for (w = 0; w < 8; w++) {
         CHECK(p[w] == 0x1111, "pool word %d is 0x%llx after rollback", w,
               (unsigned long long)p[w]);
@@ -425,10 +455,10 @@ static void test_conflict(void)
     conflicts_seen = 0;
     /* b writes bytes 8..15 and publishes; a, stale, writes bytes 0..7 */
     *img_word(&b, off, 1) = 0xbbbbbbbbbbbbbbbbULL;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     CHECK(n.conflicts == 0 && conflicts_seen == 0, "b had no conflict");
     *img_word(&a, off, 0) = 0xaaaaaaaaaaaaaaaaULL;
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     CHECK(n.conflicts == 1, "%llu conflicts", (unsigned long long)n.conflicts);
     CHECK(conflicts_seen == 1 && conflict_off == off &&
           conflict_mask == 0xff00ULL, "conflict at 0x%llx mask 0x%llx",
@@ -437,9 +467,9 @@ static void test_conflict(void)
     /* false sharing clobbers: b's bytes are gone from the pool */
     CHECK(*(uint64_t *)(pool + off + 8) == 0, "b's word survived");
     /* a line a fetched again and wrote is no conflict */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, off, 64, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, off, 64, &n);
     *img_word(&a, off, 2) = 1;
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     CHECK(n.conflicts == 1, "spurious conflict");
     printf("conflict: reported with mask 0x%llx\n",
            (unsigned long long)conflict_mask);
@@ -458,27 +488,27 @@ static void test_exact(void)
     pod_reset();
     host_init(&a, 0);
     host_init(&b, 1);
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
     CHECK(n.written == 0, "clean lines written back");
     *img_word(&a, base + 64, 3) = 42;
     *img_word(&a, base + 4096 + 128, 0) = 43;
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, base, 8 * 4096, &n);
     CHECK(n.written == 2, "%llu lines written", (unsigned long long)n.written);
     CHECK(*img_word(&b, base + 64, 3) == 0, "b saw a's store unfetched");
     n = (CXLShmLineCount){ 0 };
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, base, 8 * 4096, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, base, 8 * 4096, &n);
     CHECK(n.fetched == 8 * 64, "%llu lines dropped",
           (unsigned long long)n.fetched);
     CHECK(*img_word(&b, base + 64, 3) == 42 &&
           *img_word(&b, base + 4096 + 128, 0) == 43, "b missed a's lines");
     /* drop loses a dirty line */
     *img_word(&b, base, 0) = 7;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_DROP, base, 64, &n);
+    op_all(&b, CXLSHM_LINE_DROP, base, 64, &n);
     CHECK(*img_word(&b, base, 0) == 0 && *(uint64_t *)(pool + base) == 0,
           "drop kept or wrote the dirty line");
     /* coherent lines are skipped */
     n = (CXLShmLineCount){ 0 };
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, 0, COH, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, 0, COH, &n);
     CHECK(n.fetched == 0 && n.written == 0, "coherent lines touched");
     printf("exact: dirty lines only, fetch sees the other host\n");
     host_free(&a);
@@ -506,7 +536,7 @@ static void test_nt(void)
     /* a holds the line clean (zeros); b writes word 4 and writes it back */
     *img_word(&b, off, 4) = 0xbbbbbbbbbbbbbbbbULL;
     *img_word(&b, off, 0) = 0xb0b0b0b0b0b0b0b0ULL;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(&b, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     /* a stores word 1 non-temporally, and word 0 with its old value */
     *img_word(&a, off, 1) = 0xaaaaaaaaaaaaaaaaULL;
     n = (CXLShmLineCount){ 0 };
@@ -524,11 +554,11 @@ static void test_nt(void)
           (unsigned long long)conflict_mask);
     /* a's line is clean again: a writeback writes nothing */
     n = (CXLShmLineCount){ 0 };
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     CHECK(n.written == 0, "line still dirty after its non-temporal bytes");
     /* a cached store elsewhere in the line: the whole line goes */
     *img_word(&b, off2, 4) = 0xbbbbbbbbbbbbbbbbULL;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, off2, 64, &n);
+    op_all(&b, CXLSHM_LINE_WRITEBACK, off2, 64, &n);
     *img_word(&a, off2, 7) = 0x77;      /* cached */
     *img_word(&a, off2, 1) = 0x11;      /* non-temporal */
     cxl_shm_lines_nt(&a, off2, 0xff00ULL, false, NULL, &n);
@@ -537,9 +567,9 @@ static void test_nt(void)
           *(uint64_t *)(pool + off2 + 32) == 0,
           "a dirty line was not written back whole");
     /* @force: dirty whatever the bytes (mode=timed) */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, off2, 64, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, off2, 64, &n);
     *img_word(&b, off2, 5) = 0x55;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, off2, 64, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, off2, 64, &n);
     cxl_shm_lines_nt(&a, off2, 0xffULL, true, NULL, &n);
     CHECK(*(uint64_t *)(pool + off2 + 40) == 0,
           "a forced line was not written back whole");
@@ -566,16 +596,16 @@ static void test_media_write(void)
     pod_reset();
     host_init(&a, 0);
     memset(data, 0x5a, sizeof(data));
-    cxl_shm_lines_media_write(&a, 4096 + 64, data);
+    media_write_all(&a, 4096 + 64, data);
     CHECK(!memcmp(pool + 4096 + 64, data, CXLSHM_LINE),
           "coherent line not written");
-    cxl_shm_lines_media_write(&a, nc, data);
+    media_write_all(&a, nc, data);
     CHECK(!memcmp(pool + nc, data, CXLSHM_LINE), "non-coherent line not "
           "written");
     CHECK(*img_word(&a, nc, 0) == 0, "the host's cached copy changed");
     CHECK(*lock_word(nc) == 0 && *lock_word(4096 + 64) == 0,
           "lock still held");
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, nc, CXLSHM_LINE, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, nc, CXLSHM_LINE, &n);
     CHECK(*img_word(&a, nc, 7) == 0x5a5a5a5a5a5a5a5aULL, "not fetched");
 
     /* a coherent line has a lock word of its own, the next line another */
@@ -611,7 +641,7 @@ static void test_media_write(void)
             cxl_shm_lines_lock(&a, off, &h);
             cxl_shm_lines_unlock(&a, &h);
         }
-        cxl_shm_lines_media_write(&a, off + 128, data);
+        media_write_all(&a, off + 128, data);
         for (k = 0; k < CXLSHM_LINE_WORDS; k++) {
             uint64_t want = !w || k >= 4 ? 0x1111 : 0x2222;
 
@@ -640,7 +670,7 @@ static bool wb_in_sync(CXLShmLines *l, uint64_t off, uint64_t val)
     CXLShmLineCount n = { 0 };
 
     *img_word(l, off, 5) = val;
-    cxl_shm_lines_op(l, CXLSHM_LINE_WRITEBACK, off, 64, &n);
+    op_all(l, CXLSHM_LINE_WRITEBACK, off, 64, &n);
     CHECK(n.written == 1, "line 0x%llx not written back",
           (unsigned long long)off);
     return n.in_sync == 1;
@@ -661,7 +691,7 @@ static void test_in_sync(void)
     /* never fetched: not in sync, the pool is read */
     CHECK(!wb_in_sync(&a, page, 1), "a page never fetched is in sync");
     /* a whole page fetched is; it stays so through a's own writebacks */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
     CHECK(wb_in_sync(&a, page + 64, 2), "a fetched page is not in sync");
     CHECK(wb_in_sync(&a, page + 128, 3), "own writeback left sync");
     CHECK(*(uint64_t *)(pool + page + 128 + 40) == 3, "in-sync line lost");
@@ -669,55 +699,55 @@ static void test_in_sync(void)
     CHECK(v && !(v & 1), "version %llu after writes", (unsigned long long)v);
 
     /* b writes a line of the page: a is out of sync and sees b's line */
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
     CHECK(wb_in_sync(&b, page + 192, 0xb0b), "b's fetched page not in sync");
     CHECK(*version_of(page) == v + 2, "b's write did not move the version");
-    cxl_shm_lines_op(&a, CXLSHM_LINE_DROP, page, 4096, &n);
+    op_all(&a, CXLSHM_LINE_DROP, page, 4096, &n);
     CHECK(*img_word(&a, page + 192, 5) == 0xb0b, "a's invalidate of an "
           "in-sync page missed b's writeback");
     /* that whole-page fetch made a in sync again; b now conflicts */
     CHECK(wb_in_sync(&a, page + 192, 0xa0a), "refetched page not in sync");
     *img_word(&b, page + 192, 6) = 0xbad;
     n = (CXLShmLineCount){ 0 };
-    cxl_shm_lines_op(&b, CXLSHM_LINE_WRITEBACK, page + 192, 64, &n);
+    op_all(&b, CXLSHM_LINE_WRITEBACK, page + 192, 64, &n);
     CHECK(n.conflicts == 1 && n.in_sync == 0,
           "b wrote over a's newer line: %llu conflicts, %llu in sync",
           (unsigned long long)n.conflicts, (unsigned long long)n.in_sync);
 
     /* a write to a page under another lock word leaves a page in sync */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page + 4096, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, page + 4096, 4096, &n);
     CHECK(wb_in_sync(&a, page, 4), "not in sync after a flush");
     CHECK(wb_in_sync(&b, page + 4096, 5), "a's write to another page took "
           "b's page out of sync");
 
     /* a media write moves the version: the writer's own twin is old too */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
     {
         uint8_t data[CXLSHM_LINE];
 
         memset(data, 0x5e, sizeof(data));
-        cxl_shm_lines_media_write(&a, page + 256, data);
+        media_write_all(&a, page + 256, data);
     }
     CHECK(!wb_in_sync(&a, page + 320, 6), "in sync after a media write");
-    cxl_shm_lines_op(&a, CXLSHM_LINE_DROP, page + 256, 64, &n);
+    op_all(&a, CXLSHM_LINE_DROP, page + 256, 64, &n);
     CHECK(*img_word(&a, page + 256, 0) == 0x5e5e5e5e5e5e5e5eULL,
           "media write not fetched");
 
     /* a writer at work (odd version): a fetch must not take it as in sync */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
     (*version_of(page))++;
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, page, 4096, &n);
     (*version_of(page))++;
     CHECK(!wb_in_sync(&b, page + 384, 7), "in sync while a writer was at "
           "work");
     CHECK(!wb_in_sync(&a, page + 448, 8), "a in sync across b's write");
 
     /* a dead writer rolled back moves the version */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, page, 4096, &n);
     v = *version_of(page);
     u = dead_half_write(page + 512, 5, 4);
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, page + 512, 64, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, page + 512, 64, &n);
     CHECK(u->armed == 0 && *version_of(page) == v + 2, "rollback: armed "
           "%llx, version %llu -> %llu", (unsigned long long)u->armed,
           (unsigned long long)v, (unsigned long long)*version_of(page));
@@ -745,29 +775,29 @@ static void test_in_sync_run(void)
     host_init_on(&b, 1, big, size);
     CHECK(lock_word(p1) == lock_word(p2), "pages not on one lock word");
 
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
     /* a's writes to p1 move the version p2 shares: p2 stays in sync */
     CHECK(wb_in_sync(&a, p1, 1) && wb_in_sync(&a, p1 + 64, 2),
           "p1 not in sync");
     CHECK(wb_in_sync(&a, p2, 3), "a's own write to p1 took p2 out of sync");
     CHECK(wb_in_sync(&a, p1 + 128, 4), "a's own write to p2 took p1 out");
     /* b's write to p1: a's run ends, neither page is in sync for a */
-    cxl_shm_lines_op(&b, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    op_all(&b, CXLSHM_LINE_FLUSH, p1, 4096, &n);
     CHECK(wb_in_sync(&b, p1 + 192, 5), "b's fetched page not in sync");
     CHECK(!wb_in_sync(&a, p2 + 64, 6), "p2 in sync across b's write");
     n = (CXLShmLineCount){ 0 };
     *((uint64_t *)(a.image + p1 + 192 - COH) + 6) = 7;
-    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, p1 + 192, 64, &n);
+    op_all(&a, CXLSHM_LINE_WRITEBACK, p1 + 192, 64, &n);
     CHECK(n.in_sync == 0 && n.conflicts == 1, "a wrote over b's line in "
           "sync (%llu) or without a conflict (%llu)",
           (unsigned long long)n.in_sync, (unsigned long long)n.conflicts);
     /* a media write of a's ends the run too */
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
-    cxl_shm_lines_op(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, p1, 4096, &n);
+    op_all(&a, CXLSHM_LINE_FLUSH, p2, 4096, &n);
     CHECK(wb_in_sync(&a, p1, 8), "p1 not in sync after a flush");
     memset(data, 0x77, sizeof(data));
-    cxl_shm_lines_media_write(&a, p1 + 256, data);
+    media_write_all(&a, p1 + 256, data);
     CHECK(!wb_in_sync(&a, p2 + 128, 9), "p2 in sync across a media write");
     printf("in-sync-run: a host's own writes keep its pages on one lock "
            "word in sync, nobody else's do\n");
@@ -810,7 +840,7 @@ static void *rh_other(void *arg)
 
     (void)arg;
     *img_word(&rh_host, COH + 4096 + 64, 0) = rh_value;
-    cxl_shm_lines_op(&rh_host, CXLSHM_LINE_WRITEBACK, COH + 4096 + 64, 64,
+    op_all(&rh_host, CXLSHM_LINE_WRITEBACK, COH + 4096 + 64, 64,
                      &n);
     rh_done = 1;
     return NULL;
@@ -909,6 +939,177 @@ static void test_reset_holder(void)
     host_free(&rh_host);
 }
 
+/* --- stopped-peer ------------------------------------------------------ */
+
+static volatile int *sp_flag;   /* shared: 1 once the child holds the lock */
+
+static void sp_alarm(int sig)
+{
+    (void)sig;
+    printf("FAIL stopped-peer: a call waited for the stopped host\n");
+    _exit(1);
+}
+
+static void test_stopped_peer(void)
+{
+    const uint64_t page = COH + 6 * 4096, line = page + 128;
+    CXLShmLines a;
+    CXLShmLineCount n = { 0 };
+    CXLShmLineLock h = { NULL };
+    uint8_t data[CXLSHM_LINE];
+    uint64_t got, t;
+    int64_t t0, took;
+    pid_t pid;
+    int st;
+
+    pod_reset();
+    sp_flag = shared(sizeof(int));
+    *sp_flag = 0;
+    pid = fork();
+    assert(pid >= 0);
+    if (pid == 0) {
+        CXLShmLines b;
+
+        host_init(&b, 1);
+        cxl_shm_lines_lock(&b, page, &h);
+        *sp_flag = 1;
+        raise(SIGSTOP);         /* a stopped QEMU holding the lock */
+        cxl_shm_lines_unlock(&b, &h);
+        _exit(0);
+    }
+    while (!*sp_flag) {
+        usleep(100);
+    }
+    host_init(&a, 0);
+    *img_word(&a, line, 0) = 0xabcd;
+    memset(data, 0x33, sizeof(data));
+    signal(SIGALRM, sp_alarm);
+    alarm(10);
+    t0 = g_get_monotonic_time();
+    got = cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
+    took = g_get_monotonic_time() - t0;
+    CHECK(got == page, "writeback got to 0x%llx, not busy at the page",
+          (unsigned long long)got);
+    CHECK(*(uint64_t *)(pool + line) == 0, "the pool changed");
+    CHECK(n.written == 0, "%llu lines counted written",
+          (unsigned long long)n.written);
+    CHECK(!cxl_shm_lines_trylock(&a, page + 64, &h), "trylock took a "
+          "stopped host's lock");
+    CHECK(!cxl_shm_lines_one(&a, CXLSHM_LINE_FLUSH, line, false, NULL, &n),
+          "lines_one did not report busy");
+    CHECK(!cxl_shm_lines_nt(&a, line, 0xff, false, NULL, &n),
+          "lines_nt did not report busy");
+    CHECK(!cxl_shm_lines_media_write(&a, line, data), "media write did "
+          "not report busy");
+    CHECK(*(uint64_t *)(pool + line) == 0 && *img_word(&a, line, 0) == 0xabcd,
+          "a busy call changed the pool or the image");
+    /* a few hundred more tries, as a vCPU would make: none waits */
+    for (st = 0; st < 300; st++) {
+        cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
+    }
+    alarm(0);
+    /* it has waited long now: it asks for its turn */
+    usleep(200);
+    cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
+    t = turns[(page / 4096) % CXLSHM_NR_LOCKS];
+    CHECK(t & 1, "host 0 is not listed as waiting (turn word 0x%llx)",
+          (unsigned long long)t);
+    took = MAX(took, (g_get_monotonic_time() - t0) / 300);
+    printf("stopped-peer: busy in %lld us a call (the old engine waited "
+           "until the holder went on)\n", (long long)took);
+
+    kill(pid, SIGCONT);
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder failed");
+    got = cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
+    CHECK(got == page + 4096, "writeback after the peer went on got to "
+          "0x%llx", (unsigned long long)got);
+    CHECK(*(uint64_t *)(pool + line) == 0xabcd, "the line did not land");
+    t = turns[(page / 4096) % CXLSHM_NR_LOCKS];
+    CHECK((uint32_t)t == 0 && (t >> 32) == 1, "turn word 0x%llx: host 0 "
+          "should be the last holder, nobody waiting", (unsigned long long)t);
+    munmap((void *)sp_flag, sizeof(int));
+    host_free(&a);
+}
+
+/* --- turns ---------------------------------------------------------------- */
+
+#define TURN_HOSTS      4
+#define TURN_HOLD_US    20
+#define TURN_SECONDS    1
+
+static uint64_t turns_run(bool with_turns, uint64_t *wins)
+{
+    const uint64_t page = COH + 7 * 4096;
+    volatile uint64_t *count = shared(TURN_HOSTS * 8 + 8);
+    volatile uint64_t *stop = &count[TURN_HOSTS];
+    pid_t pid[TURN_HOSTS];
+    uint64_t min = UINT64_MAX, max = 0;
+    int i, st;
+
+    pod_reset();
+    for (i = 0; i < TURN_HOSTS; i++) {
+        pid[i] = fork();
+        assert(pid[i] >= 0);
+        if (pid[i] == 0) {
+            CXLShmLines b;
+            CXLShmLineLock h = { NULL };
+
+            host_init(&b, i);
+            if (!with_turns) {
+                b.turns = NULL;
+            }
+            while (!*stop) {
+                if (cxl_shm_lines_trylock(&b, page, &h)) {
+                    int64_t end = g_get_monotonic_time() + TURN_HOLD_US;
+
+                    while (g_get_monotonic_time() < end) {
+                        /* a writeback's work, holding the lock */
+                    }
+                    cxl_shm_lines_unlock(&b, &h);
+                    count[i]++;
+                } else {
+                    sched_yield();  /* as a vCPU that must run again */
+                }
+            }
+            _exit(0);
+        }
+    }
+    usleep(TURN_SECONDS * 1000000);
+    *stop = 1;
+    for (i = 0; i < TURN_HOSTS; i++) {
+        waitpid(pid[i], &st, 0);
+        wins[i] = count[i];
+        min = MIN(min, wins[i]);
+        max = MAX(max, wins[i]);
+    }
+    munmap((void *)count, TURN_HOSTS * 8 + 8);
+    return min ? max / min : UINT64_MAX;
+}
+
+static void test_turns(void)
+{
+    uint64_t w[TURN_HOSTS], c[TURN_HOSTS], ratio, control;
+    int i;
+
+    control = turns_run(false, c);
+    ratio = turns_run(true, w);
+    for (i = 0; i < TURN_HOSTS; i++) {
+        CHECK(w[i] > 0, "host %d never won the lock", i);
+    }
+    CHECK(ratio <= 3, "wins %llu/%llu/%llu/%llu: the most is %llux the "
+          "least", (unsigned long long)w[0], (unsigned long long)w[1],
+          (unsigned long long)w[2], (unsigned long long)w[3],
+          (unsigned long long)ratio);
+    printf("turns: %d hosts on one lock for %d s, wins %llu/%llu/%llu/%llu "
+           "(without turns %llu/%llu/%llu/%llu)\n", TURN_HOSTS, TURN_SECONDS,
+           (unsigned long long)w[0], (unsigned long long)w[1],
+           (unsigned long long)w[2], (unsigned long long)w[3],
+           (unsigned long long)c[0], (unsigned long long)c[1],
+           (unsigned long long)c[2], (unsigned long long)c[3]);
+    (void)control;
+}
+
 static void run_all(void)
 {
     test_exact();
@@ -926,6 +1127,7 @@ int main(void)
     pool = shared(SIZE);
     locks = shared(CXLSHM_NR_LOCKS * 8);
     versions = shared(CXLSHM_NR_LOCKS * 8);
+    turns = shared(CXLSHM_NR_LOCKS * 8);
     undo = shared(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
                   sizeof(CXLShmUndo));
     printf("-- without page versions\n");
@@ -935,6 +1137,8 @@ int main(void)
     run_all();
     test_in_sync();
     test_in_sync_run();
+    test_stopped_peer();
+    test_turns();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
