@@ -16,7 +16,7 @@ const char *const stat_names[CXLSHM_STAT_NR] = {
     "evicted_lines", "nt_lines", "deferred", "resets",
     /* the extended statistics (mode=timed, and charged ns) */
     "hits", "misses", "cache_evictions", "back_invalidates", "snoops",
-    "snoop_filter_evictions", "stale_reads", "charged_ns",
+    "snoop_filter_evictions", "stale_reads", "charged_ns", "retries",
 };
 
 G_GNUC_PRINTF(1, 2) void fail(const char *fmt, ...)

@@ -19,10 +19,10 @@
 #include "cxl-shm.h"
 #include "trace.h"
 
-static void direct_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n)
+static uint64_t direct_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                             uint64_t len, CXLShmLineCount *n)
 {
-    cxl_shm_lines_op(&s->lines, op, off, len, n);
+    return cxl_shm_lines_op(&s->lines, op, off, len, n);
 }
 
 /*
@@ -92,7 +92,7 @@ static void cxl_shm_pool_data(CXLShmState *s, uint64_t dpa, uint64_t len,
     }
 }
 
-static void direct_whole(CXLShmState *s, CXLShmLineOp op,
+static bool direct_whole(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
                          CXLShmLineCount *n)
 {
     const uint64_t chunk = 2 * MiB;
@@ -103,53 +103,49 @@ static void direct_whole(CXLShmState *s, CXLShmLineOp op,
     CXLShmDataRun run = { 0 };
     uint64_t off;
 
-    for (off = 0; off < s->nc_size; off += chunk) {
-        uint64_t len = MIN(chunk, s->nc_size - off);
-        uint64_t dpa = s->coherent_size + off;
+    /* from a page boundary: a busy range stops at one */
+    for (off = QEMU_ALIGN_DOWN(MAX(*from, s->coherent_size) -
+                               s->coherent_size, CXLSHM_PAGE);
+         off < s->nc_size; off = QEMU_ALIGN_DOWN(off + chunk, chunk)) {
+        uint64_t len = MIN(QEMU_ALIGN_DOWN(off + chunk, chunk), s->nc_size) -
+                       off;
+        uint64_t dpa = s->coherent_size + off, got;
         size_t i, np = len / CXLSHM_PAGE;
 
         if (!s->skip_unresident ||
             mincore(s->image + off, len, vi) < 0 ||
             mincore(s->twin + off, len, vt) < 0) {
-            cxl_shm_range(s, op, dpa, len, n);
+            got = cxl_shm_range(s, op, dpa, len, n);
+            if (got < dpa + len) {
+                *from = got;
+                return false;
+            }
             continue;
         }
         cxl_shm_pool_data(s, dpa, len, vp, &run);
         for (i = 0; i < np; i++) {
+            uint64_t p = dpa + i * CXLSHM_PAGE;
+
             if (((vi[i] | vt[i]) & 1) || vp[i]) {
-                cxl_shm_range(s, op, dpa + i * CXLSHM_PAGE, CXLSHM_PAGE, n);
+                got = cxl_shm_range(s, op, p, CXLSHM_PAGE, n);
+                if (got < p + CXLSHM_PAGE) {
+                    *from = got;
+                    return false;
+                }
             } else if (op != CXLSHM_LINE_WRITEBACK) {
                 n->fetched += CXLSHM_PAGE / CXLPOOL_LINE;
             }
         }
     }
+    *from = 0;
+    return true;
 }
 
 /* Non-temporal bytes @mask of the line at @line reach the pool */
-static void direct_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
+static bool direct_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
                            CXLShmLineCount *n)
 {
-    cxl_shm_lines_nt(&s->lines, line, mask, false, NULL, n);
-}
-
-/*
- * Under the BQL: one queued line lands if its lock is free now; false
- * (nothing done) if another host holds it
- */
-static bool direct_try_land(CXLShmState *s, uint64_t line, CXLShmLineOp op,
-                            bool nt, uint64_t mask, CXLShmLineCount *n)
-{
-    CXLShmLineLock h;
-
-    if (!nt) {
-        return cxl_shm_lines_try_line(&s->lines, op, line, n);
-    }
-    if (!cxl_shm_lines_trylock(&s->lines, line, &h)) {
-        return false;
-    }
-    cxl_shm_lines_nt(&s->lines, line, mask, false, &h, n);
-    cxl_shm_lines_unlock(&s->lines, &h);
-    return true;
+    return cxl_shm_lines_nt(&s->lines, line, mask, false, NULL, n);
 }
 
 static void direct_map(CXLShmState *s, CXLShmDirect *d)
@@ -194,6 +190,5 @@ const CXLShmModeOps cxl_shm_direct_mode = {
     .range = direct_range,
     .whole = direct_whole,
     .nt_land = direct_nt_land,
-    .try_land = direct_try_land,
     .latency = direct_latency,
 };

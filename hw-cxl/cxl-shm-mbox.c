@@ -148,11 +148,10 @@ void cxl_shm_restrict_mailbox(CXLShmState *s)
  * dpa + 64 against the capacity (which can wrap): check again here.  An
  * unaligned DPA (the spec requires 64-byte alignment) gets Internal Error,
  * the only failure this hook can return; so does a line whose lock
- * another host keeps for more than CXLSHM_MEDIA_WAIT_US (it may be
- * stopped, for as long as it is: the mailbox runs under the BQL, which
- * must not wait for it).  The guest may try again.
+ * another host holds at that moment (it may be stopped, for as long as
+ * it is: the mailbox runs under the BQL, which never waits for another
+ * host).  The guest may try again.
  */
-#define CXLSHM_MEDIA_WAIT_US    10000
 
 bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
                            uint8_t *data)
@@ -163,8 +162,7 @@ bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
         s->size - dpa_offset < CXLSHM_LINE) {
         return false;
     }
-    if (!cxl_shm_lines_try_media_write(&s->lines, dpa_offset, data,
-                                       CXLSHM_MEDIA_WAIT_US)) {
+    if (!cxl_shm_lines_media_write(&s->lines, dpa_offset, data)) {
         trace_cxl_shm_media_write_busy(s->host_id, dpa_offset);
         return false;
     }

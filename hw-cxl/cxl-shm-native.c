@@ -28,88 +28,80 @@ static CXLShmQueue *cxl_shm_queue(CXLShmState *s, CPUState *cpu)
     return &s->queues[cpu->cpu_index];
 }
 
-/* Non-temporal bytes @mask of the line at @line reach the pool */
-static void cxl_shm_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
-                            CXLShmLineCount *n)
-{
-    s->mode_ops->nt_land(s, line, mask, n);
-}
-
 /*
- * Under the BQL: one queued entry lands if its line's lock is free now;
- * false (nothing done) if another host holds it
+ * One queued entry (and the entries after it that continue its range)
+ * lands: how many entries are done (fewer than *@run when a line was
+ * busy; *@run: the entries the range covered)
  */
-static bool cxl_shm_land_now(CXLShmState *s, uint64_t e, uint64_t mask,
-                             CXLShmLineCount *n)
+static uint32_t cxl_shm_land(CXLShmState *s, CXLShmQueue *q, uint32_t i,
+                             uint32_t *run, CXLShmLineCount *n)
 {
+    uint64_t e = q->entry[i];
     uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
+    CXLShmLineOp op = e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH
+                                             : CXLSHM_LINE_WRITEBACK;
 
-    return s->mode_ops->try_land(s, line, e & CXLSHM_QUEUE_FLUSH ?
-                                 CXLSHM_LINE_FLUSH : CXLSHM_LINE_WRITEBACK,
-                                 e & CXLSHM_QUEUE_NT, mask, n);
+    *run = 1;
+    if (e & CXLSHM_QUEUE_NT) {
+        return s->mode_ops->nt_land(s, line, q->mask[i], n);
+    }
+    /*
+     * The following entries that continue the range, of the same kind
+     * and queued by the same instruction (a loop of clwb over a buffer),
+     * land in one range op: one lock per page instead of one per line.
+     * They are weakly ordered among themselves, so any order in which
+     * they land is one hardware could show.
+     */
+    while (i + *run < q->len && q->entry[i + *run] == e + *run * CXLPOOL_LINE &&
+           q->pc[i + *run] == q->pc[i]) {
+        (*run)++;
+    }
+    return (cxl_shm_range(s, op, line, (uint64_t)*run * CXLPOOL_LINE, n) -
+            line) / CXLPOOL_LINE;
 }
 
 /*
  * A fence point of @cpu: its queued clwb / clflushopt / NT lines land.
- * At an interrupt or exception delivery this runs under the BQL, which
- * must not wait for another host (a stopped one may hold a line's lock
- * for as long as it is stopped): an entry whose line is locked stays
- * queued, in order, and lands at the vCPU's next fence point (still
- * pending), as a writeback still in flight would.
+ * None waits for another host: the entries from the first whose line
+ * another host holds on stay queued, in order (the vCPU still pending),
+ * and false is returned, for the vCPU to run the fence again; at an
+ * interrupt or exception delivery (under the BQL) they land at the
+ * vCPU's next fence point, as writebacks still in flight would.
  */
-static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
+static bool cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
 {
     CXLShmQueue *q = cxl_shm_queue(s, cpu);
-    bool nowait = bql_locked();
-    uint32_t i, len, kept = 0;
+    uint32_t i, len, done, run;
     uint64_t old_pc;
 
     if (!q || !q->len) {
-        return;
+        return true;
     }
     len = q->len;
     old_pc = cxl_shm_set_insn_pc(0);
-    for (i = 0; i < len; i++) {
-        uint64_t e = q->entry[i];
-        uint64_t line = e & ~(uint64_t)(CXLPOOL_LINE - 1);
-        uint32_t run = 1;
-
+    for (i = 0; i < len; i += run) {
         /* a conflict names the instruction that queued the line */
         cxl_shm_set_insn_pc(q->pc[i]);
-        if (nowait) {
-            if (!cxl_shm_land_now(s, e, q->mask[i], n)) {
-                q->mask[kept] = q->mask[i];
-                q->pc[kept] = q->pc[i];
-                q->entry[kept++] = e;
-            }
-        } else if (e & CXLSHM_QUEUE_NT) {
-            cxl_shm_nt_land(s, line, q->mask[i], n);
-        } else {
-            /*
-             * The following entries that continue the range, of the same
-             * kind and queued by the same instruction (a loop of clwb over
-             * a buffer), land in one range op: one lock per page instead
-             * of one per line.  They are weakly ordered among themselves,
-             * so any order in which they land is one hardware could show.
-             */
-            while (i + run < len &&
-                   q->entry[i + run] == e + run * CXLPOOL_LINE &&
-                   q->pc[i + run] == q->pc[i]) {
-                run++;
-            }
-            cxl_shm_range(s, e & CXLSHM_QUEUE_FLUSH ? CXLSHM_LINE_FLUSH :
-                          CXLSHM_LINE_WRITEBACK, line,
-                          (uint64_t)run * CXLPOOL_LINE, n);
-            i += run - 1;
+        done = cxl_shm_land(s, q, i, &run, n);
+        if (done < run) {
+            i += done;
+            break;
         }
     }
     cxl_shm_set_insn_pc(old_pc);
-    q->len = kept;
-    if (kept) {
-        trace_cxl_shm_native_fence_busy(s->host_id, cpu->cpu_index, kept);
+    if (i < len) {
+        memmove(q->entry, q->entry + i, (len - i) * sizeof(q->entry[0]));
+        memmove(q->mask, q->mask + i, (len - i) * sizeof(q->mask[0]));
+        memmove(q->pc, q->pc + i, (len - i) * sizeof(q->pc[0]));
+        q->len = len - i;
+        trace_cxl_shm_native_fence_busy(s->host_id, cpu->cpu_index, q->len);
         cache_maint_set_pending(cpu);
+        trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, i);
+        return false;
     }
-    trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len - kept);
+    q->len = 0;
+    trace_cxl_shm_native_fence(s->host_id, cpu->cpu_index, len);
+    return true;
 }
 
 /*
@@ -119,7 +111,7 @@ static void cxl_shm_drain(CXLShmState *s, CPUState *cpu, CXLShmLineCount *n)
  * the previous entry when it is the same line's, as a write-combining
  * buffer merges them).
  */
-static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
+static bool cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
                           bool flush, uint64_t nt, uint64_t pc,
                           CXLShmLineCount *n)
 {
@@ -127,20 +119,19 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
 
     if (!q) {
         if (nt) {
-            cxl_shm_nt_land(s, dpa, nt, n);
-        } else {
-            cxl_shm_range(s, flush ? CXLSHM_LINE_FLUSH :
-                          CXLSHM_LINE_WRITEBACK, dpa, CXLPOOL_LINE, n);
+            return s->mode_ops->nt_land(s, dpa, nt, n);
         }
-        return;
+        return cxl_shm_range(s, flush ? CXLSHM_LINE_FLUSH :
+                             CXLSHM_LINE_WRITEBACK, dpa, CXLPOOL_LINE, n) ==
+               dpa + CXLPOOL_LINE;
     }
     if (nt && q->len && q->entry[q->len - 1] == (dpa | CXLSHM_QUEUE_NT)) {
         q->mask[q->len - 1] |= nt;     /* the PC of the store that queued it */
-        return;
+        return true;
     }
-    if (q->len == CXLSHM_QUEUE_LEN) {
-        /* hardware may complete a weakly ordered flush early */
-        cxl_shm_drain(s, cpu, n);
+    /* hardware may complete a weakly ordered flush early */
+    if (q->len == CXLSHM_QUEUE_LEN && !cxl_shm_drain(s, cpu, n)) {
+        return false;
     }
     q->mask[q->len] = nt;
     q->pc[q->len] = pc;
@@ -150,16 +141,25 @@ static void cxl_shm_defer(CXLShmState *s, CPUState *cpu, uint64_t dpa,
         qatomic_inc(&s->stats[CXLSHM_STAT_DEFERRED]);
     }
     cache_maint_set_pending(cpu);
+    return true;
 }
 
-/* One hooked operation: @dpa and @len for a line op, @pc its guest PC */
-static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
+/*
+ * One hooked operation: @dpa and @len for a line op, @pc its guest PC.
+ * false if a line it needs is another host's now: the instruction runs
+ * again (what it did so far, a part of the lines, is an outcome of a
+ * cache that completes some writebacks early).
+ */
+static bool cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
                               CacheMaintOp cop, uint64_t dpa, uint64_t len,
                               uint64_t pc)
 {
+    CXLShmQueue *q = cxl_shm_queue(s, cpu);
     CXLShmLineCount n = { 0 };
-    uint64_t l, start, end, lines = 0;
+    uint64_t l, start, end, lines = 0, whole_from = 0;
     const char *what = NULL;
+    bool done = true, retry;
+    CXLShmLineOp op;
 
     switch (cop) {
     case CACHE_MAINT_CLWB:
@@ -167,15 +167,18 @@ static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
     case CACHE_MAINT_CLFLUSH:
         dpa = QEMU_ALIGN_DOWN(dpa, CXLPOOL_LINE);
         if (dpa < s->coherent_size || dpa >= s->size) {
-            return;
+            return true;
         }
-        qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
         if (cop != CACHE_MAINT_CLFLUSH && s->wb_deferred) {
-            cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT, 0, pc,
-                          &n);
+            done = cxl_shm_defer(s, cpu, dpa, cop == CACHE_MAINT_CLFLUSHOPT,
+                                 0, pc, &n);
         } else {
-            cxl_shm_range(s, cop == CACHE_MAINT_CLWB ? CXLSHM_LINE_WRITEBACK :
-                          CXLSHM_LINE_FLUSH, dpa, CXLPOOL_LINE, &n);
+            done = cxl_shm_range(s, cop == CACHE_MAINT_CLWB ?
+                                 CXLSHM_LINE_WRITEBACK : CXLSHM_LINE_FLUSH,
+                                 dpa, CXLPOOL_LINE, &n) == dpa + CXLPOOL_LINE;
+        }
+        if (done) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
         }
         trace_cxl_shm_native_op(s->host_id, cop == CACHE_MAINT_CLWB ?
                                 "clwb" : cop == CACHE_MAINT_CLFLUSH ?
@@ -195,7 +198,7 @@ static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
          */
         start = MAX(dpa, s->coherent_size);
         end = MIN(dpa + len, s->size);
-        for (l = QEMU_ALIGN_DOWN(start, CXLPOOL_LINE); l < end;
+        for (l = QEMU_ALIGN_DOWN(start, CXLPOOL_LINE); l < end && done;
              l += CXLPOOL_LINE) {
             uint64_t from = MAX(start, l), to = MIN(end, l + CXLPOOL_LINE);
             uint64_t mask = (to - from == 64 ? ~0ULL :
@@ -205,34 +208,48 @@ static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
             if (s->mode_ops->nt_store) {
                 s->mode_ops->nt_store(s, l, mask);
             }
-            cxl_shm_defer(s, cpu, l, false, mask, pc, &n);
+            done = cxl_shm_defer(s, cpu, l, false, mask, pc, &n);
             lines++;
         }
-        if (!s->wb_deferred && cop == CACHE_MAINT_NT_STORE) {
+        if (done && !s->wb_deferred && cop == CACHE_MAINT_NT_STORE) {
             /* immediate: the queue holds this store's lines alone */
-            cxl_shm_drain(s, cpu, &n);
+            done = cxl_shm_drain(s, cpu, &n);
         }
         break;
     case CACHE_MAINT_FENCE:
-        cxl_shm_drain(s, cpu, &n);
+        done = cxl_shm_drain(s, cpu, &n);
         lines = n.written + n.fetched;
         break;
     case CACHE_MAINT_WBINVD:
     case CACHE_MAINT_WBNOINVD:
     case CACHE_MAINT_INVD:
         /* serializing: this vCPU's queued work completes first */
-        cxl_shm_drain(s, cpu, &n);
+        done = cxl_shm_drain(s, cpu, &n);
+        if (!done) {
+            break;
+        }
         what = cop == CACHE_MAINT_WBINVD ? "wbinvd" :
                cop == CACHE_MAINT_WBNOINVD ? "wbnoinvd" : "invd";
-        s->mode_ops->whole(s, cop == CACHE_MAINT_WBINVD ? CXLSHM_LINE_FLUSH :
-                      cop == CACHE_MAINT_WBNOINVD ? CXLSHM_LINE_WRITEBACK :
-                      CXLSHM_LINE_DROP, &n);
-        qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        op = cop == CACHE_MAINT_WBINVD ? CXLSHM_LINE_FLUSH :
+             cop == CACHE_MAINT_WBNOINVD ? CXLSHM_LINE_WRITEBACK :
+             CXLSHM_LINE_DROP;
+        /* the same instruction run again goes on where it stopped */
+        if (q && q->whole_op == op + 1) {
+            whole_from = q->whole_from;
+        }
+        done = s->mode_ops->whole(s, op, &whole_from, &n);
+        if (q) {
+            q->whole_op = done ? 0 : op + 1;
+            q->whole_from = whole_from;
+        }
+        if (done) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        }
         trace_cxl_shm_whole(s->host_id, what, n.written, n.fetched);
         lines = n.written;
         break;
     default:
-        return;
+        return true;
     }
     cxl_shm_count(s, &n);
     /*
@@ -244,7 +261,23 @@ static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
         n.written || n.fetched) {
         cxl_shm_pool_sync_stats(s);
     }
+    /*
+     * The instruction runs again (not the fence of an interrupt delivery,
+     * under the BQL: its lines stay queued).  A try costs a line's
+     * latency, so guest time moves on meanwhile.
+     */
+    retry = !done && !bql_locked();
+    if (retry) {
+        lines = MAX(lines, 1);
+        qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
+        trace_cxl_shm_native_retry(s->host_id, cpu ? cpu->cpu_index : -1,
+                                   cop);
+    }
     cxl_shm_charge(s, lines);
+    if (retry) {
+        sched_yield();          /* the holder may want this host CPU */
+    }
+    return done;
 }
 
 /*
@@ -252,13 +285,16 @@ static void cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
  * (memory_region_set_cache_maint()): for a line op, @addr is the offset
  * in s->native_mr and the guest PC of @cpu is the instruction's (the
  * front end updates it before the hook), which a conflict the op makes
- * names.  Runs on the vCPU thread of @cpu without the BQL.
+ * names.  Runs on the vCPU thread of @cpu without the BQL (or, for the
+ * fence of an interrupt delivery, with it), and never waits for another
+ * host: false when the instruction must run again.
  */
-void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
                     hwaddr addr, uint64_t len)
 {
     CXLShmState *s = opaque;
     uint64_t pc = 0, old_pc;
+    bool done;
 
     if (cop != CACHE_MAINT_FENCE && cop != CACHE_MAINT_WBINVD &&
         cop != CACHE_MAINT_WBNOINVD && cop != CACHE_MAINT_INVD &&
@@ -266,6 +302,7 @@ void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
         pc = cpu->cc->get_pc(cpu);
     }
     old_pc = cxl_shm_set_insn_pc(pc);
-    cxl_shm_native_op(s, cpu, cop, s->native_base + addr, len, pc);
+    done = cxl_shm_native_op(s, cpu, cop, s->native_base + addr, len, pc);
     cxl_shm_set_insn_pc(old_pc);
+    return done;
 }

@@ -39,6 +39,7 @@ static CxlShmStats *cxl_shm_stats(const uint64_t *v, const uint64_t *x)
     st->snoop_filter_evictions = XSTAT(CXLSHM_STAT_SF_EVICTIONS);
     st->stale_reads = XSTAT(CXLSHM_STAT_STALE_READS);
     st->charged_ns = XSTAT(CXLSHM_STAT_CHARGED_NS);
+    st->retries = XSTAT(CXLSHM_STAT_RETRIES);
 #undef XSTAT
     return st;
 }

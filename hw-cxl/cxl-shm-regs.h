@@ -101,6 +101,7 @@ enum {
     CXLSHM_DB_ZERO = 3,
     CXLSHM_DB_BADOP = 4,
     CXLSHM_DB_BUSY = 5,         /* read only: a rung op has not completed */
+    CXLSHM_DB_FULL = 6,         /* read only: an op was dropped, ring full */
 };
 
 /* The pod's hosts: a bitmap, then 16 bytes a host (state, generation) */
@@ -137,6 +138,7 @@ enum {
     CXLSHM_STAT_SF_EVICTIONS,   /* snoop-filter entries evicted (full) */
     CXLSHM_STAT_STALE_READS,    /* loads of a copy older than the pool */
     CXLSHM_STAT_CHARGED_NS,     /* latency charged, ns */
+    CXLSHM_STAT_RETRIES,        /* operations that found a line busy */
     CXLSHM_STAT_NR,
 };
 

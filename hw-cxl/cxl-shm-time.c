@@ -166,22 +166,23 @@ void cxl_shm_pass_time(int64_t ns)
     wait_overrun_at = now;
 }
 
-/*
- * What this thread was charged under the BQL and has not waited yet: a
- * fence point at interrupt or exception delivery runs under it, and no
- * wait may hold it.  Waited with this thread's next charge outside the
- * BQL; at most CXLSHM_OWED_MAX_NS is carried.
- */
-#define CXLSHM_OWED_MAX_NS      (1000 * 1000)
-static __thread int64_t charge_owed_ns;
+/* Where this thread's charges go instead of passing (cxl_shm_charge_to()) */
+static __thread int64_t *charge_sink;
+
+void cxl_shm_charge_to(int64_t *sink)
+{
+    charge_sink = sink;
+}
 
 /*
- * Charge @ns on the calling vCPU, in both modes: counted in
- * STAT_CHARGED_NS, then passed (cxl_shm_pass_time(): under -icount
- * exactly, at the instruction making the access, else a wait on the
- * host's ticks) together with what this thread owes, or owed if the BQL
- * is held.  Never with a lock of ours held except an atomic's line lock
- * (the line is busy meanwhile, as on hardware).
+ * Charge @ns, in both modes: counted in STAT_CHARGED_NS, then passed on
+ * the calling vCPU (cxl_shm_pass_time(): under -icount exactly, at the
+ * instruction making the access, else a wait on the host's ticks); or
+ * added to this thread's sink (the doorbell's thread, whose op completes
+ * that much later for the guest).  Under the BQL (the fence of an
+ * interrupt delivery), without -icount, counted only: nothing waits
+ * holding it.  Never with a lock of ours held except an atomic's line
+ * lock (the line is busy meanwhile, as on hardware).
  */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
 {
@@ -189,13 +190,13 @@ void cxl_shm_charge_ns(CXLShmState *s, int64_t ns)
         return;
     }
     qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
-    if (!icount_enabled() && bql_locked()) {
-        charge_owed_ns = MIN(charge_owed_ns + ns, CXLSHM_OWED_MAX_NS);
-        trace_cxl_shm_charge_owed(s->host_id, ns, charge_owed_ns);
+    if (charge_sink) {
+        *charge_sink += ns;
         return;
     }
-    ns += charge_owed_ns;
-    charge_owed_ns = 0;
+    if (!icount_enabled() && bql_locked()) {
+        return;
+    }
     cxl_shm_pass_time(ns);
 }
 

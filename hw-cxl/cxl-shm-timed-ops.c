@@ -15,8 +15,11 @@
 #include "cxl-shm-timed.h"
 #include "trace.h"
 
-/* One cached non-coherent line; cache lock held */
-static void way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
+/*
+ * One cached line; cache lock held.  false, and the way as it was, if
+ * it is dirty and its page's lock is another host's now.
+ */
+static bool way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
                    CXLShmLineCount *n)
 {
     uint64_t off = way_line(w) * CXLSHM_LINE;
@@ -25,15 +28,16 @@ static void way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
         if (op != CXLSHM_LINE_WRITEBACK) {
             w->tag = 0;         /* wbinvd / invd drop coherent lines too */
         }
-        return;
+        return true;
     }
-    if (op != CXLSHM_LINE_DROP) {
-        cxl_shm_way_writeback(s, w, NULL, n);
+    if (op != CXLSHM_LINE_DROP && !cxl_shm_way_writeback(s, w, NULL, n)) {
+        return false;
     }
     if (op != CXLSHM_LINE_WRITEBACK) {
         w->tag = 0;             /* invalid: the next access fetches it */
         w->dirty = w->nt = 0;
     }
+    return true;
 }
 
 static void timed_done(CXLShmState *s, const CXLShmLineCount *n, Cost *c)
@@ -66,65 +70,24 @@ void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask)
  * and the line leaves the cache (non-temporal stores do not allocate).
  * A line evicted meanwhile was written by the eviction.  Charged here.
  */
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
+bool cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
                            CXLShmLineCount *n)
 {
     CXLShmLineCount m = { 0 };
-    Cost c = { 0 };
-    CXLShmWay *w;
-
-    qemu_mutex_lock(&s->t.lock);
-    w = cache_find(&s->t, off / CXLSHM_LINE);
-    if (w && w->nt) {
-        cxl_shm_way_writeback(s, w, NULL, &m);
-        w->tag = 0;
-    }
-    timed_done(s, &m, &c);
-    qemu_mutex_unlock(&s->t.lock);
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
-}
-
-/*
- * The fence at an interrupt or exception delivery, under the BQL, which
- * never waits for another host: the queued clwb (@op writeback),
- * clflushopt (@op flush) or non-temporal bytes (@nt) of the line at @off
- * land if that needs no wait.  A line not cached, or clean, needs no
- * lock; a dirty one is written back only if its lock is free now.  false,
- * and nothing done, if another thread or host holds it.  Charged here.
- */
-bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, uint64_t mask, CXLShmLineCount *n)
-{
-    CXLShmLineCount m = { 0 };
-    CXLShmLineLock h = { NULL };
     Cost c = { 0 };
     CXLShmWay *w;
     bool done = true;
 
     qemu_mutex_lock(&s->t.lock);
     w = cache_find(&s->t, off / CXLSHM_LINE);
-    if (w && nt && !w->nt) {
-        w = NULL;       /* evicted meanwhile: the eviction wrote its bytes */
-    }
-    if (w && (w->dirty | w->nt)) {
-        if (cxl_shm_lines_trylock(&s->lines, off, &h)) {
-            cxl_shm_way_writeback(s, w, &h, &m);
-            cxl_shm_lines_unlock(&s->lines, &h);
-        } else {
-            done = false;
+    if (w && w->nt) {
+        done = cxl_shm_way_writeback(s, w, NULL, &m);
+        if (done) {
+            w->tag = 0;
         }
-    }
-    if (w && done && (nt || op != CXLSHM_LINE_WRITEBACK)) {
-        w->tag = 0;     /* invalid: the next access fetches it */
-        w->dirty = w->nt = 0;
     }
     timed_done(s, &m, &c);
     qemu_mutex_unlock(&s->t.lock);
-    if (done && !nt && op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched++;
-    }
     n->written += m.written;
     n->conflicts += m.conflicts;
     cxl_shm_charge_ns(s, c.ns);
@@ -138,73 +101,88 @@ bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
  * newest this host has).  @n counts as in direct mode (every line of the
  * range as invalidated, the lines written back).  Charged here.
  */
-void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n)
+uint64_t cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                             uint64_t len, CXLShmLineCount *n)
 {
     CXLShmTimed *t = &s->t;
     uint64_t start = MAX(off, s->coherent_size), end = off + len;
     uint64_t total = (uint64_t)t->sets * t->cache_ways;
     CXLShmLineCount m = { 0 };
     Cost c = { 0 };
-    uint64_t l, i;
+    uint64_t l, i, got = end;
 
     if (start >= end) {
-        return;
-    }
-    if (op != CXLSHM_LINE_WRITEBACK) {
-        n->fetched += (end - start) / CXLSHM_LINE;
+        return end;
     }
     qemu_mutex_lock(&t->lock);
     if ((end - start) / CXLSHM_LINE <= total) {
         for (l = start / CXLSHM_LINE; l < end / CXLSHM_LINE; l++) {
             CXLShmWay *w = cache_find(t, l);
 
-            if (w) {
-                way_op(s, w, op, &m);
+            if (w && !way_op(s, w, op, &m)) {
+                got = l * CXLSHM_LINE;  /* the lines before it are done */
+                break;
             }
         }
     } else {
+        /* not in line order: a busy line makes the whole range run again */
         for (i = 0; i < total; i++) {
             CXLShmWay *w = &t->way[i];
             uint64_t wl = way_line(w) * CXLSHM_LINE;
 
-            if ((w->tag & CXLSHM_WAY_VALID) && wl >= start && wl < end) {
-                way_op(s, w, op, &m);
+            if ((w->tag & CXLSHM_WAY_VALID) && wl >= start && wl < end &&
+                !way_op(s, w, op, &m)) {
+                got = off;
+                break;
             }
         }
     }
     timed_done(s, &m, &c);
     qemu_mutex_unlock(&t->lock);
+    if (op != CXLSHM_LINE_WRITEBACK) {
+        n->fetched += (MAX(got, start) - start) / CXLSHM_LINE;
+    }
     n->written += m.written;
     n->conflicts += m.conflicts;
     cxl_shm_charge_ns(s, c.ns);
+    return got;
 }
 
-/* wbinvd, wbnoinvd, invd: every cached line */
-void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
+/*
+ * wbinvd, wbnoinvd, invd: every cached line, from way *@from on; a busy
+ * dirty line stops it there (false)
+ */
+bool cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
                          CXLShmLineCount *n)
 {
     CXLShmTimed *t = &s->t;
     uint64_t total = (uint64_t)t->sets * t->cache_ways, i;
     CXLShmLineCount m = { 0 };
     Cost c = { 0 };
+    bool done = true;
 
     qemu_mutex_lock(&t->lock);
-    for (i = 0; i < total; i++) {
+    for (i = MIN(*from, total); i < total; i++) {
         if (t->way[i].tag & CXLSHM_WAY_VALID) {
-            if (op != CXLSHM_LINE_WRITEBACK &&
-                way_line(&t->way[i]) * CXLSHM_LINE >= s->coherent_size) {
+            bool nc = way_line(&t->way[i]) * CXLSHM_LINE >= s->coherent_size;
+
+            if (!way_op(s, &t->way[i], op, &m)) {
+                done = false;
+                break;
+            }
+            if (op != CXLSHM_LINE_WRITEBACK && nc) {
                 m.fetched++;
             }
-            way_op(s, &t->way[i], op, &m);
         }
     }
+    *from = done ? 0 : i;
     timed_done(s, &m, &c);
     qemu_mutex_unlock(&t->lock);
     n->written += m.written;
     n->fetched += m.fetched;
     n->conflicts += m.conflicts;
     cxl_shm_charge_ns(s, c.ns);
+    return done;
 }
 
 /* A host reset: the cache is lost, dirty lines included; vCPUs stopped */

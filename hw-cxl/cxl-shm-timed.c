@@ -121,7 +121,8 @@ static void timed_step_done(void *opaque, CPUState *cpu)
 /*
  * Room in the cache for @line (not cached): the set's LRU way, written
  * back first when it holds a dirty non-coherent line; cache lock held,
- * and at most the line lock @held.
+ * and at most the line lock @held.  NULL, and nothing changed, if the
+ * victim is dirty and its page's lock is another host's now.
  */
 /* Bytes [off % 64, off % 64 + size) of a line as a mask */
 static uint64_t byte_mask(uint64_t off, unsigned size)
@@ -134,19 +135,26 @@ static uint64_t byte_mask(uint64_t off, unsigned size)
 /*
  * A dirty non-coherent way goes to the pool: whole when a cached store
  * dirtied it, only its non-temporal bytes otherwise (cxl_shm_lines_nt).
+ * false, and the way as it was, if the line's lock is another's now.
  */
-void cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
-                   CXLShmLineCount *n)
+bool cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
+                           CXLShmLineCount *n)
 {
     uint64_t off = way_line(w) * CXLSHM_LINE;
 
     if (w->nt) {
-        cxl_shm_lines_nt(&s->lines, off, w->nt, w->dirty != 0, held, n);
+        if (!cxl_shm_lines_nt(&s->lines, off, w->nt, w->dirty != 0, held,
+                              n)) {
+            return false;
+        }
     } else if (w->dirty) {
-        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, off, true,
-                          held, n);
+        if (!cxl_shm_lines_one(&s->lines, CXLSHM_LINE_WRITEBACK, off, true,
+                               held, n)) {
+            return false;
+        }
     }
     w->dirty = w->nt = 0;
+    return true;
 }
 
 static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
@@ -169,9 +177,10 @@ static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
     }
     if (w->tag & CXLSHM_WAY_VALID) {
         voff = way_line(w) * CXLSHM_LINE;
-        qatomic_inc(&s->stats[CXLSHM_STAT_CACHE_EVICTIONS]);
         if (voff >= s->coherent_size && (w->dirty | w->nt)) {
-            cxl_shm_way_writeback(s, w, held, &n);
+            if (!cxl_shm_way_writeback(s, w, held, &n)) {
+                return NULL;    /* the victim's page is another's now */
+            }
             stat_add(s, CXLSHM_STAT_WB_LINES, n.written);
             stat_add(s, CXLSHM_STAT_CONFLICTS, n.conflicts);
             c->ns += (int64_t)n.written * qatomic_read(&t->wb_ns);
@@ -182,8 +191,8 @@ static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
          * eviction): a later store by another host back-invalidates it
          * for nothing, as on hardware whose caches drop lines silently.
          */
-        trace_cxl_shm_timed_evict(s->host_id, voff,
-                                  !!(w->dirty | w->nt));
+        qatomic_inc(&s->stats[CXLSHM_STAT_CACHE_EVICTIONS]);
+        trace_cxl_shm_timed_evict(s->host_id, voff, n.written != 0);
     }
     w->tag = CXLSHM_WAY_VALID | line;
     w->dirty = w->nt = 0;
@@ -271,9 +280,14 @@ static void timed_stale(CXLShmState *s, CPUState *cpu, CXLShmWay *w,
                        s->image + (line - s->coherent_size), cur, pc);
 }
 
-/* A non-coherent access inside one line; cache lock held */
+/*
+ * A non-coherent access inside one line; cache lock held.  *@busy set,
+ * and nothing done that another host could see, if a line lock it needs
+ * is another host's now.
+ */
 static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
-                         unsigned size, bool write, uint64_t val, Cost *c)
+                         unsigned size, bool write, uint64_t val, Cost *c,
+                         bool *busy)
 {
     CXLShmTimed *t = &s->t;
     uint64_t line = off / CXLSHM_LINE, loff = line * CXLSHM_LINE;
@@ -299,11 +313,19 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
     } else {
         CXLShmLineCount n = { 0 };
 
-        qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
         w = cache_alloc(s, line, held, c);
+        if (!w) {
+            *busy = true;
+            return 0;
+        }
         /* fill: image and twin become the pool's line */
-        cxl_shm_lines_one(&s->lines, CXLSHM_LINE_DROP, loff, false,
-                          held, &n);
+        if (!cxl_shm_lines_one(&s->lines, CXLSHM_LINE_DROP, loff, false,
+                               held, &n)) {
+            w->tag = 0;         /* the victim is gone: an early eviction */
+            *busy = true;
+            return 0;
+        }
+        qatomic_inc(&s->stats[CXLSHM_STAT_MISSES]);
         c->ns += qatomic_read(&t->miss_ns);
         c->moved++;
         trace_cxl_shm_timed_miss(s->host_id, off, write);
@@ -323,10 +345,13 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
     return val;
 }
 
-/* A coherent-window access inside one line; cache lock held */
+/*
+ * A coherent-window access inside one line; cache lock held.  *@busy as
+ * for timed_nc().
+ */
 static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
                                unsigned size, bool write, uint64_t val,
-                               Cost *c)
+                               Cost *c, bool *busy)
 {
     CXLShmTimed *t = &s->t;
     uint64_t line = off / CXLSHM_LINE, me = 1ULL << s->host_id;
@@ -351,6 +376,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     }
     if (!w) {
         w = cache_alloc(s, line, held, c);
+        if (!w) {
+            *busy = true;
+            return 0;
+        }
     }
     w->stamp = ++t->clock;
 
@@ -368,21 +397,18 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         h = held;                   /* the atomic's second access */
     } else {
         h = excl && held ? held : &local;
-        if (cpu) {
-            cxl_shm_lines_lock(&s->lines, off, h);
-        } else {
+        if (!cxl_shm_lines_trylock(&s->lines, off, h)) {
             /*
-             * Not a vCPU (DMA, a debugger): a vCPU of this host inside an
-             * atomic may hold the line lock and need the cache lock for
-             * its store.  Never wait for a line lock with the cache lock
-             * held: wait without it, then try again.
+             * Another host's (or, for a thread that is not a vCPU, this
+             * host's atomic's): the vCPU runs the access again, any other
+             * thread gets an error.  The way allocated for the line holds
+             * nothing yet.
              */
-            while (!cxl_shm_lines_trylock(&s->lines, off, h)) {
-                qemu_mutex_unlock(&t->lock);
-                cxl_shm_lines_lock(&s->lines, off, h);
-                cxl_shm_lines_unlock(&s->lines, h);
-                qemu_mutex_lock(&t->lock);
+            if (!cached) {
+                w->tag = 0;
             }
+            *busy = true;
+            return 0;
         }
     }
 
@@ -455,33 +481,45 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     return val;
 }
 
-/* One access (any size, any alignment) at DPA @dpa */
-static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
-                             bool write, uint64_t val)
+/*
+ * One access (any size, any alignment) at DPA @dpa.  A line lock another
+ * host holds now: a vCPU under TCG runs the access again later
+ * (MEMTX_RETRY; a store split over two lines may have stored its first
+ * part, as a split store may on hardware); any other thread (DMA, the
+ * monitor, a debugger) gets MEMTX_ERROR.  Nothing waits.
+ */
+static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
+                                bool write, uint64_t *val)
 {
     CPUState *cpu = current_cpu;
     Cost c = { 0 };
     uint64_t ret = 0, old_pc;
     unsigned done = 0;
+    bool busy = false;
 
     if (dpa >= s->size || size > s->size - dpa) {
-        return 0;               /* outside the device: reads as zero */
+        *val = 0;               /* outside the device: reads as zero */
+        return MEMTX_OK;
     }
+again:
     old_pc = cxl_shm_set_insn_pc(cpu ? CXLSHM_PC_ACCESS : 0);
     qemu_mutex_lock(&s->t.lock);
     while (done < size) {
         uint64_t off = dpa + done;
         unsigned n = MIN(size - done,
                          CXLSHM_LINE - (unsigned)(off % CXLSHM_LINE));
-        uint64_t part = write ? val >> (done * 8) : 0;
+        uint64_t part = write ? *val >> (done * 8) : 0;
         uint64_t v;
 
         if (n < 8) {
             part &= (1ULL << (n * 8)) - 1;
         }
         v = off < s->coherent_size
-            ? timed_coherent(s, cpu, off, n, write, part, &c)
-            : timed_nc(s, cpu, off, n, write, part, &c);
+            ? timed_coherent(s, cpu, off, n, write, part, &c, &busy)
+            : timed_nc(s, cpu, off, n, write, part, &c, &busy);
+        if (busy) {
+            break;
+        }
         if (!write) {
             ret |= v << (done * 8);
         }
@@ -493,28 +531,59 @@ static uint64_t timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     }
     qemu_mutex_unlock(&s->t.lock);
     cxl_shm_set_insn_pc(old_pc);
+    if (busy) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
+        trace_cxl_shm_timed_busy(s->host_id, dpa + done, write, cpu != NULL);
+        if (!cpu) {
+            return MEMTX_ERROR;
+        }
+        /*
+         * The retry costs what a miss does: under -icount guest time moves
+         * on (the vCPU's timers, the other vCPUs' turns), and a wait on
+         * the host's ticks otherwise
+         */
+        c.ns += qatomic_read(&s->t.miss_ns);
+        if (!tcg_enabled()) {
+            /*
+             * A vCPU of an accelerator that cannot run an access again
+             * (KVM) waits for the line here, the one wait for another
+             * host left in the device (docs/failure-model.md)
+             */
+            cxl_shm_charge_ns(s, c.ns);
+            sched_yield();
+            c = (Cost) { 0 };
+            busy = false;
+            done = 0;
+            ret = 0;
+            goto again;
+        }
+    }
     if (cpu) {
         /* no vCPU waits for a DMA or debugger access: guest time stays */
         cxl_shm_charge_ns(s, c.ns);
     }
-    return ret;
+    *val = ret;
+    return busy ? MEMTX_RETRY : MEMTX_OK;
 }
 
 /* The region spans the device: @addr is the DPA */
-static uint64_t cxl_shm_timed_read(void *opaque, hwaddr addr, unsigned size)
+static MemTxResult cxl_shm_timed_read(void *opaque, hwaddr addr,
+                                      uint64_t *val, unsigned size,
+                                      MemTxAttrs attrs)
 {
-    return timed_access(opaque, addr, size, false, 0);
+    return timed_access(opaque, addr, size, false, val);
 }
 
-static void cxl_shm_timed_write(void *opaque, hwaddr addr, uint64_t val,
-                                unsigned size)
+static MemTxResult cxl_shm_timed_write(void *opaque, hwaddr addr,
+                                       uint64_t val, unsigned size,
+                                       MemTxAttrs attrs)
 {
-    timed_access(opaque, addr, size, true, val);
+    return timed_access(opaque, addr, size, true, &val);
 }
 
 static const MemoryRegionOps cxl_shm_timed_ops = {
-    .read = cxl_shm_timed_read,
-    .write = cxl_shm_timed_write,
+    .read_with_attrs = cxl_shm_timed_read,
+    .write_with_attrs = cxl_shm_timed_write,
     .endianness = DEVICE_LITTLE_ENDIAN,
     .valid = {
         .min_access_size = 1,
@@ -693,6 +762,5 @@ const CXLShmModeOps cxl_shm_timed_mode = {
     .whole = cxl_shm_timed_whole,
     .nt_store = cxl_shm_timed_nt_store,
     .nt_land = cxl_shm_timed_nt_land,
-    .try_land = cxl_shm_timed_try_land,
     .latency = cxl_shm_timed_latency,
 };

@@ -62,20 +62,18 @@ static inline uint64_t way_line(const CXLShmWay *w)
 
 /* cxl-shm-timed.c */
 void cxl_shm_timed_moved(CXLShmState *s, Cost *c);
-void cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
+bool cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
                            CXLShmLineCount *n);
 
 /* cxl-shm-timed-ops.c: mode=timed's coherence operations */
-void cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                         uint64_t len, CXLShmLineCount *n);
-void cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op,
+uint64_t cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                             uint64_t len, CXLShmLineCount *n);
+bool cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
                          CXLShmLineCount *n);
 void cxl_shm_timed_reset(CXLShmState *s);
 void cxl_shm_timed_nt_store(CXLShmState *s, uint64_t off, uint64_t mask);
-void cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
+bool cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
                            CXLShmLineCount *n);
-bool cxl_shm_timed_try_land(CXLShmState *s, uint64_t off, CXLShmLineOp op,
-                            bool nt, uint64_t mask, CXLShmLineCount *n);
 void cxl_shm_timed_latency(CXLShmState *s, uint32_t *read_ns,
                            uint32_t *write_ns);
 
