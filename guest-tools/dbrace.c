@@ -19,8 +19,10 @@
  *                 backwards), DB_STATUS (0 or 5, busy) and DB_LINES (the
  *                 count of an op of this run); and, while thread 0's op
  *                 runs, ring a writeback of --small-lines fresh lines of
- *                 their own just written with a pattern: the DB_OP write
- *                 stalls behind the big op, then its own op runs.
+ *                 their own just written with a pattern: the op queues
+ *                 behind the big op (the doorbell completes
+ *                 asynchronously), then runs; DB_STATUS reads busy until
+ *                 both are done.
  *
  * The device has one set of doorbell registers a host, and documents that
  * software serialises its use of them (libcxlpod holds its lock from the
@@ -191,6 +193,20 @@ static uint32_t status(struct thr *th)
 			wrong(th, #f " read " fmt ", not " fmt, v.f, want.f);                  \
 	} while (0)
 
+/*
+ * DB_STATUS once the ops rung so far are done (the device runs them in a
+ * thread of its own: busy until then)
+ */
+static uint32_t wait_done(struct thr *th)
+{
+	unsigned spins = 0;
+	uint32_t st;
+
+	while ((st = status(th)) == CXLSHM_DB_BUSY)
+		poll_pause(&spins);
+	return st;
+}
+
 /* One round of reads: DB_STATUS, the identify registers, DB_LINES, every
  * statistic, DB_STATUS again */
 static void read_round(struct thr *th)
@@ -274,8 +290,8 @@ static void *big_thread(void *arg)
 			th->ring_s_max = dt;
 		uint64_t ringing = mine | H_RINGING;
 		if (atomic_compare_exchange_strong(&holder, &ringing, mine)) {
-			/* not handed over: the result is ours */
-			uint32_t st = status(th);
+			/* not handed over: the result is ours, once the op is done */
+			uint32_t st = wait_done(th);
 			uint64_t n = rd64(A_CXLSHM_DB_LINES);
 			uint64_t want_n = big_op == CXLSHM_OP_FLUSH ? big_lines : big_dirty;
 			th->own_results++;
@@ -313,8 +329,9 @@ static void small_ring(struct thr *th)
 		th->queued++;
 	double t0 = now_s();
 	wr32(A_CXLSHM_DB_OP, CXLSHM_OP_WRITEBACK);
+	/* the doorbell completes asynchronously: busy until the op is done */
+	uint32_t st = wait_done(th);
 	double dt = now_s() - t0;
-	uint32_t st = status(th);
 	uint64_t n = rd64(A_CXLSHM_DB_LINES), after = rd64(A_CXLSHM_STAT(CXLSHM_STAT_WB_OPS));
 	th->reads += 2;
 	th->ring_s += dt;

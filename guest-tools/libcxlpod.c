@@ -814,6 +814,7 @@ static const char *db_status_name(uint32_t s)
 	case CXLSHM_DB_ZERO: return "zero length";
 	case CXLSHM_DB_BADOP: return "reserved op";
 	case CXLSHM_DB_BUSY: return "busy (another vCPU's op in flight)";
+	case CXLSHM_DB_FULL: return "dropped (the device's ring was full)";
 	case 0x100: return "registers mixed with another process's (test registers)";
 	default: return "unknown status";
 	}
@@ -832,7 +833,16 @@ static int doorbell(cxlpod *p, int op, uint64_t off, uint64_t len)
 	if (p->test_regs)
 		sched_yield(); /* widen the window a second process could use */
 	wr32(p, A_CXLSHM_DB_OP, op);
-	uint32_t st = rd32(p, A_CXLSHM_DB_STATUS);
+	/* the op runs in the device's own thread: busy until it is done */
+	uint32_t st;
+	for (unsigned polls = 0; (st = rd32(p, A_CXLSHM_DB_STATUS)) == CXLSHM_DB_BUSY; polls++) {
+		if (polls < 64)
+			continue;
+		if (polls < 1024)
+			sched_yield();
+		else /* long: a line another host holds (it may be stopped) */
+			usleep(polls < 4096 ? 20 : 1000);
+	}
 	if (p->test_regs) {
 		/* what a device would act on: the shared registers at DB_OP */
 		st = (rd64(p, A_CXLSHM_DB_OFFSET) != off ||

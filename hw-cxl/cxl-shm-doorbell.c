@@ -1,10 +1,24 @@
 /*
- * cxl-shm: the doorbell's register decode and its checks
- * (see cxl-shm-doorbell.h)
+ * cxl-shm: the doorbell (see cxl-shm-doorbell.h)
  *
  * Copyright (c) 2025 cxlpod authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * A DB_OP write queues the op in a ring and returns: nothing runs inside
+ * the MemoryRegionOps callback but the queueing.  The device's doorbell
+ * thread runs the ops one at a time, in the order of their DB_OP writes,
+ * without the BQL, 1 MiB at a time; a line another host holds makes it
+ * try again a little later (never a wait for that host), so a device
+ * reset, an unplug or quit stops it within one piece.  DB_STATUS reads
+ * busy until the last op rung has completed and its latency has passed
+ * in the guest's time (under -icount QEMU_CLOCK_VIRTUAL, exactly; else
+ * the host's clock, which the guest's TSC follows), then the status of
+ * the last op completed; DB_LINES is that op's line count
+ * (docs/interfaces.md, section 1).
+ *
+ * The first part of this file, the register decode and checks, has no
+ * QEMU dependency (the fuzz target builds it with CXLSHM_DB_DECODE_ONLY).
  */
 
 #include "qemu/osdep.h"
@@ -62,3 +76,300 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op)
     return op == CXLSHM_OP_WRITEBACK ? CXLSHM_LINE_WRITEBACK
                                      : CXLSHM_LINE_FLUSH;
 }
+
+#ifndef CXLSHM_DB_DECODE_ONLY
+
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+#include "qemu/units.h"
+#include "system/cpu-timers.h"
+#include "cxl-shm.h"
+#include "trace.h"
+
+/* A busy line: the thread tries again after this, doubled up to the max */
+#define DB_RETRY_MIN_US         10
+#define DB_RETRY_MAX_US         1000
+/*
+ * An op runs in pieces of this many bytes, so that a reset or an unplug
+ * waits for one piece at most (a few hundred microseconds), not for a
+ * whole-area flush
+ */
+#define DB_CHUNK                (1 * MiB)
+
+/* The clock an op's latency passes on (as cxl_shm_charge_ns()'s) */
+static int64_t db_now(void)
+{
+    return icount_enabled() ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL)
+                            : get_clock();
+}
+
+static const char *const op_names[] = {
+    [CXLSHM_OP_WRITEBACK] = "writeback",
+    [CXLSHM_OP_INVALIDATE] = "invalidate",
+    [CXLSHM_OP_FLUSH] = "flush",
+};
+
+/* Is the thread to leave the op it runs (a reset or the unplug)? */
+static bool db_leave(CXLShmDoorbell *d)
+{
+    return qatomic_read(&d->stop) || qatomic_read(&d->park);
+}
+
+/*
+ * Run one accepted op: its lines, each busy one tried again until it is
+ * free or the thread is asked to leave (the op then ends where it got,
+ * as if the rest of the range were still being worked on when the device
+ * was reset).  Returns the lines it moved.
+ */
+static uint64_t db_run(CXLShmState *s, const CXLShmDbOp *op,
+                       CXLShmLineCount *n)
+{
+    CXLShmDoorbell *d = &s->db;
+    uint64_t from = op->off, end = op->off + op->len;
+    unsigned wait_us = DB_RETRY_MIN_US;
+
+    cxl_shm_set_insn_pc(op->pc);
+    while (from < end && !db_leave(d)) {
+        uint64_t len = MIN(end - from, DB_CHUNK);
+        uint64_t got = cxl_shm_range(s, cxl_shm_db_line_op(op->op), from,
+                                     len, n);
+
+        if (got < from + len) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
+            trace_cxl_shm_db_retry(s->host_id, got, wait_us);
+            g_usleep(wait_us);
+            wait_us = MIN(wait_us * 2, DB_RETRY_MAX_US);
+        } else {
+            wait_us = DB_RETRY_MIN_US;
+        }
+        from = got;
+    }
+    cxl_shm_set_insn_pc(0);
+    return op->op == CXLSHM_OP_WRITEBACK ? n->written : n->fetched;
+}
+
+/*
+ * The latency of an op moving over @len bytes of the non-coherent area,
+ * counted as charged; the op completes for the guest that much later
+ */
+static int64_t db_charge(CXLShmState *s, const CXLShmDbOp *op)
+{
+    uint64_t start = MIN(MAX(op->off, s->coherent_size), op->off + op->len);
+    uint64_t lines = (op->off + op->len - start) / CXLPOOL_LINE;
+    int64_t ns = (int64_t)MIN(lines * qatomic_read(&s->latency_ns),
+                              INT64_MAX / 4);
+
+    if (ns) {
+        qatomic_add(&s->stats[CXLSHM_STAT_CHARGED_NS], ns);
+    }
+    return ns;
+}
+
+static void *db_thread(void *opaque)
+{
+    CXLShmState *s = opaque;
+    CXLShmDoorbell *d = &s->db;
+
+    rcu_register_thread();
+    qemu_mutex_lock(&d->lock);
+    while (!d->stop) {
+        CXLShmDbOp op;
+        CXLShmLineCount n = { 0 };
+        uint64_t lines = 0;
+        int64_t ns = 0;
+
+        if (d->park || d->head == d->tail) {
+            d->idle = true;
+            qemu_cond_broadcast(&d->cond);
+            qemu_cond_wait(&d->cond, &d->lock);
+            continue;
+        }
+        d->idle = false;
+        op = d->ring[d->head % CXLSHM_DB_RING];
+        qemu_mutex_unlock(&d->lock);
+
+        if (op.status == CXLSHM_DB_OK) {
+            /* what the mode charges (mode=timed) delays the completion */
+            cxl_shm_charge_to(&ns);
+            lines = db_run(s, &op, &n);
+            cxl_shm_charge_to(NULL);
+            ns += db_charge(s, &op);
+            /* an op a reset or the unplug interrupted is not counted */
+            if (!db_leave(d)) {
+                qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op.op - 1]);
+            }
+            cxl_shm_count(s, &n);
+            trace_cxl_shm_op(s->host_id, op_names[op.op], op.off, op.len,
+                             lines, op.status);
+        }
+        cxl_shm_pool_sync_stats(s);
+
+        qemu_mutex_lock(&d->lock);
+        /* a device reset meanwhile cleared the registers: they stay so */
+        if (d->epoch == op.epoch) {
+            d->status = op.status;
+            d->lines = lines;
+            d->ready_ns = db_now() + ns;
+        }
+        d->head++;
+    }
+    d->idle = true;
+    qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+/*
+ * A DB_OP write: the op, with DB_OFFSET and DB_LEN as they are now, goes
+ * into the ring (refused ones too, so that their status comes in order).
+ * A full ring drops the op and makes DB_STATUS read CXLSHM_DB_FULL once
+ * the ring has drained.
+ */
+void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
+{
+    CXLShmDoorbell *d = &s->db;
+    CXLShmDbOp *e;
+
+    qemu_mutex_lock(&d->lock);
+    if (d->tail - d->head >= CXLSHM_DB_RING) {
+        d->overflow = true;
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        trace_cxl_shm_db_full(s->host_id, op);
+        qemu_mutex_unlock(&d->lock);
+        return;
+    }
+    e = &d->ring[d->tail % CXLSHM_DB_RING];
+    e->op = op;
+    e->off = d->regs.offset;
+    e->len = d->regs.len;
+    e->status = cxl_shm_db_check(op, e->off, e->len, s->size);
+    if (e->status != CXLSHM_DB_OK) {
+        /* counted at once; its status comes in order, after the others */
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        trace_cxl_shm_op(s->host_id, "refused", e->off, e->len, 0, e->status);
+    }
+    e->epoch = d->epoch;
+    /* a conflict the op makes names the instruction that rang it */
+    e->pc = cxl_shm_access_pc(current_cpu);
+    d->overflow = false;
+    d->tail++;
+    qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+}
+
+/* DB_STATUS: busy until the ring is empty and the latency has passed */
+uint32_t cxl_shm_db_status(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+    uint32_t st;
+
+    qemu_mutex_lock(&d->lock);
+    if (d->head != d->tail || db_now() < d->ready_ns) {
+        st = CXLSHM_DB_BUSY;
+    } else {
+        st = d->overflow ? CXLSHM_DB_FULL : d->status;
+    }
+    qemu_mutex_unlock(&d->lock);
+    return st;
+}
+
+uint64_t cxl_shm_db_lines(CXLShmState *s)
+{
+    uint64_t v;
+
+    qemu_mutex_lock(&s->db.lock);
+    v = s->db.lines;
+    qemu_mutex_unlock(&s->db.lock);
+    return v;
+}
+
+void cxl_shm_db_init(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    qemu_mutex_init(&d->lock);
+    qemu_cond_init(&d->cond);
+    d->idle = true;
+    qemu_thread_create(&d->thread, "cxl-shm-db", db_thread, s,
+                       QEMU_THREAD_JOINABLE);
+}
+
+/*
+ * Wait until the thread has left the op it runs (it looks between two
+ * attempts, each of which is bounded: no line engine call waits for
+ * another host) and runs none until cxl_shm_db_resume()
+ */
+static void db_park(CXLShmDoorbell *d)
+{
+    qemu_mutex_lock(&d->lock);
+    d->park = true;
+    qemu_cond_broadcast(&d->cond);
+    while (!d->idle && !d->stop) {
+        qemu_cond_wait(&d->cond, &d->lock);
+    }
+    qemu_mutex_unlock(&d->lock);
+}
+
+/*
+ * A device reset: the ops queued and the one running are dropped (what
+ * the running one did stays done), the registers cleared; the thread
+ * goes on with ops rung from now on.
+ */
+void cxl_shm_db_reset(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    db_park(d);
+    qemu_mutex_lock(&d->lock);
+    d->head = d->tail;
+    d->regs.offset = d->regs.len = 0;
+    d->lines = 0;
+    d->status = 0;
+    d->overflow = false;
+    d->ready_ns = 0;
+    d->epoch++;
+    d->park = false;
+    qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+}
+
+/* The host reset: no op may touch the image meanwhile */
+void cxl_shm_db_pause(CXLShmState *s)
+{
+    db_park(&s->db);
+}
+
+void cxl_shm_db_resume(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    qemu_mutex_lock(&d->lock);
+    d->park = false;
+    qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+}
+
+/*
+ * Unplug: the thread leaves (within one piece), what is queued is not
+ * run.  The lock stays usable until cxl_shm_db_free(), after the grace
+ * period (the exit notifier may still pause the doorbell meanwhile).
+ */
+void cxl_shm_db_fini(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    qemu_mutex_lock(&d->lock);
+    d->stop = true;
+    qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+    qemu_thread_join(&d->thread);
+}
+
+void cxl_shm_db_free(CXLShmState *s)
+{
+    qemu_cond_destroy(&s->db.cond);
+    qemu_mutex_destroy(&s->db.lock);
+}
+
+#endif

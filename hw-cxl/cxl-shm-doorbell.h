@@ -1,13 +1,15 @@
 /*
- * cxl-shm: the doorbell's register decode and its checks
+ * cxl-shm: the doorbell: its register decode and checks, its ring and
+ * the thread that runs its ops
  *
  * Copyright (c) 2025 cxlpod authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * What a guest's writes to the doorbell registers of BAR5 do
- * (docs/interfaces.md, section 1), with no QEMU dependency, so that the
- * fuzz target (tests/fuzz) drives exactly the device's code.
+ * (docs/interfaces.md, section 1).  The decode has no QEMU dependency,
+ * so that the fuzz target (tests/fuzz) drives exactly the device's code
+ * (built with CXLSHM_DB_DECODE_ONLY, which leaves the rest out).
  */
 
 #ifndef HW_CXLPOD_CXL_SHM_DOORBELL_H
@@ -39,5 +41,50 @@ uint32_t cxl_shm_db_check(uint32_t op, uint64_t off, uint64_t len,
 
 /* The line operation of an accepted op */
 CXLShmLineOp cxl_shm_db_line_op(uint32_t op);
+
+#ifndef CXLSHM_DB_DECODE_ONLY
+#include "qemu/thread.h"
+
+#define CXLSHM_DB_RING          64      /* ops rung and not yet completed */
+
+typedef struct CXLShmDbOp {
+    uint32_t op;
+    uint32_t status;            /* cxl_shm_db_check() at the ring */
+    uint64_t off;
+    uint64_t len;
+    uint64_t pc;                /* the guest PC of the DB_OP write */
+    unsigned epoch;             /* the device reset it was rung after */
+} CXLShmDbOp;
+
+typedef struct CXLShmDoorbell {
+    CXLShmDoorbellRegs regs;    /* DB_OFFSET, DB_LEN (BQL) */
+    QemuThread thread;
+    QemuMutex lock;             /* everything below */
+    QemuCond cond;              /* an op rung, completed, or a request */
+    CXLShmDbOp ring[CXLSHM_DB_RING];
+    uint64_t head;              /* the op running or next (ring index) */
+    uint64_t tail;              /* where the next DB_OP write goes */
+    uint32_t status;            /* of the last op completed */
+    uint64_t lines;             /* DB_LINES of the last op completed */
+    int64_t ready_ns;           /* its latency has passed (db_now()) */
+    unsigned epoch;             /* device resets */
+    bool overflow;              /* an op was dropped: the ring was full */
+    bool park;                  /* run no op (a reset) */
+    bool stop;                  /* leave (unplug) */
+    bool idle;                  /* the thread runs no op */
+} CXLShmDoorbell;
+
+typedef struct CXLShmState CXLShmState;
+
+void cxl_shm_db_init(CXLShmState *s);
+void cxl_shm_db_fini(CXLShmState *s);
+void cxl_shm_db_free(CXLShmState *s);
+void cxl_shm_db_ring(CXLShmState *s, uint32_t op);
+uint32_t cxl_shm_db_status(CXLShmState *s);
+uint64_t cxl_shm_db_lines(CXLShmState *s);
+void cxl_shm_db_reset(CXLShmState *s);
+void cxl_shm_db_pause(CXLShmState *s);
+void cxl_shm_db_resume(CXLShmState *s);
+#endif
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cxl-shm: the BAR5 register block and its doorbell
+ * cxl-shm: the BAR5 register block (its doorbell: cxl-shm-doorbell.c)
  *
  * Copyright (c) 2025 cxlpod authors
  *
@@ -17,12 +17,6 @@
 #include "cxl-shm.h"
 #include "trace.h"
 
-static const char *const op_names[] = {
-    [CXLSHM_OP_WRITEBACK] = "writeback",
-    [CXLSHM_OP_INVALIDATE] = "invalidate",
-    [CXLSHM_OP_FLUSH] = "flush",
-};
-
 uint32_t cxl_shm_caps(CXLShmState *s)
 {
     uint32_t caps = 0;
@@ -38,64 +32,6 @@ uint32_t cxl_shm_caps(CXLShmState *s)
         caps = FIELD_DP32(caps, CXLSHM_CAPS, DIRECT, 1);
     }
     return caps;
-}
-
-/*
- * One doorbell engine: an op runs when the one rung before it has
- * completed.  DB_OFFSET and DB_LEN are taken at the DB_OP write, which
- * also takes the op's ticket (the order of the DB_OP writes); the ringer
- * waits for its turn outside the BQL (another vCPU's op may take long),
- * and the op's line work and latency charge run without it too.  Without
- * the ticket, a later ring could take the engine in the moment between
- * an earlier ringer's dropping the BQL and its taking the engine.
- * DB_STATUS reads busy while a rung op has not completed; DB_STATUS and
- * DB_LINES are written together, under the BQL, when it completes, so
- * they always describe one op (docs/device.md, "Guest control").
- */
-static void cxl_shm_doorbell(CXLShmState *s, uint32_t op)
-{
-    uint64_t off = s->db_offset, len = s->db_len;
-    CXLShmLineCount n = { 0 };
-    uint32_t st = cxl_shm_db_check(op, off, len, s->size);
-    unsigned epoch = s->db_epoch;
-    uint64_t lines = 0, ticket = qatomic_fetch_inc(&s->db_ticket);
-    bool locked = bql_locked();
-
-    s->db_queued++;
-    if (locked) {
-        bql_unlock();
-    }
-    qemu_mutex_lock(&s->db_engine);
-    while (s->db_serving != ticket) {
-        qemu_cond_wait(&s->db_turn, &s->db_engine);
-    }
-    if (st == CXLSHM_DB_OK) {
-        cxl_shm_range(s, cxl_shm_db_line_op(op), off, len, &n);
-        cxl_shm_charge(s, (off + len - MIN(MAX(off, s->coherent_size),
-                                           off + len)) / CXLPOOL_LINE);
-        lines = op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
-    }
-    if (locked) {
-        bql_lock();
-    }
-    s->db_queued--;
-    /* a device reset meanwhile cleared the registers: they stay cleared */
-    if (s->db_epoch == epoch) {
-        s->db_status = st;
-        s->db_lines = lines;
-    }
-    if (st != CXLSHM_DB_OK) {
-        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
-        trace_cxl_shm_op(s->host_id, "refused", off, len, 0, st);
-    } else {
-        qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op - 1]);
-        cxl_shm_count(s, &n);
-        trace_cxl_shm_op(s->host_id, op_names[op], off, len, lines, st);
-    }
-    cxl_shm_pool_sync_stats(s);
-    s->db_serving++;
-    qemu_cond_broadcast(&s->db_turn);
-    qemu_mutex_unlock(&s->db_engine);
 }
 
 /* BAR5 register block */
@@ -134,18 +70,15 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     case A_CXLSHM_WB_MODE:                          /* and EVICT_RATE */
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case A_CXLSHM_DB_OFFSET:
-        v = s->db_offset;
+        v = s->db.regs.offset;
         break;
     case A_CXLSHM_DB_LEN:
-        v = s->db_len;
+        v = s->db.regs.len;
         break;
     case A_CXLSHM_DB_OP:                            /* and DB_STATUS */
-        if (!hi) {
-            return 0;
-        }
-        return s->db_queued ? CXLSHM_DB_BUSY : s->db_status;
+        return hi ? cxl_shm_db_status(s) : 0;
     case A_CXLSHM_DB_LINES:
-        v = s->db_lines;
+        v = cxl_shm_db_lines(s);
         break;
     case A_CXLSHM_HOST_LIVE: {
         uint32_t i;
@@ -196,14 +129,11 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
 
 static void cxl_shm_write32(CXLShmState *s, hwaddr addr, uint32_t val)
 {
-    CXLShmDoorbellRegs r = { .offset = s->db_offset, .len = s->db_len };
     bool rang;
-    uint32_t op = cxl_shm_db_write32(&r, addr, val, &rang);
+    uint32_t op = cxl_shm_db_write32(&s->db.regs, addr, val, &rang);
 
-    s->db_offset = r.offset;
-    s->db_len = r.len;
     if (rang) {
-        cxl_shm_doorbell(s, op);
+        cxl_shm_db_ring(s, op);
     }
 }
 
@@ -224,14 +154,12 @@ static void cxl_shm_reg_write(void *opaque, hwaddr addr, uint64_t val,
                               unsigned size)
 {
     CXLShmState *s = opaque;
-    uint64_t old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
 
     trace_cxl_shm_reg_write(addr, val, size);
     cxl_shm_write32(s, addr, val);
     if (size == 8) {
         cxl_shm_write32(s, addr + 4, val >> 32);
     }
-    cxl_shm_set_insn_pc(old_pc);
 }
 
 static const MemoryRegionOps cxl_shm_reg_ops = {
@@ -252,25 +180,12 @@ void cxl_shm_regs_init(CXLShmState *s)
 {
     memory_region_init_io(&s->regs, OBJECT(s), &cxl_shm_reg_ops, s,
                           "cxl-shm-regs", CXLSHM_REGS_SIZE);
-    /*
-     * The doorbell drops the BQL for its line work (cxl_shm_doorbell()).
-     * The memory core's re-entrancy guard is a flag of the device, set
-     * for as long as a callback of one of its regions runs: with it, any
-     * other vCPU's access to any of the device's BARs meanwhile would be
-     * refused as re-entrant I/O (reads of 0, writes dropped).  BAR5 does
-     * no DMA, so nothing can re-enter the device from it: no guard.
-     */
-    s->regs.disable_reentrancy_guard = true;
     pci_register_bar(PCI_DEVICE(s), CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
 }
 
-/* A device reset clears the doorbell registers */
+/* A device reset clears the doorbell registers and drops its ops */
 void cxl_shm_regs_reset(CXLShmState *s)
 {
-    s->db_offset = 0;
-    s->db_len = 0;
-    s->db_lines = 0;
-    s->db_status = 0;
-    s->db_epoch++;
+    cxl_shm_db_reset(s);
 }

@@ -133,6 +133,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
  */
 static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
+    ERRP_GUARD();
     if (kvm_enabled()) {
         /*
          * mode=timed serves every access as MMIO, and KVM emulates an
@@ -180,7 +181,12 @@ static void cxl_shm_exit_notify(Notifier *n, void *data)
 
     qemu_mutex_lock(&cxl_shm_live_lock);
     QLIST_FOREACH(s, &cxl_shm_live, live) {
-        cxl_shm_pool_leave(s);
+        /*
+         * The doorbell's thread stops between two attempts; vCPUs may
+         * still run, so the metadata stays mapped (the exit unmaps it)
+         */
+        cxl_shm_db_pause(s);
+        cxl_shm_pool_leave(s, false);
     }
     qemu_mutex_unlock(&cxl_shm_live_lock);
 }
@@ -277,9 +283,8 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     /* on hugetlbfs a page the pool mapping lacks was never written */
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
-    qemu_mutex_init(&s->db_engine);
-    qemu_cond_init(&s->db_turn);
     cxl_shm_events_init(s);
+    cxl_shm_db_init(s);
     cxl_shm_evict_start(s);
     cxl_shm_live_add(s);
     return;
@@ -316,13 +321,12 @@ static void cxl_shm_release(struct rcu_head *head)
     QLIST_REMOVE(s, live);
     cxl_shm_mode_release(s);
     cxl_shm_events_fini(s);
-    qemu_cond_destroy(&s->db_turn);
-    qemu_mutex_destroy(&s->db_engine);
+    cxl_shm_db_free(s);
     g_free(s->queues);
     s->queues = NULL;
     cxl_shm_drop_image(s);
     cxl_shm_drop_backend(s);
-    cxl_shm_pool_leave(s);
+    cxl_shm_pool_leave(s, true);
     qemu_mutex_unlock(&cxl_shm_live_lock);
     object_unref(OBJECT(s));
 }
@@ -341,6 +345,7 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
 
     cxl_shm_unmap_all(s);
     cxl_shm_unhook(s);
+    cxl_shm_db_fini(s);
     cxl_shm_mode_fini(s);
     cxl_shm_evict_stop(s);
     migrate_del_blocker(&s->migration_blocker);
@@ -365,14 +370,17 @@ static void cxl_shm_host_reset(CXLShmState *s)
 
     for (i = 0; i < s->nr_queues; i++) {
         s->queues[i].len = 0;
+        s->queues[i].whole_op = 0;
     }
     /* evictions start a new millisecond, on the pages held from now on */
     s->evict_left = 0;
+    cxl_shm_db_pause(s);
     cxl_shm_pool_rejoin(s);
     if (s->mode_ops->reset) {
         s->mode_ops->reset(s);
     }
     cxl_shm_reload_image(s);
+    cxl_shm_db_resume(s);
     qatomic_inc(&s->stats[CXLSHM_STAT_RESETS]);
     cxl_shm_pool_sync_stats(s);
     trace_cxl_shm_reset(s->host_id, s->generation);

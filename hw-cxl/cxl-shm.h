@@ -19,6 +19,7 @@
 #include "system/cache-maint.h"
 #include "cxl-shm-line.h"
 #include "cxl-shm-format.h"
+#include "cxl-shm-doorbell.h"
 
 #define TYPE_CXL_SHM "cxl-shm"
 OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
@@ -33,6 +34,9 @@ OBJECT_DECLARE_TYPE(CXLShmState, CXLShmClass, CXL_SHM)
 
 typedef struct CXLShmQueue {
     uint32_t len;
+    /* a whole-cache op that found a line busy: where it goes on from */
+    int whole_op;               /* CXLSHM_LINE_* + 1, 0: none */
+    uint64_t whole_from;
     uint64_t entry[CXLSHM_QUEUE_LEN];   /* line DPA | CXLSHM_QUEUE_* */
     uint64_t mask[CXLSHM_QUEUE_LEN];    /* CXLSHM_QUEUE_NT: bytes stored */
     uint64_t pc[CXLSHM_QUEUE_LEN];      /* the instruction's guest PC */
@@ -147,21 +151,24 @@ typedef struct CXLShmModeOps {
      * leaf a mapped decoder's accesses reach), and the DPA of its offset 0
      */
     MemoryRegion *(*native_mr)(CXLShmState *s, uint64_t *dpa_base);
-    /* writeback / invalidate / flush of [off, off + len), or of all */
-    void (*range)(CXLShmState *s, CXLShmLineOp op, uint64_t off,
-                  uint64_t len, CXLShmLineCount *n);
-    void (*whole)(CXLShmState *s, CXLShmLineOp op, CXLShmLineCount *n);
+    /*
+     * writeback / invalidate / flush of [off, off + len): how far it got
+     * (off + len: all of it; less: the line there is another host's now,
+     * the rest untouched, for the caller to retry)
+     */
+    uint64_t (*range)(CXLShmState *s, CXLShmLineOp op, uint64_t off,
+                      uint64_t len, CXLShmLineCount *n);
+    /*
+     * the same for the whole non-coherent area from DPA *@from on: false
+     * if a line was busy (*@from: where to go on), true when done
+     */
+    bool (*whole)(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
+                  CXLShmLineCount *n);
     /* a non-temporal store of bytes @mask of the line at @off was made */
     void (*nt_store)(CXLShmState *s, uint64_t off, uint64_t mask); /* NULL */
     /* at a fence: a line's non-temporal bytes @mask reach the pool */
-    void (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
+    bool (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
                     CXLShmLineCount *n);
-    /*
-     * At a fence under the BQL: a queued line (@op, or its non-temporal
-     * bytes @mask if @nt) lands if that needs no wait; false if not
-     */
-    bool (*try_land)(CXLShmState *s, uint64_t off, CXLShmLineOp op, bool nt,
-                     uint64_t mask, CXLShmLineCount *n);
     /* the read and write latency the device reports (CDAT, registers) */
     void (*latency)(CXLShmState *s, uint32_t *read_ns, uint32_t *write_ns);
 } CXLShmModeOps;
@@ -213,7 +220,6 @@ struct CXLShmState {
     bool wb_deferred;
     bool skip_unresident;       /* whole-area ops may skip absent pages */
     bool pool_hugetlbfs;        /* the pool file is on hugetlbfs */
-    unsigned db_epoch;          /* device resets (doorbell registers) */
     CXLShmQueue *queues;        /* one per possible vCPU */
     uint32_t nr_queues;
     QEMUTimer *evict_timer;
@@ -241,17 +247,9 @@ struct CXLShmState {
     uint64_t native_base;       /* the DPA of its offset 0 */
     bool atomics_ok;
 
-    /* BAR5 */
+    /* BAR5 and its doorbell (cxl-shm-doorbell.c) */
     MemoryRegion regs;
-    uint64_t db_offset;
-    uint64_t db_len;
-    uint64_t db_lines;
-    uint32_t db_status;
-    unsigned db_queued;         /* rung ops not completed (BQL) */
-    QemuMutex db_engine;        /* held by the op that runs */
-    QemuCond db_turn;           /* db_serving moved on */
-    uint64_t db_ticket;         /* the next DB_OP write's (atomic) */
-    uint64_t db_serving;        /* the op whose turn it is (db_engine) */
+    CXLShmDoorbell db;
     uint64_t stats[CXLSHM_STAT_NR];
 
     QLIST_ENTRY(CXLShmState) live;  /* in the pod: cxl_shm_live */
@@ -270,7 +268,7 @@ struct CXLShmClass {
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp);
 void cxl_shm_pool_abort(CXLShmState *s);
 void cxl_shm_pool_rejoin(CXLShmState *s);
-void cxl_shm_pool_leave(CXLShmState *s);
+void cxl_shm_pool_leave(CXLShmState *s, bool unmap);
 void cxl_shm_pool_refresh_hosts(CXLShmState *s);
 void cxl_shm_pool_sync_stats(CXLShmState *s);
 
@@ -278,6 +276,7 @@ uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
 
 /* cxl-shm-time.c: latency charged to the guest */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
+void cxl_shm_charge_to(int64_t *sink);
 void cxl_shm_pass_time(int64_t ns);
 
 void cxl_shm_calibrate_wait(void);
@@ -309,18 +308,19 @@ void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
                         uint64_t val, const uint8_t *stale,
                         const uint8_t *current, uint64_t pc);
 
-/* A coherence operation on [off, off + len) of the non-coherent area */
-static inline void cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
-                                 uint64_t off, uint64_t len,
-                                 CXLShmLineCount *n)
+/*
+ * A coherence operation on [off, off + len) of the non-coherent area:
+ * how far it got (off + len when done; see CXLShmModeOps::range)
+ */
+static inline uint64_t cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
+                                     uint64_t off, uint64_t len,
+                                     CXLShmLineCount *n)
 {
-    if (s->nc_size) {
-        s->mode_ops->range(s, op, off, len, n);
-    }
+    return s->nc_size ? s->mode_ops->range(s, op, off, len, n) : off + len;
 }
 
 /* cxl-shm-native.c */
-void cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
                     hwaddr addr, uint64_t len);
 
 /* cxl-shm-regs.c */

@@ -38,6 +38,7 @@ SRC=("$TOP/tests/fuzz/fuzz-doorbell.c" "$TOP/hw-cxl/cxl-shm-doorbell.c" "$TOP/hw
 if [ ! -x "$BIN" ] || [ -n "$(find "${SRC[@]}" "$TOP/hw-cxl" "$TOP/tests/unit/shim" -newer "$BIN" -name '*.[ch]' | head -n1)" ]; then
     log "building $BIN (clang, libFuzzer + ASan + UBSan)"
     clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+        -DCXLSHM_DB_DECODE_ONLY \
         $(pkg-config --cflags glib-2.0) \
         -I"$TOP/tests/unit/shim" -I"$TOP/hw-cxl" "${SRC[@]}" -o "$BIN" \
         >"$LOGDIR/fuzz-build.log" 2>&1 \
