@@ -97,6 +97,15 @@ bool cxl_shm_check_memdev(CXLShmState *s, Error **errp)
     return true;
 }
 
+/* Are @a and @b open on the same file? */
+static bool cxl_shm_same_file(int a, int b)
+{
+    struct stat sa, sb;
+
+    return a >= 0 && b >= 0 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /*
  * The pool's data: the user's memdev, or for pool=PATH the backend the
  * user would have given (mem-path=PATH, offset=2M, share=on).
@@ -124,6 +133,18 @@ bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
     object_property_add_child(OBJECT(s), name, o);
     object_unref(o);
     if (!user_creatable_complete(USER_CREATABLE(o), errp)) {
+        object_unparent(o);
+        return false;
+    }
+    /*
+     * The backend opened the pool by its name: it must be the file the
+     * join checked and holds (s->fd), not one put at the path since
+     */
+    if (!cxl_shm_same_file(memory_region_get_fd(
+                               host_memory_backend_get_memory(
+                                   MEMORY_BACKEND(o))), s->fd)) {
+        error_setg(errp, "pool '%s' was removed or replaced between its "
+                   "check and its mapping", s->pool_path);
         object_unparent(o);
         return false;
     }

@@ -214,9 +214,15 @@ static void pool_undo_made(CXLShmState *s)
 {
     static const uint8_t zeros[POOL_HEAD_LEN];
 
+    struct stat st;
+
     switch (s->made) {
     case CXLSHM_MADE_FILE:
-        if (unlink(s->pool_path) < 0) {
+        /* only if the path still names the file this start made */
+        if (cxlpool_fd_is_path(s->fd, s->pool_path, &st) <= 0) {
+            warn_report("'%s' is no longer the pool this start made: left "
+                        "as it is", s->pool_path);
+        } else if (unlink(s->pool_path) < 0) {
             warn_report("could not remove '%s' after the refused "
                         "start", s->pool_path);
         }
@@ -319,6 +325,7 @@ static void pool_close(CXLShmState *s)
 static bool pool_open_path(CXLShmState *s, struct stat *st, bool *created,
                            Error **errp)
 {
+    ERRP_GUARD();
     int tries, ret;
 
     for (tries = 0; ; tries++) {
@@ -536,6 +543,7 @@ static void pool_setup_lines(CXLShmState *s)
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
     s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
     s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
+    s->lines.turns = (uint64_t *)(s->meta + CXLPOOL_TURNS_OFFSET);
     s->lines.host_id = s->host_id;
     s->lines.generation = s->generation;
     s->lines.coherent_size = s->coherent_size;
@@ -749,7 +757,7 @@ void cxl_shm_pool_abort(CXLShmState *s)
     s->fd = -1;
 }
 
-void cxl_shm_pool_leave(CXLShmState *s)
+void cxl_shm_pool_leave(CXLShmState *s, bool unmap)
 {
     CXLPoolHost *me;
     bool locked;
@@ -772,7 +780,9 @@ void cxl_shm_pool_leave(CXLShmState *s)
     }
     s->joined = false;
     trace_cxl_shm_pool_leave(s->pool_path, s->host_id, s->generation);
-
+    if (!unmap) {
+        return;                 /* at exit: threads may still look at it */
+    }
     munmap(s->meta, CXLPOOL_META_SIZE);
     s->meta = NULL;
     s->hdr = NULL;

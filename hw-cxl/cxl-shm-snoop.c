@@ -203,6 +203,7 @@ void cxl_shm_sf_forget_me(CXLShmState *s)
  */
 bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
 {
+    ERRP_GUARD();
     CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(s->meta +
                                                     CXLPOOL_SF_OFFSET);
     uint32_t ways = s->t.sf_entries / CXLSHM_NR_LOCKS;
