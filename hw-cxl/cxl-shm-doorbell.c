@@ -119,10 +119,11 @@ static bool db_leave(CXLShmDoorbell *d)
  * Run one accepted op: its lines, each busy one tried again until it is
  * free or the thread is asked to leave (the op then ends where it got,
  * as if the rest of the range were still being worked on when the device
- * was reset).  Returns the lines it moved.
+ * was reset).  Returns whether it got to its end; *@lines: the lines it
+ * moved.
  */
-static uint64_t db_run(CXLShmState *s, const CXLShmDbOp *op,
-                       CXLShmLineCount *n)
+static bool db_run(CXLShmState *s, const CXLShmDbOp *op, CXLShmLineCount *n,
+                   uint64_t *lines)
 {
     CXLShmDoorbell *d = &s->db;
     uint64_t from = op->off, end = op->off + op->len;
@@ -145,7 +146,8 @@ static uint64_t db_run(CXLShmState *s, const CXLShmDbOp *op,
         from = got;
     }
     cxl_shm_set_insn_pc(0);
-    return op->op == CXLSHM_OP_WRITEBACK ? n->written : n->fetched;
+    *lines = op->op == CXLSHM_OP_WRITEBACK ? n->written : n->fetched;
+    return from >= end;
 }
 
 /*
@@ -177,6 +179,7 @@ static void *db_thread(void *opaque)
         CXLShmLineCount n = { 0 };
         uint64_t lines = 0;
         int64_t ns = 0;
+        bool done;
 
         if (d->park || d->head == d->tail) {
             d->idle = true;
@@ -188,28 +191,32 @@ static void *db_thread(void *opaque)
         op = d->ring[d->head % CXLSHM_DB_RING];
         qemu_mutex_unlock(&d->lock);
 
-        if (op.status == CXLSHM_DB_OK) {
-            /* what the mode charges (mode=timed) delays the completion */
-            cxl_shm_charge_to(&ns);
-            lines = db_run(s, &op, &n);
-            cxl_shm_charge_to(NULL);
-            ns += db_charge(s, &op);
-            /* an op a reset or the unplug interrupted is not counted */
-            if (!db_leave(d)) {
-                qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op.op - 1]);
-            }
-            cxl_shm_count(s, &n);
-            trace_cxl_shm_op(s->host_id, op_names[op.op], op.off, op.len,
-                             lines, op.status);
+        /* what the mode charges (mode=timed) delays the completion */
+        cxl_shm_charge_to(&ns);
+        done = db_run(s, &op, &n, &lines);
+        cxl_shm_charge_to(NULL);
+        ns += db_charge(s, &op);
+        /* an op a reset or the unplug cut short is not counted */
+        if (done) {
+            qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op.op - 1]);
         }
+        cxl_shm_count(s, &n);
+        trace_cxl_shm_op(s->host_id, op_names[op.op], op.off, op.len, lines,
+                         CXLSHM_DB_OK);
         cxl_shm_pool_sync_stats(s);
 
         qemu_mutex_lock(&d->lock);
         /* a device reset meanwhile cleared the registers: they stay so */
         if (d->epoch == op.epoch) {
-            d->status = op.status;
+            /*
+             * The op takes its latency from its ring, or from the end of
+             * the op before it: under -icount the guest sees it complete
+             * at an exact instruction count, however long the thread took
+             * (unless that was longer than the latency)
+             */
+            d->status = CXLSHM_DB_OK;
             d->lines = lines;
-            d->ready_ns = db_now() + ns;
+            d->ready_ns = MAX(d->ready_ns, op.rung_ns) + ns;
         }
         d->head++;
     }
@@ -222,16 +229,27 @@ static void *db_thread(void *opaque)
 
 /*
  * A DB_OP write: the op, with DB_OFFSET and DB_LEN as they are now, goes
- * into the ring (refused ones too, so that their status comes in order).
- * A full ring drops the op and makes DB_STATUS read CXLSHM_DB_FULL once
- * the ring has drained.
+ * into the ring.  A refused op takes no place in it: counted and traced
+ * at once, it is the last op rung, whose status DB_STATUS shows once the
+ * ops before it are done (until another op is rung).  A full ring drops
+ * the op and makes DB_STATUS read CXLSHM_DB_FULL once it has drained.
  */
 void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
 {
     CXLShmDoorbell *d = &s->db;
+    uint32_t st = cxl_shm_db_check(op, d->regs.offset, d->regs.len, s->size);
     CXLShmDbOp *e;
 
     qemu_mutex_lock(&d->lock);
+    if (st != CXLSHM_DB_OK) {
+        d->refused = st;
+        d->overflow = false;
+        qemu_mutex_unlock(&d->lock);
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        trace_cxl_shm_op(s->host_id, "refused", d->regs.offset, d->regs.len,
+                         0, st);
+        return;
+    }
     if (d->tail - d->head >= CXLSHM_DB_RING) {
         d->overflow = true;
         qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
@@ -243,16 +261,12 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
     e->op = op;
     e->off = d->regs.offset;
     e->len = d->regs.len;
-    e->status = cxl_shm_db_check(op, e->off, e->len, s->size);
-    if (e->status != CXLSHM_DB_OK) {
-        /* counted at once; its status comes in order, after the others */
-        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
-        trace_cxl_shm_op(s->host_id, "refused", e->off, e->len, 0, e->status);
-    }
+    e->rung_ns = db_now();
     e->epoch = d->epoch;
     /* a conflict the op makes names the instruction that rang it */
     e->pc = cxl_shm_access_pc(current_cpu);
     d->overflow = false;
+    d->refused = 0;
     d->tail++;
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);
@@ -268,7 +282,7 @@ uint32_t cxl_shm_db_status(CXLShmState *s)
     if (d->head != d->tail || db_now() < d->ready_ns) {
         st = CXLSHM_DB_BUSY;
     } else {
-        st = d->overflow ? CXLSHM_DB_FULL : d->status;
+        st = d->overflow ? CXLSHM_DB_FULL : d->refused ?: d->status;
     }
     qemu_mutex_unlock(&d->lock);
     return st;
@@ -279,7 +293,7 @@ uint64_t cxl_shm_db_lines(CXLShmState *s)
     uint64_t v;
 
     qemu_mutex_lock(&s->db.lock);
-    v = s->db.lines;
+    v = s->db.refused ? 0 : s->db.lines;
     qemu_mutex_unlock(&s->db.lock);
     return v;
 }
@@ -326,6 +340,7 @@ void cxl_shm_db_reset(CXLShmState *s)
     d->regs.offset = d->regs.len = 0;
     d->lines = 0;
     d->status = 0;
+    d->refused = 0;
     d->overflow = false;
     d->ready_ns = 0;
     d->epoch++;

@@ -48,11 +48,11 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op);
 #define CXLSHM_DB_RING          64      /* ops rung and not yet completed */
 
 typedef struct CXLShmDbOp {
-    uint32_t op;
-    uint32_t status;            /* cxl_shm_db_check() at the ring */
+    uint32_t op;                /* accepted (cxl_shm_db_check()) */
     uint64_t off;
     uint64_t len;
     uint64_t pc;                /* the guest PC of the DB_OP write */
+    int64_t rung_ns;            /* db_now() at the DB_OP write */
     unsigned epoch;             /* the device reset it was rung after */
 } CXLShmDbOp;
 
@@ -65,6 +65,7 @@ typedef struct CXLShmDoorbell {
     uint64_t head;              /* the op running or next (ring index) */
     uint64_t tail;              /* where the next DB_OP write goes */
     uint32_t status;            /* of the last op completed */
+    uint32_t refused;           /* the last ring's, refused at once, or 0 */
     uint64_t lines;             /* DB_LINES of the last op completed */
     int64_t ready_ns;           /* its latency has passed (db_now()) */
     unsigned epoch;             /* device resets */
