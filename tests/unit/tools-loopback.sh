@@ -71,6 +71,8 @@ for backend in loopback model; do
 	grep -q '"area":"noncoherent","n":4,"bytes":65536,"participant":true,"skipped":false,"wrong":0' "$W/out.3" \
 		&& ok "$backend allreduce-exp JSON" || bad "$backend allreduce-exp JSON"
 	fi
+	run 3 cxlpod-contend --bytes 256K --seconds 1
+	expect 3 0 'contend: host [0-2] .* 0 own lines wrong .* 0 lines wrong at the end: OK' "$backend contend 3 hosts"
 	run 2 cxlpod-litmus --test atomic --threads 4 --atomic-ops 5000
 	expect 2 0 'mismatches: PASS' "$backend litmus atomic, 4 threads per host"
 	run 2 cxlpod-litmus --json --test mp
