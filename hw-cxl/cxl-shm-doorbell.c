@@ -95,6 +95,8 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op)
  * whole-area flush
  */
 #define DB_CHUNK                (1 * MiB)
+/* An op of at most this many bytes may run in its DB_OP write */
+#define DB_INLINE_MAX           (64 * KiB)
 
 /* The clock an op's latency passes on (as cxl_shm_charge_ns()'s) */
 static int64_t db_now(void)
@@ -126,7 +128,7 @@ static bool db_run(CXLShmState *s, const CXLShmDbOp *op, CXLShmLineCount *n,
                    uint64_t *lines)
 {
     CXLShmDoorbell *d = &s->db;
-    uint64_t from = op->off, end = op->off + op->len;
+    uint64_t from = op->from, end = op->off + op->len;
     unsigned wait_us = DB_RETRY_MIN_US;
 
     cxl_shm_set_insn_pc(op->pc);
@@ -167,6 +169,37 @@ static int64_t db_charge(CXLShmState *s, const CXLShmDbOp *op)
     return ns;
 }
 
+/*
+ * The op @op is done (@done: to its end) or left: its counts, and, if no
+ * device reset came meanwhile, DB_STATUS and DB_LINES and when its
+ * latency @ns has passed.  @n: the lines moved now, @lines: the op's
+ * lines in all.  d->lock held.
+ */
+static void db_complete(CXLShmState *s, const CXLShmDbOp *op, bool done,
+                        uint64_t lines, const CXLShmLineCount *n, int64_t ns)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    /* an op a reset or the unplug cut short is not counted */
+    if (done) {
+        qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op->op - 1]);
+    }
+    cxl_shm_count(s, n);
+    trace_cxl_shm_op(s->host_id, op_names[op->op], op->off, op->len, lines,
+                     CXLSHM_DB_OK);
+    if (d->epoch == op->epoch) {
+        /*
+         * The op takes its latency from its ring, or from the end of the
+         * op before it: under -icount the guest sees it complete at an
+         * exact instruction count, however long the work took (unless
+         * that was longer than the latency)
+         */
+        d->status = CXLSHM_DB_OK;
+        d->lines = lines;
+        d->ready_ns = MAX(d->ready_ns, op->rung_ns) + ns;
+    }
+}
+
 static void *db_thread(void *opaque)
 {
     CXLShmState *s = opaque;
@@ -195,29 +228,11 @@ static void *db_thread(void *opaque)
         cxl_shm_charge_to(&ns);
         done = db_run(s, &op, &n, &lines);
         cxl_shm_charge_to(NULL);
-        ns += db_charge(s, &op);
-        /* an op a reset or the unplug cut short is not counted */
-        if (done) {
-            qatomic_inc(&s->stats[CXLSHM_STAT_WB_OPS + op.op - 1]);
-        }
-        cxl_shm_count(s, &n);
-        trace_cxl_shm_op(s->host_id, op_names[op.op], op.off, op.len, lines,
-                         CXLSHM_DB_OK);
+        ns += op.ns + db_charge(s, &op);
         cxl_shm_pool_sync_stats(s);
 
         qemu_mutex_lock(&d->lock);
-        /* a device reset meanwhile cleared the registers: they stay so */
-        if (d->epoch == op.epoch) {
-            /*
-             * The op takes its latency from its ring, or from the end of
-             * the op before it: under -icount the guest sees it complete
-             * at an exact instruction count, however long the thread took
-             * (unless that was longer than the latency)
-             */
-            d->status = CXLSHM_DB_OK;
-            d->lines = lines;
-            d->ready_ns = MAX(d->ready_ns, op.rung_ns) + ns;
-        }
+        db_complete(s, &op, done, op.lines + lines, &n, ns);
         d->head++;
     }
     d->idle = true;
@@ -225,6 +240,42 @@ static void *db_thread(void *opaque)
     qemu_mutex_unlock(&d->lock);
     rcu_unregister_thread();
     return NULL;
+}
+
+/*
+ * A small op rung with nothing queued runs at once, in the DB_OP write,
+ * if none of its lines is another host's now (no wait: the line engine
+ * never waits); a one-line op then costs no hand-over to the thread.
+ * true when done; false, with what it did recorded in @e (from where the
+ * thread goes on, the lines moved so far), if a line was busy.  Called
+ * with d->lock held (the thread is idle: the ring is empty) and the BQL
+ * (every DB_OP write is under it), so no other op starts meanwhile.
+ */
+static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
+{
+    CXLShmLineCount n = { 0 };
+    uint64_t end = e->off + e->len, lines;
+    int64_t ns = 0;
+    bool done;
+
+    cxl_shm_set_insn_pc(e->pc);
+    cxl_shm_charge_to(&ns);
+    e->from = cxl_shm_range(s, cxl_shm_db_line_op(e->op), e->off, e->len,
+                            &n);
+    cxl_shm_charge_to(NULL);
+    cxl_shm_set_insn_pc(0);
+    done = e->from >= end;
+    lines = e->op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
+    if (!done) {
+        /* the rest, and these lines' counts, go to the thread */
+        cxl_shm_count(s, &n);
+        e->lines = lines;
+        e->ns = ns;
+        return false;
+    }
+    db_complete(s, e, true, lines, &n, ns + db_charge(s, e));
+    cxl_shm_pool_sync_stats(s);
+    return true;
 }
 
 /*
@@ -259,14 +310,21 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
     }
     e = &d->ring[d->tail % CXLSHM_DB_RING];
     e->op = op;
-    e->off = d->regs.offset;
+    e->off = e->from = d->regs.offset;
     e->len = d->regs.len;
+    e->lines = 0;
+    e->ns = 0;
     e->rung_ns = db_now();
     e->epoch = d->epoch;
     /* a conflict the op makes names the instruction that rang it */
     e->pc = cxl_shm_access_pc(current_cpu);
     d->overflow = false;
     d->refused = 0;
+    if (d->head == d->tail && !d->park && e->len <= DB_INLINE_MAX &&
+        db_inline(s, e)) {
+        qemu_mutex_unlock(&d->lock);
+        return;
+    }
     d->tail++;
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);

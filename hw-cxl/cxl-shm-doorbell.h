@@ -51,6 +51,9 @@ typedef struct CXLShmDbOp {
     uint32_t op;                /* accepted (cxl_shm_db_check()) */
     uint64_t off;
     uint64_t len;
+    uint64_t from;              /* the lines before it are done */
+    uint64_t lines;             /* lines moved before the thread took it */
+    int64_t ns;                 /* latency charged before that */
     uint64_t pc;                /* the guest PC of the DB_OP write */
     int64_t rung_ns;            /* db_now() at the DB_OP write */
     unsigned epoch;             /* the device reset it was rung after */
