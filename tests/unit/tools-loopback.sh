@@ -61,16 +61,14 @@ for backend in loopback model; do
 		expect $n 0 'allreduce: OK exact sums' "$backend allreduce $n hosts"
 	done
 	# the experiment's allreduce (turns through the non-coherent area);
-	# its slices need a one-CPU guest's tick: not here (--no-slices)
-	# (loopback only: on the model backend all four hosts hung until the
-	# 120 s timeout inside this script, though never when run alone; being
-	# looked into, see the issue notes)
-	if [ $backend = loopback ]; then
+	# its slices need a one-CPU guest's tick: not here (--no-slices).  On
+	# the model backend its hosts hung while a new handle's image and twin
+	# were two unlocked copies of the pool (test_libcxlpod's
+	# model-open-race)
 	run 4 cxlpod-allreduce-exp --hosts-list 2,4 --sizes 4K,64K --no-slices --json
 	expect 4 0 'host [0-3]/4: 8 experiments, exact sums, 0 disturbed' "$backend allreduce-exp 4 hosts"
 	grep -q '"area":"noncoherent","n":4,"bytes":65536,"participant":true,"skipped":false,"wrong":0' "$W/out.3" \
 		&& ok "$backend allreduce-exp JSON" || bad "$backend allreduce-exp JSON"
-	fi
 	run 2 cxlpod-litmus --test atomic --threads 4 --atomic-ops 5000
 	expect 2 0 'mismatches: PASS' "$backend litmus atomic, 4 threads per host"
 	run 2 cxlpod-litmus --json --test mp
