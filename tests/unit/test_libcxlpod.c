@@ -56,8 +56,17 @@ static void test_errors(void)
 	CHECK(cxlpod_open(NULL, &d) == EINVAL);
 	CHECK(cxlpod_writeback(NULL, path, 64) == EINVAL);
 	CHECK(cxlpod_close(NULL) == 0);
+	/* CXLPOD_METHOD: a spec that opens without it is refused with a bogus
+	 * one (and opens with a good one) */
+	snprintf(spec, sizeof(spec), "%s:1M:4M", path);
+	CHECK(cxlpod_open(&p, &o) == 0 && p);
+	cxlpod_close(p);
 	setenv("CXLPOD_METHOD", "bogus", 1);
-	CHECK(cxlpod_open(&p, &o) == EINVAL);
+	CHECK(cxlpod_open(&p, &o) == EINVAL && p == NULL);
+	CHECK(strstr(cxlpod_errmsg(), "CXLPOD_METHOD='bogus'") != NULL);
+	setenv("CXLPOD_METHOD", "doorbell", 1);
+	CHECK(cxlpod_open(&p, &o) == 0 && p);
+	cxlpod_close(p);
 	unsetenv("CXLPOD_METHOD");
 }
 
@@ -178,7 +187,9 @@ static void test_model(void)
 	volatile uint64_t *flag = (uint64_t *)cb, *flag2 = (uint64_t *)cb + 8;
 	volatile uint64_t *d = (uint64_t *)nb;
 	*flag = *flag2 = 0;
+	d[0] = 0x5a5a; /* in the pool and in our image before the writer opens */
 	CHECK(cxlpod_flush(p, (void *)d, 128) == 0);
+	CHECK(d[0] == 0x5a5a);
 	pid_t pid = fork();
 	if (pid == 0) { /* writer */
 		cxlpod *q = open_spec(spec);
@@ -195,10 +206,9 @@ static void test_model(void)
 			usleep(100);
 		_exit(qd[8] == 222 ? 0 : 1); /* own stores stay visible to itself */
 	}
-	uint64_t before = d[0];
 	while (*flag == 0)
 		usleep(100);
-	CHECK(d[0] == before); /* stale until invalidate */
+	CHECK(d[0] == 0x5a5a); /* stale until invalidate (the pool has 111) */
 	CHECK(cxlpod_invalidate(p, (void *)d, 128) == 0);
 	CHECK(d[0] == 111);
 	CHECK(d[8] != 222); /* line 1 never written back */
