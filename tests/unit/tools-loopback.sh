@@ -78,6 +78,19 @@ for backend in loopback model; do
 	grep -q 'verified 5000 intact, 0 torn, 0 missing' "$W/out.1" && ok "$backend crash reader counts" || bad "$backend crash reader counts"
 done
 
+# cxlpod-allreduce-exp --help states its real defaults: a run without
+# --areas, --hosts-list and --sizes runs exactly the lists it names
+"$B/cxlpod-allreduce-exp" --help >"$W/are-help" 2>&1
+dflt() { sed -n "s/.*$1 LIST .*(default \([^)]*\)).*/\1/p" "$W/are-help"; }
+uniq_of() { grep '^{' "$W/out.0" | jq -r "$1" | awk '!seen[$0]++' | paste -sd, -; }
+export CXLPOD_LOOPBACK="$W/pool-loopback:1M:32M"
+run 2 cxlpod-allreduce-exp --no-slices --json
+expect 2 0 'exact sums, 0 disturbed' "allreduce-exp with its defaults"
+want="$(dflt --areas) / $(dflt --hosts-list) / $(dflt --sizes)"
+got="$(uniq_of .area) / $(uniq_of .n) / $(uniq_of '(.bytes / 1024 | tostring) + "K"')"
+[ "$want" = "$got" ] && ok "allreduce-exp --help shows its defaults ($got)" \
+	|| { bad "allreduce-exp --help shows its defaults: it says '$want', a run without options ran '$got'"; cat "$W/are-help"; }
+
 # model only: missing coherence operations must be detected
 export CXLPOD_LOOPBACK="$W/pool-model:1M:32M:nc"
 run 2 cxlpod-allreduce --sizes 4K,64K --rounds 2 --no-flush
