@@ -175,6 +175,11 @@ chk "maprace --read, a toggled name with a quote" 0 '"ok":true' env CXLPOD_PCI_S
 printf '%s\n' "$out" | jq -e '.read == "0000:00:1f.2:5" and .value == "0x12345678" and
 	.toggle == "a\"b" and .readers == 1' >/dev/null \
 	&& ok "maprace JSON escapes the names" || { bad "maprace JSON escapes the names"; echo "$out"; }
+# --min-changes / --min-reads: past --seconds until both are reached
+chk "maprace --min-changes --min-reads" 0 '"ok":true' env CXLPOD_PCI_SYSFS="$S" \
+	"$B/cxlpod-maprace" --seconds 0.01 --min-changes 3000 --min-reads 200000 --toggle 0000:00:09.0
+printf '%s\n' "$out" | jq -e '.map_changes >= 3000 and .reads >= 200000' >/dev/null \
+	&& ok "maprace runs until its minimum counts" || { bad "maprace runs until its minimum counts"; echo "$out"; }
 chk "maprace --help" 0 'usage: cxlpod-maprace' "$B/cxlpod-maprace" --help
 chk "maprace needs --toggle" 1 '--toggle BDF is required' "$B/cxlpod-maprace" --seconds 1
 chk "maprace --readers 9" 1 '--readers must be 1..8' "$B/cxlpod-maprace" --readers 9 --toggle x
