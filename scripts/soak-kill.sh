@@ -6,9 +6,10 @@
 #
 # One pod run: host 0's QEMU is SIGKILLed KILLS times at random moments
 # and restarted after each kill; the same checks as the suite's test (every
-# published record intact after every kill, failure in the host table
-# within one second, next generation in the rejoined guest, clean exit as
-# left).  A failing run prints its seed; SEED replays it.  Expect about
+# published record intact after every kill, every kill seen as a failure
+# in the host table, next generation in the rejoined guest, clean exit as
+# left), and the same figures (how long a failure took to show in the
+# host table: maximum and median).  A failing run prints its seed; SEED replays it.  Expect about
 # 8-12 s per kill on an idle 2-core machine (one guest boot each).
 # Uses the built launcher and guest image (scripts/build-tools.sh,
 # scripts/build-guest.sh) and $CXLPOD_QEMU (default build/qemu/...).
