@@ -28,11 +28,17 @@ SEED=${CXLPOD_SEED:-$(( $(od -An -N4 -tu4 /dev/urandom) ))}
 TIMEOUT=$(( 120 + KILLS * 30 ))
 JOB="cxlpod-crash --json --log --lives $((KILLS + 1)) --crash-at 100 --delay-us 1000 --idle 45"
 
+ARGS=(-n 2 "${SHM[@]}" --json --timeout "$TIMEOUT" --boot-timeout 60 --stall-timeout 60
+      --kill '0@random:0-1.5:CRASH-POINT' --restart 0 --restarts "$KILLS" --seed "$SEED")
+if [ "${CXLPOD_DRY_RUN:-}" = 1 ]; then     # scripts/soak-kill.sh --dry-run
+    pod --dry-run "${ARGS[@]}" -- "$JOB" >"$WORK/dry" 2>&1 || { cat "$WORK/dry"; fail "the launcher refuses the pod's options"; }
+    [ "$(grep -c -- '-device cxl-shm' "$WORK/dry")" = 2 ] || { cat "$WORK/dry"; fail "not 2 QEMU command lines"; }
+    pass "dry run: the pod's options are fine ($KILLS kills, seed $SEED)"
+    exit 0
+fi
 t0=$(date +%s)
 rc=0
-pod -n 2 "${SHM[@]}" --json --timeout "$TIMEOUT" --boot-timeout 60 --stall-timeout 60 \
-    --kill '0@random:0-1.5:CRASH-POINT' --restart 0 --restarts "$KILLS" --seed "$SEED" \
-    -- "$JOB" >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
+pod "${ARGS[@]}" -- "$JOB" >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
 took=$(( $(date +%s) - t0 ))
 show() { cat "$WORK/stderr" "$WORK/stdout"; }
 L=$(tail -n1 "$WORK/stdout")
