@@ -180,7 +180,16 @@ static inline void slice_check(struct slicer *s)
 }
 
 /* ---- data -------------------------------------------------------------------------------- */
-static uint64_t seed = 1;
+/* the defaults, shown by usage() */
+#define DEF_AREAS "coherent,noncoherent"
+#define DEF_HOSTS "2"
+#define DEF_SIZES "64K"
+#define DEF_ROUNDS 2
+#define DEF_SEED 1
+#define DEF_SLICE_US 2500
+#define DEF_WAIT_MS 50
+
+static uint64_t seed = DEF_SEED;
 
 static inline uint64_t gen(uint64_t exp, uint64_t round, uint64_t host, uint64_t i)
 {
@@ -565,21 +574,30 @@ static void print_exp(struct ctx *c, struct exp *x, int rounds, int pod_idx)
 
 static void usage(void)
 {
-	printf("usage: cxlpod-allreduce-exp [--areas coherent,noncoherent] [--hosts-list 2,4]\n"
-	       "         [--sizes 64K,256K] [--rounds 2] [--seed 1] [--slice-us 2500]\n"
-	       "         [--no-slices] [--no-irq-check] [--wait-ms-max 50] [options]\n"
+	printf("usage: cxlpod-allreduce-exp [OPTIONS]\n"
 	       "Run on every host of a mode=timed pod under -icount (docs/experiment.md).\n"
-	       "--nhosts is the pod's size; every host runs the same list of experiments.\n%s",
-	       tool_common_usage());
+	       "--nhosts is the pod's size; every host runs the same list of experiments.\n"
+	       "  --areas LIST       coherent and/or noncoherent (default " DEF_AREAS ")\n"
+	       "  --hosts-list LIST  participants per experiment, each 1..--nhosts (default "
+	       DEF_HOSTS ")\n"
+	       "  --sizes LIST       bytes per vector, whole lines, K/M suffixes (default "
+	       DEF_SIZES ")\n"
+	       "  --rounds N         1..8, the first a warm-up (default %d)\n"
+	       "  --seed S           the vectors' seed (default %d)\n"
+	       "  --slice-us US      100..3500 of guest time per slice (default %d)\n"
+	       "  --no-slices        measure whole turns (not deterministic)\n"
+	       "  --no-irq-check     do not count a slice with an interrupt as disturbed\n"
+	       "  --wait-ms-max MS   1..1000, the longest sleep between polls (default %d)\n%s",
+	       DEF_ROUNDS, DEF_SEED, DEF_SLICE_US, DEF_WAIT_MS, tool_common_usage());
 }
 
 int main(int argc, char **argv)
 {
 	struct ctx c = {.t = {.name = "cxlpod-allreduce-exp", .rank = -1}, .prev_owner = -1,
-			.wait_ms_max = 50};
+			.wait_ms_max = DEF_WAIT_MS};
 	struct tool *t = &c.t;
-	const char *areas_arg = "coherent,noncoherent", *hosts_arg = "2", *sizes_arg = "64K";
-	int rounds = 2, slice_us = 2500, wait_ms = 50;
+	const char *areas_arg = DEF_AREAS, *hosts_arg = DEF_HOSTS, *sizes_arg = DEF_SIZES;
+	int rounds = DEF_ROUNDS, slice_us = DEF_SLICE_US, wait_ms = DEF_WAIT_MS;
 	bool noslices = false, noirq = false;
 	const struct topt opts[] = {
 		{"--areas", TOPT_STR, &areas_arg, 0, 0},

@@ -10,7 +10,13 @@
  * new one: QEMU then aborts ("iotlb_to_section: Assertion ... sections_nb")
  * or, worse, sends the access to another region (a wrong magic here).
  *
- *   cxlpod-maprace [--seconds S] [--readers N] [--read BDF:BAR] --toggle BDF
+ *   cxlpod-maprace [--seconds S] [--readers N] [--read BDF:BAR]
+ *                  [--min-changes N] [--min-reads N] --toggle BDF
+ *
+ * It toggles for S seconds, and after that until the map changed at least
+ * --min-changes times and the readers read at least --min-reads times
+ * (both 0 by default), so that a slow machine makes the run longer, not
+ * the race smaller.
  *
  * --read names the register read instead (offset 0 of that BAR, which must
  * read the same value every time, e.g. AHCI's CAP); the toggled device's
@@ -55,11 +61,13 @@ static const char *pci_dir(void)
 
 static void usage(void)
 {
-	printf("usage: cxlpod-maprace [--seconds S] [--readers N] [--read BDF:BAR] "
-	       "--toggle BDF\n"
+	printf("usage: cxlpod-maprace [--seconds S] [--readers N] [--read BDF:BAR]\n"
+	       "         [--min-changes N] [--min-reads N] --toggle BDF\n"
 	       "N threads read offset 0 of a BAR (default the cxl-shm device's BAR5\n"
 	       "magic) while the main thread toggles the memory enable of BDF's PCI\n"
-	       "command register for S seconds (default 5; N 1..%d, default 1).\n"
+	       "command register for S seconds (default 5; N 1..%d, default 1), and\n"
+	       "after that until the map changed --min-changes times and the readers\n"
+	       "read --min-reads times (default 0 each).\n"
 	       "Prints one JSON line; exit 0 if every read returned the first value,\n"
 	       "3 if not, 2 on a setup error, 1 on a usage error.\n", MAX_READERS);
 }
@@ -96,6 +104,18 @@ static int find_device(char *bdf, size_t len)
 	return found;
 }
 
+/* the readers' reads so far (each counter is its own thread's) */
+static uint64_t reads_so_far(int n)
+{
+	uint64_t sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		sum += __atomic_load_n(&reads[i], __ATOMIC_RELAXED);
+	}
+	return sum;
+}
+
 static void *reader(void *arg)
 {
 	int i = (int)(intptr_t)arg;
@@ -103,7 +123,8 @@ static void *reader(void *arg)
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		uint32_t v = regs[R_CXLSHM_MAGIC];
 
-		reads[i]++;
+		/* a plain store that the main thread may read meanwhile */
+		__atomic_store_n(&reads[i], reads[i] + 1, __ATOMIC_RELAXED);
 		if (v != expect) {
 			wrong[i]++;
 			last_wrong = v;
@@ -121,7 +142,7 @@ int main(int argc, char **argv)
 	char bdf[256] = "", path[512], buf[300];
 	int bar = 5;
 	pthread_t th[MAX_READERS];
-	uint64_t toggles = 0, nreads = 0, nwrong = 0;
+	uint64_t toggles = 0, nreads = 0, nwrong = 0, min_changes = 0, min_reads = 0;
 	uint16_t cmd;
 	struct jbuf j;
 	const struct topt opts[] = {
@@ -129,6 +150,8 @@ int main(int argc, char **argv)
 		{"--readers", TOPT_INT, &nreaders, 1, MAX_READERS},
 		{"--read", TOPT_STR, &readarg, 0, 0},
 		{"--toggle", TOPT_STR, &toggle, 0, 0},
+		{"--min-changes", TOPT_U64, &min_changes, 0, 0},
+		{"--min-reads", TOPT_U64, &min_reads, 0, 0},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
 	};
 
@@ -199,7 +222,8 @@ int main(int argc, char **argv)
 		}
 		toggles += 2;
 		t = now_s();
-	} while (t - t0 < seconds);
+	} while (t - t0 < seconds || toggles < min_changes ||
+		 reads_so_far(nreaders) < min_reads);
 	atomic_store(&stop, true);
 	for (i = 0; i < nreaders; i++) {
 		pthread_join(th[i], NULL);

@@ -262,8 +262,28 @@ static int open_loopback(cxlpod *p, const char *spec)
 			return fail(e, "loopback model: mmap: %s", strerror(e));
 		}
 		p->pool_nc = (uint8_t *)m + coh;
+		/*
+		 * One copy of the pool, taken under its lock (shared here: a
+		 * writeback, model_op(), takes it exclusive), is both the image
+		 * and the twin.  Two copies of the pool without the lock let a
+		 * line another process wrote back between them count as dirty,
+		 * and the next writeback put the older line back over it.
+		 */
+		int r;
+		while ((r = flock(fd, LOCK_SH)) < 0 && errno == EINTR)
+			;
+		if (r < 0) {
+			int e = errno;
+			munmap(b, size);
+			munmap(m, size);
+			free(p->twin);
+			p->twin = NULL;
+			close(fd);
+			return fail(e, "loopback model: flock: %s", strerror(e));
+		}
 		memcpy((uint8_t *)b + coh, p->pool_nc, p->nc_len);
-		memcpy(p->twin, p->pool_nc, p->nc_len);
+		flock(fd, LOCK_UN);
+		memcpy(p->twin, (uint8_t *)b + coh, p->nc_len);
 		p->map_len = size;
 		p->base = b;
 		p->pool_map = m;

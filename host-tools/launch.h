@@ -6,14 +6,16 @@
  *   launch-parse.c     The parsers of cxlpod-launch
  *   launch-qemu.c      What a guest's QEMU is started with
  *   launch-host.c      One host at run time
- *   launch-options.c   The command line of a pod run
+ *   launch-options.c   The options of a pod run: usage, table, defaults
+ *   launch-args.c      The command line of a pod run: parsing, cross-checks
  *   launch-paths.c     Default paths and the work directory
  *   launch-qmp.c       QMP
  *   launch-pod.c       The pod lifecycle
  *   launch-report.c    The results: summary lines and the --json line
  *   launch-console.c   The `console` subcommand
  *   launch-config.c    `--config FILE`: a pod described in a key file
- *   launch-net.c       The pod network, host userland, ssh into guests
+ *   launch-net.c       The pod network and host userland
+ *   launch-ssh.c       The pod's ssh keys and config, `ssh` and `proxy`
  *   launch-events.c    The conflict and stale-read logs from QMP events
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -339,10 +341,30 @@ void prepare_pool(const struct opts *o);
 bool prepare_jobs(const struct opts *o, struct host *hosts);
 
 /* launch-options.c */
+enum {
+    OPT_QEMU = 256, OPT_KERNEL, OPT_INITRD, OPT_ACCEL, OPT_POOL, OPT_SIZE,
+    OPT_COHERENT, OPT_DEVICE, OPT_DEVICE_OPT, OPT_QEMU_ARG, OPT_MEM, OPT_SMP,
+    OPT_JOB, OPT_JOB_HOST, OPT_INTERACTIVE, OPT_TIMEOUT, OPT_BOOT_TIMEOUT, OPT_KILL, OPT_RESTART,
+    OPT_STAGGER, OPT_JSON, OPT_DRY_RUN, OPT_LATENCY, OPT_MAX_HOSTS, OPT_APPEND,
+    OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
+    OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
+    OPT_BOOT_PARALLEL, OPT_CONFLICT_LOG, OPT_STALE_LOG,
+};
+
+/* The long options: name, short name or OPT_ id, takes a value. */
+struct opt_def {
+    const char *name;
+    int id;
+    bool arg;
+};
+extern const struct opt_def long_opts[];   /* ends with a NULL name */
 void usage(FILE *f);
 void opts_init(struct opts *o);
+void apply_opt(struct opts *o, int c, const char *optarg, const char *label);
 bool opts_apply_named(struct opts *o, const char *name, const char *arg,
                       const char *label);
+
+/* launch-args.c */
 void opts_drop_common_job(struct opts *o);
 void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
@@ -401,6 +423,12 @@ void pod_switch_start(const struct opts *o);
 void pod_switch_stop(void);
 void add_pod_args(GPtrArray *a, const struct opts *o, int host,
                   const struct host_paths *hp);
+char *wd_path(const struct opts *o, const char *name);
+char *find_program(const char *name, const char *const *extra_dirs);
+void write_file(const char *path, const char *data, int mode);
+
+/* launch-ssh.c */
+void pod_prepare_ssh(const struct opts *o);
 int proxy_main(int argc, char **argv);
 int ssh_main(int argc, char **argv);
 

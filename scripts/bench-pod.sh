@@ -24,32 +24,54 @@
 #
 #   bash scripts/bench-pod.sh [--no-build] [--rounds R] [--hosts N]
 #                             [--mem SIZE] [--skip boot,net,pod,ipod]
-#                             [--ipod-arg ARG]... [--workdir DIR]
+#                             [--ipod-arg ARG]... [--workdir DIR] [--dry-run]
+#
+# --dry-run builds and boots nothing: it checks the arguments, the tools and
+# every pod's launcher options (cxlpod-launch --dry-run), in a temporary
+# work dir unless --workdir is given.
 #
 # Prints a table and writes WORKDIR/results.json (default build/bench-pod).
 # Wall-clock times under TCG on this machine: its load shows (printed).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-BUILD_ALL=1 ROUNDS=3 NPOD=32 PODMEM=384M SKIP=""
+BUILD_ALL=1 ROUNDS=3 NPOD=32 PODMEM=384M SKIP="" DRY=0 WGIVEN=
 IPOD_ARGS=()
 W=$BUILD/bench-pod
 while [ $# -gt 0 ]; do
     case $1 in
         --no-build) BUILD_ALL=0; shift ;;
+        --dry-run) DRY=1; BUILD_ALL=0; shift ;;
         --rounds) [ $# -ge 2 ] || die "--rounds needs a number"; ROUNDS=$2; shift 2 ;;
         --hosts) [ $# -ge 2 ] || die "--hosts needs a number"; NPOD=$2; shift 2 ;;
         --mem) [ $# -ge 2 ] || die "--mem needs a size"; PODMEM=$2; shift 2 ;;
         --skip) [ $# -ge 2 ] || die "--skip needs a list"; SKIP=$2; shift 2 ;;
-        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; shift 2 ;;
+        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; WGIVEN=1; shift 2 ;;
         --ipod-arg) [ $# -ge 2 ] || die "--ipod-arg needs an argument"; IPOD_ARGS+=("$2"); shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
+[[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 32 ] || die "--hosts wants 1..32"
+for k in ${SKIP//,/ }; do
+    case $k in boot|net|pod|ipod) ;; *) die "--skip: '$k' is not boot, net, pod or ipod" ;; esac
+done
 [ $BUILD_ALL = 0 ] || bash "$TOP/scripts/build-all.sh"
 L=$BUILD/meson/host-tools/cxlpod-launch
 [ -x "$L" ] || die "no $L: run scripts/build-all.sh"
+if [ $DRY = 1 ]; then
+    [ -n "$WGIVEN" ] || { W=$(mktemp -d /tmp/cxlpod-bench-pod-dry.XXXXXX); trap 'rm -rf "$W"' EXIT; }
+    command -v iperf3 >/dev/null || die "iperf3 is missing (scripts/deps.sh)"
+fi
+# launch ARGS...: the launcher, or with --dry-run its check of the same options
+launch() {
+    if [ $DRY = 1 ]; then
+        "$L" --dry-run "$@" || die "the launcher refuses: $*"
+        return
+    fi
+    "$L" "$@"
+}
 rm -rf "$W"; mkdir -p "$W/proj"
 cd "$W/proj"
 skip() { [[ ,$SKIP, == *,$1,* ]]; }
@@ -62,8 +84,9 @@ if ! skip boot; then
     log "boot: $ROUNDS x (initramfs, host userland), one guest each"
     for r in $(seq 1 "$ROUNDS"); do
         for u in initramfs host; do
-            "$L" -q -w "$W/boot-$u-$r" -n 1 --userland $u --timeout 300 --json -- true \
+            launch -q -w "$W/boot-$u-$r" -n 1 --userland $u --timeout 300 --json -- true \
                 >"$W/boot-$u-$r.out" 2>"$W/boot-$u-$r.err" || die "boot $u round $r failed; see $W/boot-$u-$r.err"
+            [ $DRY = 0 ] || continue
             j=$(grep '^{' "$W/boot-$u-$r.out" | tail -n1)
             rec "$(jq -c --arg u "$u" --argjson r "$r" --arg load "$(load)" \
                 '{bench:"boot", userland:$u, round:$r, ready_s:.results[0].boot_s, up_s:.results[0].up_s, load:$load}' <<<"$j")"
@@ -108,9 +131,11 @@ s.close()
 PY
 iperf3 -c host1 -p 5201 -t 8 -J >iperf.json && echo "IPERF_OK"
 EOF
-    "$L" -q -w "$W/net" -n 2 --userland host --timeout 400 --json \
+    launch -q -w "$W/net" -n 2 --userland host --timeout 400 --json \
         --job-host 0:client.sh --job-host 1:server.sh >"$W/net.out" 2>"$W/net.err" \
         || die "the network benchmark pod failed; see $W/net.err"
+fi
+if ! skip net && [ $DRY = 0 ]; then
     rtt=$(sed -n 's/^\[host0\] RTT_US //p' "$W/net.out")
     gbps=$(jq '.end.sum_received.bits_per_second / 1e9' "$W/proj/iperf.json")
     rec "$(jq -nc --argjson rtt "${rtt:-null}" --argjson g "${gbps:-null}" --arg load "$(load)" \
@@ -120,19 +145,22 @@ fi
 # ---------------------------------------------------------------- pod
 if ! skip pod; then
     log "pod: $NPOD host-userland guests at once, --mem $PODMEM"
-    "$L" -q -w "$W/pod" -n "$NPOD" --userland host --mem "$PODMEM" --size 256M \
+    launch -q -w "$W/pod" -n "$NPOD" --userland host --mem "$PODMEM" --size 256M \
         --timeout 1200 --boot-timeout 900 --json -- 'cat /proc/meminfo | head -n 3 >/dev/null' \
         >"$W/pod.out" 2>"$W/pod.err" &
     lp=$!
     peak=0
     while kill -0 $lp 2>/dev/null; do
         # this pod's QEMUs only (their command lines name its work dir)
+        # (none yet: ps or grep finds nothing, which must not end the script)
         kb=$(ps -C qemu-system-x86_64 -o rss=,args= 2>/dev/null | grep -F -- "$W/pod/" |
-             awk '{s += $1} END {print s + 0}')
+             awk '{s += $1} END {print s + 0}') || kb=0
         [ "$kb" -gt "$peak" ] && peak=$kb
         sleep 1
     done
     wait $lp || die "the $NPOD-host pod failed; see $W/pod.err"
+fi
+if ! skip pod && [ $DRY = 0 ]; then
     j=$(grep '^{' "$W/pod.out" | tail -n1)
     rec "$(jq -c --argjson peak "$peak" --argjson n "$NPOD" --arg mem "$PODMEM" --arg load "$(load)" \
         '{bench:"pod", hosts:$n, mem:$mem, wall_s:.wall_s, all_up_s:([.results[].up_s] | max),
@@ -146,7 +174,7 @@ fi
 pod_qemus() { pgrep -f -- "qemu-system-x86_64 .*$1/" || true; }
 if ! skip ipod; then
     log "ipod: $NPOD initramfs guests, --mem 256M, until every region is ready"
-    "$L" -w "$W/ipod" -n "$NPOD" --mem 256M --timeout 1200 --boot-timeout 900 --json \
+    launch -w "$W/ipod" -n "$NPOD" --mem 256M --timeout 1200 --boot-timeout 900 --json \
         ${IPOD_ARGS[@]+"${IPOD_ARGS[@]}"} -- 'sleep 100000' >"$W/ipod.out" 2>"$W/ipod.err" &
     lp=$!
     rss=0 pss=0 cpu="" load0=$(load)
@@ -167,7 +195,13 @@ if ! skip ipod; then
         fi
         sleep 0.5
     done
-    wait $lp || true    # interrupted: exit 130
+    if [ $DRY = 1 ]; then
+        wait $lp || die "the $NPOD-host initramfs pod: the launcher refuses its options; see $W/ipod.err"
+    else
+        wait $lp || true    # interrupted: exit 130
+    fi
+fi
+if ! skip ipod && [ $DRY = 0 ]; then
     j=$(grep '^{' "$W/ipod.out" | tail -n1)
     [ -n "$j" ] && [ "$(jq -r .all_ready_s <<<"$j")" != null ] || die "the $NPOD-host initramfs pod did not get ready; see $W/ipod.err"
     rec "$(jq -c --argjson rss "$rss" --argjson pss "$pss" --argjson n "$NPOD" --argjson cpu "${cpu:-null}" \
@@ -180,6 +214,10 @@ if ! skip ipod; then
 fi
 
 # ---------------------------------------------------------------- table
+if [ $DRY = 1 ]; then
+    log "dry run: arguments, tools and every pod's launcher options are fine; nothing booted"
+    exit 0
+fi
 jq -s '.' "$R" >"$W/results.json"
 echo
 echo "cxlpod pod benchmark ($(date -u +%F), $(nproc) cores, load now $(load))"

@@ -14,6 +14,7 @@
 #
 #   bash scripts/bench-scale.sh [--no-build] [--quick] [--hosts LIST]
 #                               [--pool-sizes LIST] [--workdir DIR] [--report DIR]
+#                               [--dry-run]
 #
 #   --hosts LIST       pod sizes (default 1,2,4,8,16,32; --quick 1,2,4)
 #   --pool-sizes LIST  pool sizes of the sweep (default 256M,1G,4G,16G;
@@ -21,6 +22,9 @@
 #   --quick            smaller pods and workloads: a smoke test of the script
 #   --workdir DIR      default build/bench-scale (emptied first)
 #   --report DIR       boot nothing: print the tables again from DIR
+#   --dry-run          build and boot nothing: check the arguments, the tools
+#                      and every pod's launcher options (cxlpod-launch
+#                      --dry-run), in a temporary work dir unless --workdir
 #
 # Guests run under TCG on however many cores the machine has (2 here): the
 # pods' throughput is what those cores give N emulated hosts, wall-clock,
@@ -28,15 +32,16 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-BUILD_ALL=1 QUICK=0 HOSTS="" SIZES="" REPORT=""
+BUILD_ALL=1 QUICK=0 HOSTS="" SIZES="" REPORT="" DRY=0 WGIVEN=
 W=$BUILD/bench-scale
 while [ $# -gt 0 ]; do
     case $1 in
         --no-build) BUILD_ALL=0; shift ;;
+        --dry-run) DRY=1; BUILD_ALL=0; shift ;;
         --quick) QUICK=1; shift ;;
         --hosts) [ $# -ge 2 ] || die "--hosts needs a list"; HOSTS=$2; shift 2 ;;
         --pool-sizes) [ $# -ge 2 ] || die "--pool-sizes needs a list"; SIZES=$2; shift 2 ;;
-        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; shift 2 ;;
+        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; WGIVEN=1; shift 2 ;;
         --report) [ $# -ge 2 ] || die "--report needs a work dir"; REPORT=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
@@ -51,6 +56,8 @@ else
 fi
 [[ $HOSTS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hosts wants numbers separated by commas"
 [[ $SIZES =~ ^[0-9]+[MG](,[0-9]+[MG])*$ ]] || die "--pool-sizes wants sizes like 256M,4G"
+[ $DRY = 0 ] || [ -z "$REPORT" ] || die "--dry-run and --report: give one"
+[ $DRY = 0 ] || [ -n "$WGIVEN" ] || W=$(mktemp -d /tmp/cxlpod-bench-scale-dry.XXXXXX)
 
 report() {
     python3 - "$1" <<'EOF'
@@ -225,6 +232,12 @@ pod() {
     local name=$1 n=$2 tmo=$3 job=$4; shift 4
     local dir=$W/$name t0=$SECONDS
     log "$name: $n host(s): $*"
+    if [ $DRY = 1 ]; then
+        "$L" --dry-run -q -n "$n" -w "$dir" --timeout "$tmo" --json "$@" -- "$job" \
+            >"$W/$name.dry-run" 2>&1 || { cat "$W/$name.dry-run" >&2; die "$name: the launcher refuses its options"; }
+        [ "$(grep -c -- '-device cxl-shm' "$W/$name.dry-run")" = "$n" ] || die "$name: not $n QEMU command lines"
+        return
+    fi
     "$L" -q -n "$n" -w "$dir" --timeout "$tmo" --json "$@" -- "$job" \
         >"$W/$name.out" 2>"$W/$name.err" &
     LPID=$!
@@ -264,6 +277,11 @@ for sz in "${SL[@]}"; do
         --mem 1G --size "$sz" --coherent-size 64M
 done
 LOAD1=$(load)
+if [ $DRY = 1 ]; then
+    [ -n "$WGIVEN" ] || rm -rf "$W"
+    log "dry run: arguments, tools and every pod's launcher options are fine; nothing booted"
+    exit 0
+fi
 
 CPU=$(sed -n 's/^model name\s*:\s*//p' /proc/cpuinfo | head -n1)
 python3 - "$W/run.json" "$DATE" "$LOAD0" "$LOAD1" "$(nproc)" "$CPU" "$HOSTS" "$SIZES" "${AR##*,}" "$ATOM_S" <<'EOF'

@@ -28,7 +28,7 @@
 #
 #   bash scripts/bench.sh [--no-build] [--quick] [--rounds R] [--repeat N]
 #                         [--no-probe] [--latency-ns NS] [--workdir DIR]
-#                         [--keep-pools] [--report DIR]
+#                         [--keep-pools] [--report DIR] [--dry-run]
 #
 #   --no-build     skip scripts/build-all.sh (use what is built)
 #   --quick        small working sets, one run, one repetition (a smoke test,
@@ -42,6 +42,9 @@
 #   --workdir DIR  default build/bench (emptied first)
 #   --keep-pools   keep the pool files (deleted at the end by default)
 #   --report DIR   boot nothing: print the table again from an earlier work dir
+#   --dry-run      build and boot nothing: check the arguments, the tools and
+#                  every guest's launcher options (cxlpod-launch --dry-run),
+#                  in a temporary work dir unless --workdir is given
 #
 # CXLPOD_QEMU=PATH benchmarks another QEMU build (e.g. an older one, for a
 # before/after comparison on one machine).
@@ -52,17 +55,18 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-BUILD_ALL=1 QUICK=0 ROUNDS=3 REPEAT=3 PROBE=1 LAT_NS=0 KEEP=0 REPORT=""
+BUILD_ALL=1 QUICK=0 ROUNDS=3 REPEAT=3 PROBE=1 LAT_NS=0 KEEP=0 REPORT="" DRY=0 WGIVEN=
 W=$BUILD/bench
 while [ $# -gt 0 ]; do
     case $1 in
         --no-build) BUILD_ALL=0; shift ;;
+        --dry-run) DRY=1; BUILD_ALL=0; shift ;;
         --quick) QUICK=1; ROUNDS=1; REPEAT=1; shift ;;
         --rounds) [ $# -ge 2 ] || die "--rounds needs a number"; ROUNDS=$2; shift 2 ;;
         --repeat) [ $# -ge 2 ] || die "--repeat needs a number"; REPEAT=$2; shift 2 ;;
         --no-probe) PROBE=0; shift ;;
         --latency-ns) [ $# -ge 2 ] || die "--latency-ns needs a number"; LAT_NS=$2; shift 2 ;;
-        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; shift 2 ;;
+        --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; WGIVEN=1; shift 2 ;;
         --keep-pools) KEEP=1; shift ;;
         --report) [ $# -ge 2 ] || die "--report needs a work dir"; REPORT=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -72,6 +76,10 @@ done
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat wants a positive number"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
 [[ $LAT_NS =~ ^[0-9]+$ ]] || die "--latency-ns wants a number"
+[ $DRY = 0 ] || [ -z "$REPORT" ] || die "--dry-run and --report: give one"
+if [ $DRY = 1 ] && [ -z "$WGIVEN" ]; then
+    W=$(mktemp -d /tmp/cxlpod-bench-dry.XXXXXX)
+fi
 command -v python3 >/dev/null || die "python3 not found (scripts/deps.sh)"
 
 report() {
@@ -563,6 +571,12 @@ run() {
     local dir=$W/$name
     log "guest $name: $*"
     printf '%s\n' "$job" >"$W/$name.job"
+    if [ $DRY = 1 ]; then
+        "$L" --dry-run -q -n 1 -w "$dir" --timeout "$tmo" --job "$W/$name.job" "$@" \
+            >"$W/$name.dry-run" 2>&1 || { cat "$W/$name.dry-run" >&2; die "guest $name: the launcher refuses its options"; }
+        grep -q -- '-device cxl-' "$W/$name.dry-run" || die "guest $name: no QEMU command line"
+        return
+    fi
     "$L" -q -n 1 -w "$dir" --timeout "$tmo" --job "$W/$name.job" "$@" \
         >"$W/$name.launch.out" 2>"$W/$name.launch.err" &
     local lpid=$! pid="" seen="" t
@@ -606,6 +620,10 @@ m() { printf "$MARK" "$1"; }
 MEMCPY=$BUILD/meson/host-tools/cxlpod-memcpy
 FLOOR=$BUILD/meson/tests/unit/bench_lines
 hostmemcpy() {
+    if [ $DRY = 1 ]; then
+        [ -x "$MEMCPY" ] && [ -x "$FLOOR" ] || die "$MEMCPY or $FLOOR missing (scripts/build-tools.sh)"
+        return
+    fi
     if [ -x "$MEMCPY" ]; then
         "$MEMCPY" --size "$BW" --repeat 5 >"$W/hostmemcpy-$1.json" || warn "cxlpod-memcpy failed"
         "$MEMCPY" --curve "$CURVE_MAX" --repeat 5 >"$W/hostmemcpy-curve-$1.json" \
@@ -638,7 +656,11 @@ hostmemcpy after
 
 # B: stock cxl-type3, and guest A's pool file as an ivshmem-plain BAR
 # (its data area: the pool's metadata is the first 2 MiB)
-IVSHMEM_SIZE=$(( $(stat -c %s "$W/shm/pool.img") - 2 * 1024 * 1024 ))
+if [ $DRY = 1 ]; then
+    IVSHMEM_SIZE=$(( ${POOL_SIZE%M} * 1024 * 1024 ))
+else
+    IVSHMEM_SIZE=$(( $(stat -c %s "$W/shm/pool.img") - 2 * 1024 * 1024 ))
+fi
 run type3 1800 "$(m idle)
 IVS=
 for d in /sys/bus/pci/devices/*; do
@@ -669,6 +691,11 @@ run timed 1800 "for r in $(seq -s " " $ROUNDS); do
 done" \
     --device cxl-shm --size $POOL_SIZE --coherent-size 64M --device-opt mode=timed
 
+if [ $DRY = 1 ]; then
+    [ -n "$WGIVEN" ] || rm -rf "$W"
+    log "dry run: arguments, tools and every guest's launcher options are fine; nothing booted"
+    exit 0
+fi
 LOAD1=$(load)
 T1=$(date +%s)
 [ $KEEP = 1 ] || rm -f "$W"/*/pool.img

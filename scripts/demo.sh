@@ -6,13 +6,32 @@
 # latency the device charges, as the guest sees it.
 #
 #   bash scripts/demo.sh        (as root on Debian 12; installs what it needs)
+#   bash scripts/demo.sh --dry-run   build and boot nothing: check the three
+#                               pods' launcher options (cxlpod-launch --dry-run)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-bash "$TOP/scripts/build-all.sh"
+DRY=0
+case ${1:-} in
+    "") ;;
+    --dry-run) DRY=1 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (--dry-run or nothing)" ;;
+esac
+
+[ $DRY = 1 ] || bash "$TOP/scripts/build-all.sh"
 
 L=$BUILD/meson/host-tools/cxlpod-launch
 W=$BUILD/demo
+if [ $DRY = 1 ]; then
+    [ -x "$L" ] || die "no $L: run scripts/build-all.sh"
+    W=$(mktemp -d /tmp/cxlpod-demo-dry.XXXXXX)
+    trap 'rm -rf "$W"' EXIT
+    # the launcher checks the options and paths and prints the QEMU command
+    # lines of each pod; "$L" below is this function
+    dry_launch() { "$L_REAL" --dry-run "$@" || die "the launcher refuses: $*"; }
+    L_REAL=$L L=dry_launch
+fi
 rm -rf "$W"; mkdir -p "$W"
 POOL=(--device cxl-shm --size 256M --coherent-size 64M --latency-ns 100)
 
@@ -33,6 +52,12 @@ log "demo 3/3: one guest in mode=timed under -icount: dependent-load latency on 
     --qemu-arg -icount --qemu-arg shift=0,sleep=off --timeout 600 -- \
     'cxlpod-bench --size 1M --latency-only --min-time 0.001 --json' > "$W/timed.out" \
     || { cat "$W/timed.out"; die "the timed-mode pod failed; logs in $W/timed"; }
+if [ $DRY = 1 ]; then
+    n=$(cat "$W"/pod.out "$W"/crash.out "$W"/timed.out | grep -c -- '-device cxl-shm')
+    [ "$n" = 5 ] || die "dry run: $n QEMU command lines, expected 5 (2 + 2 + 1)"
+    log "dry run: the three pods' options are fine (5 QEMU command lines); nothing booted"
+    exit 0
+fi
 
 # j DIR HOST TOOL FILTER [N]: jq FILTER on the Nth (default last) --json line
 # tool TOOL printed on guest HOST

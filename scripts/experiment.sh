@@ -9,6 +9,7 @@
 #
 #   bash scripts/experiment.sh [--quick] [--twice] [--filters LIST|all]
 #                              [--workdir DIR] [--report DIR] [--no-plot]
+#                              [--dry-run]
 #
 #   (default)  pod A: 16 hosts, snoop-filter-entries 32768, both areas,
 #              N = 2,4,8,16, vectors 64K,256K; then one 4-host pod per
@@ -24,6 +25,9 @@
 #   --workdir  default build/experiment (emptied first)
 #   --report   boot nothing: aggregate, tabulate and plot an earlier work dir
 #   --no-plot  no PNG
+#   --dry-run  boot nothing: check the arguments, the tools, the guest image
+#              and every pod's launcher options (cxlpod-launch --dry-run),
+#              in a temporary work dir unless --workdir is given
 #
 # Writes WORKDIR/results.json, WORKDIR/table.md and WORKDIR/experiment.png
 # (docs/experiment.md carries the published ones).  Needs the tools
@@ -33,22 +37,28 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-QUICK=0 TWICE=0 PLOT=1 REPORT= FILTERS=
+QUICK=0 TWICE=0 PLOT=1 REPORT= FILTERS= DRY=0 WGIVEN=
 W=$BUILD/experiment
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) QUICK=1 ;;
+        --dry-run) DRY=1 ;;
         --twice) TWICE=1 ;;
         --no-plot) PLOT=0 ;;
         --filters) FILTERS=${2:?--filters LIST}; shift ;;
-        --workdir) W=${2:?--workdir DIR}; shift ;;
+        --workdir) W=${2:?--workdir DIR}; WGIVEN=1; shift ;;
         --report) REPORT=${2:?--report DIR}; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
 done
 [ -n "$REPORT" ] && W=$REPORT
+[ $DRY = 0 ] || [ -z "$REPORT" ] || die "--dry-run boots nothing already; --report boots nothing either: give one"
+if [ $DRY = 1 ] && [ -z "$WGIVEN" ]; then
+    W=$(mktemp -d /tmp/cxlpod-experiment-dry.XXXXXX)
+    trap 'rm -rf "$W"' EXIT
+fi
 
 L=$BUILD/meson/host-tools/cxlpod-launch
 command -v jq >/dev/null || die "jq is missing (scripts/deps.sh)"
@@ -84,6 +94,19 @@ run_pod() {
     pool=/dev/shm/cxlpod-exp-$$-$(basename "$d").pool
     log "pod $(basename "$d"): $n hosts, snoop-filter-entries=$f, areas $areas, N=$list, vectors $sizes"
     mkdir -p "$d"
+    if [ $DRY = 1 ]; then
+        # the same options, checked by the launcher, no QEMU started
+        "$L" --dry-run -q -n "$n" --smp 1 --mem $MEM -w "$d" --pool "$pool" \
+            --size $POOL_SIZE --coherent-size $COH_SIZE \
+            --device-opt mode=timed --device-opt snoop-filter-entries="$f" \
+            --qemu-arg -icount --qemu-arg "$ICOUNT" --append nowatchdog \
+            --timeout 3000 --boot-timeout 1200 -- \
+            "cxlpod-allreduce-exp --areas $areas --hosts-list $list --sizes $sizes --rounds $ROUNDS --timeout 2400 --json" \
+            >"$d/dry-run.out" 2>&1 || { cat "$d/dry-run.out" >&2; die "pod $d: the launcher refuses its options"; }
+        [ "$(grep -c -- '-icount' "$d/dry-run.out")" = "$n" ] || die "pod $d: not $n QEMU command lines"
+        log "pod $(basename "$d"): $n QEMU command lines (dry run)"
+        return
+    fi
     "$L" -q -n "$n" --smp 1 --mem $MEM -w "$d" --pool "$pool" \
         --size $POOL_SIZE --coherent-size $COH_SIZE \
         --device-opt mode=timed --device-opt snoop-filter-entries="$f" \
@@ -117,7 +140,7 @@ measure() {
         fi
         first=0
     done
-    cat "$r"/*/lines.jsonl >"$r/lines.jsonl"
+    [ $DRY = 1 ] || cat "$r"/*/lines.jsonl >"$r/lines.jsonl"
 }
 
 # rows RUNDIR: the pod-wide figures of each experiment and round: a phase
@@ -154,13 +177,21 @@ rows() {
 
 if [ -z "$REPORT" ]; then
     [ -x "$L" ] || die "no $L: run scripts/build-tools.sh"
-    gzip -dc "$BUILD/guest/initramfs.cpio.gz" | cpio -t 2>/dev/null | grep -c cxlpod-allreduce-exp >/dev/null ||
-        die "the guest image has no cxlpod-allreduce-exp: run scripts/build-guest.sh"
+    # the launcher's image (uncompressed, as scripts/build-guest.sh writes it)
+    INITRD=${CXLPOD_INITRD:-$BUILD/guest/initramfs.cpio}
+    [ -f "$INITRD" ] || die "no guest image $INITRD: run scripts/build-guest.sh"
+    files=$(cpio -it <"$INITRD" 2>/dev/null) || die "$INITRD is not a cpio archive (scripts/build-guest.sh)"
+    grep -q 'cxlpod-allreduce-exp$' <<<"$files" ||
+        die "the guest image $INITRD has no cxlpod-allreduce-exp: run scripts/build-guest.sh"
     rm -rf "$W"
     mkdir -p "$W"
     T0=$(date +%s)
     measure "$W/run1"
     [ $TWICE = 0 ] || measure "$W/run2"
+    if [ $DRY = 1 ]; then
+        log "dry run: arguments, tools, guest image and every pod's options are fine; nothing booted"
+        exit 0
+    fi
     echo $(($(date +%s) - T0)) >"$W/seconds"
 fi
 

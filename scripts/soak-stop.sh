@@ -2,8 +2,11 @@
 # Soak of a stopped peer, outside the suite: a stopped host never freezes
 # the other one (docs/failure-model.md, "A host is stopped but alive").
 #
-#   bash scripts/soak-stop.sh [STOPS [SECONDS [SEED]]]
+#   bash scripts/soak-stop.sh [--dry-run] [STOPS [SECONDS [SEED]]]
 #                                   default 20 stops of 20 s, a random seed
+#
+# --dry-run boots nothing: it checks the arguments, the tools and the pod's
+# launcher options (cxlpod-launch --dry-run).
 #
 # One two-host pod (evict-rate=1000 on both) whose guests write, back and
 # forth, lines of one shared non-coherent page (so that their doorbells
@@ -21,12 +24,15 @@
 set -euo pipefail
 . "$(dirname "$0")/../tests/integration/lib.sh"
 
+DRY=0
+[ "${1:-}" != --dry-run ] || { DRY=1; shift; }
 STOPS=${1:-20}
 SECS=${2:-20}
 SEED=${3:-$(( $(od -An -N2 -tu2 /dev/urandom) ))}
 case "$STOPS$SECS$SEED" in *[!0-9]*|'')
-    echo "usage: $0 [STOPS [SECONDS [SEED]]]" >&2; exit 2 ;;
+    echo "usage: $0 [--dry-run] [STOPS [SECONDS [SEED]]]" >&2; exit 2 ;;
 esac
+[ $# -le 3 ] || { echo "usage: $0 [--dry-run] [STOPS [SECONDS [SEED]]]" >&2; exit 2; }
 RANDOM=$SEED
 META=$((0x200000))
 END=$(token)
@@ -66,9 +72,15 @@ counter() {  # host 1's rounds so far (coherent window, pool file)
 
 # no --stall-timeout: the jobs print only at their end (and host 0's is
 # stopped for SECONDS at a time); the overall timeout bounds the run
-pod -n 2 "${SHM[@]}" --device-opt evict-rate=1000 --json \
-    --timeout $(( 300 + STOPS * (SECS + 5) )) \
-    --job "$WORK/job.sh" >"$WORK/stdout" 2>"$WORK/stderr" &
+ARGS=(-n 2 "${SHM[@]}" --device-opt evict-rate=1000 --json
+      --timeout $(( 300 + STOPS * (SECS + 5) )) --job "$WORK/job.sh")
+if [ $DRY = 1 ]; then
+    pod --dry-run "${ARGS[@]}" >"$WORK/dry" 2>&1 || { cat "$WORK/dry"; fail "the launcher refuses the pod's options"; }
+    [ "$(grep -c -- '-device cxl-shm' "$WORK/dry")" = 2 ] || { cat "$WORK/dry"; fail "not 2 QEMU command lines"; }
+    pass "dry run: $STOPS stops of $SECS s (seed $SEED): the pod's options are fine; nothing booted"
+    exit 0
+fi
+pod "${ARGS[@]}" >"$WORK/stdout" 2>"$WORK/stderr" &
 launcher=$!
 pid0=
 for _ in $(seq 600); do

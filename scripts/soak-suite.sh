@@ -7,8 +7,11 @@
 # It goes on after a failing run (the summary counts them) and exits
 # non-zero if any run failed.
 #
-#   bash scripts/soak-suite.sh [--no-hog] [--resume] [RUNS]   default 10 runs
+#   bash scripts/soak-suite.sh [--no-hog] [--resume] [--dry-run] [RUNS]
+#                                                             default 10 runs
 #
+# --dry-run runs nothing and changes nothing: it says which runs it would
+# do (after --resume's decision) and where the logs would go.
 # --resume goes on with the runs build/soak-suite/state records, when they
 # were of the same code: ten runs of the suite with the hog take hours
 # (15-18 minutes each on 2 cores, 2026-12-06), so a soak can be stopped
@@ -23,16 +26,19 @@
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 
-HOG=1 RESUME=0 RUNS=10
+HOG=1 RESUME=0 RUNS=10 DRY=0
 while [ $# -gt 0 ]; do
     case $1 in
     --no-hog) HOG=0 ;;
     --resume) RESUME=1 ;;
+    --dry-run) DRY=1 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -*) die "unknown option $1; usage: $0 [--no-hog] [--resume] [--dry-run] [RUNS]" ;;
     *) RUNS=$1 ;;
     esac
     shift
 done
-case $RUNS in ''|*[!0-9]*|0) die "usage: $0 [--no-hog] [--resume] [RUNS]" ;; esac
+case $RUNS in ''|*[!0-9]*|0) die "usage: $0 [--no-hog] [--resume] [--dry-run] [RUNS]" ;; esac
 
 # What the suite tests: every tracked file but the documentation, as
 # committed or as changed in the work tree.
@@ -66,6 +72,15 @@ if [ $RESUME = 1 ]; then
         log "--resume: $done_runs run(s) of this code recorded ($(sed -n 's/^started //p' "$STATE")), all passed: going on with run $first"
         grep '^run ' "$STATE" | sed 's/^/[cxlpod]   recorded: /' >&2
     fi
+fi
+if [ $DRY = 1 ]; then
+    if [ $first -gt "$RUNS" ]; then
+        echo "soak-suite (dry run): $RUNS runs already recorded for this code, all passed: nothing to run"
+    else
+        echo "soak-suite (dry run): would run scripts/test.sh as runs $first..$RUNS$([ $HOG = 1 ] && echo ' beside a CPU hog' || echo ', no hog'), logs in $OUT$([ $first = 1 ] && echo ' (emptied first)')"
+    fi
+    [ -f "$TOP/scripts/test.sh" ] || die "no $TOP/scripts/test.sh"
+    exit 0
 fi
 if [ $first = 1 ]; then
     rm -rf "$OUT"; mkdir -p "$OUT"

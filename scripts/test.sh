@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cxlpod's whole test suite: builds what it needs (scripts/build-all.sh),
 # then runs the unit tests (host only), the qtests (the device, QEMU's
-# libqtest), the integration tests (booted guests) and the check of the
-# upstream patch series.  A qtest case that
+# libqtest), the smoke runs of the documented scripts and commands, the
+# integration tests (booted guests) and the check of the upstream patch
+# series.  A qtest case that
 # skipped itself (g_test_skip, e.g. no hugetlbfs) is printed as
 # "SKIP  name  (reason)" and counted neither as passed nor as failed.  The
 # last line is "N passed, N failed"; the exit status is non-zero on any
@@ -110,12 +111,21 @@ for t in "$TOP"/tests/qtest/*.sh; do
     [ -e "$t" ] && run "qtest-$(basename "$t" .sh)" 600 bash "$t"
 done
 
-# 3. Integration tests: each script boots its own guests with the launcher.
+# 3. Smoke runs (tests/smoke/*.sh) of the scripts and commands README.md
+#    and docs/ tell a user to run: a --dry-run of each (the launcher's own
+#    --dry-run checks every pod they would boot) or the smallest real run
+#    that fits; none boots a guest.
+for t in "$TOP"/tests/smoke/*.sh; do
+    [ "$(basename "$t")" = lib.sh ] && continue
+    run "smoke-$(basename "$t" .sh)" 300 bash "$t"
+done
+
+# 4. Integration tests: each script boots its own guests with the launcher.
 for t in "$TOP"/tests/integration/[0-9]*.sh; do
     [ -e "$t" ] && run "int-$(basename "$t" .sh)" 900 bash "$t"
 done
 
-# 4. The upstream patch series (tests/series/*.sh): the manifest, and the
+# 5. The upstream patch series (tests/series/*.sh): the manifest, and the
 #    series exported, checkpatch-clean, applied to the upstream release and
 #    built once: a full QEMU build the first time (39 min here, on 2 cores
 #    shared with two other builds), after that from ccache (214 s, the

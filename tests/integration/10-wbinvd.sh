@@ -18,7 +18,8 @@ if km=$(grep '^kmod none' "$inputs" 2>/dev/null); then
     fail "build step: the guest image has no cxlpod_cache module (${km#kmod none: }); see build/logs/guest-kmod.log or guest-headers-download.log"
 fi
 
-pod -n 2 "${SHM[@]}" --timeout 400 -- 'cxlpod-wbinvd --json' >"$WORK/launch.out" 2>&1 || true
+rc=0
+pod -n 2 "${SHM[@]}" --timeout 400 -- 'cxlpod-wbinvd --json' >"$WORK/launch.out" 2>&1 || rc=$?
 if out 0 | grep -q 'cxlpod_cache kernel module is not loaded'; then
     out 0 | grep 'cxlpod-wbinvd:' >&2
     fail "build step: the guest image has no usable cxlpod_cache module (see above)"
@@ -35,4 +36,6 @@ for h in 0 1; do
     done < <(jq -r '.results[] | "\(.op) \(.check) \(.expect) \(.new) \(.old) \(.other) \(.ok)"' <<<"$j")
 done
 [ ${#wrong[@]} = 0 ] || fail "$(printf '%s; ' "${wrong[@]}")"
+# every check right, and the pod ended well: both jobs exited 0
+[ "$rc" = 0 ] || { cat "$WORK/launch.out"; fail "the launcher exited $rc (a job or a QEMU failed)"; }
 pass "wbinvd and wbnoinvd wrote back host 0's unflushed lines, invd dropped them"

@@ -17,6 +17,7 @@ mkdir -p "$PROJ"
 MPIPROG=$CXLPOD_TOP/build/meson/guest-tools/mpi/cxlpod-mpi-allreduce
 [ -x "$MPIPROG" ] || fail "no $MPIPROG (Open MPI missing when the tools were built? scripts/deps.sh installs it)"
 command -v mpirun >/dev/null || fail "mpirun is not installed on the host (scripts/deps.sh installs openmpi-bin)"
+command -v ss >/dev/null || fail "ss is not installed on the host (scripts/deps.sh installs iproute2)"
 
 cat >"$PROJ/mpi.sh" <<EOF
 hosts=host0,host1,host2,host3
@@ -53,14 +54,37 @@ timeout 20 ssh -F "$WORK/pod/ssh/config" -O check host2 2>&1 | grep -q 'Master r
 got=$(timeout 60 "$CXLPOD_LAUNCH" ssh "$WORK/pod" host2 hostname </dev/null) || true
 [ "$got" = host2 ] || { touch "$PROJ/go"; fail "a second ssh session to host 2 answered '$got'"; }
 # two clients at once that do not share a connection (ssh -S none, the
-# master closed first): one waits for the other and both get their answer
+# master closed first): the second connects while the first's session is
+# open (host 2's ssh port serves one connection after the other, so the
+# second waits in the port's listen queue: seen there), then the first
+# ends and both get their answer
 timeout 20 ssh -F "$WORK/pod/ssh/config" -O exit host2 2>/dev/null || true
-timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 'sleep 2; echo first' </dev/null >"$WORK/first.out" 2>&1 &
+rm -f "$PROJ/first-open" "$PROJ/first-end"
+timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 \
+    "touch '$PROJ/first-open'; for i in \$(seq 1 1000); do [ -e '$PROJ/first-end' ] && break; sleep 0.1; done; echo first" \
+    </dev/null >"$WORK/first.out" 2>&1 &
 pa=$!
-b=$(timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 'echo second' </dev/null 2>&1) || true
-wait $pa || true
-[ "$b" = second ] && [ "$(cat "$WORK/first.out")" = first ] \
-    || { touch "$PROJ/go"; fail "two unshared ssh connections to host 2 answered '$(cat "$WORK/first.out")' and '$b'"; }
+for t in $(seq 1 600); do
+    [ -e "$PROJ/first-open" ] && break
+    kill -0 $pa 2>/dev/null || break
+    sleep 0.1
+done
+[ -e "$PROJ/first-open" ] || { touch "$PROJ/go"; fail "the first unshared ssh session to host 2 never ran: $(cat "$WORK/first.out")"; }
+timeout 120 ssh -F "$WORK/pod/ssh/config" -S none host2 'echo second' </dev/null >"$WORK/second.out" 2>&1 &
+pb=$!
+# queued: host 2's ssh socket has a connection waiting to be accepted
+queued=
+for t in $(seq 1 600); do
+    ss -xlnH | awk -v p="$WORK/pod/host2.ssh" '$5 == p && $3 >= 1 { f = 1 } END { exit !f }' && { queued=1; break; }
+    kill -0 $pb 2>/dev/null || break
+    sleep 0.1
+done
+touch "$PROJ/first-end"
+rca=0; wait $pa || rca=$?
+rcb=0; wait $pb || rcb=$?
+[ -n "$queued" ] || { touch "$PROJ/go"; fail "the second ssh client never waited behind the first's open session (second: rc $rcb, '$(cat "$WORK/second.out")')"; }
+[ $rca = 0 ] && [ $rcb = 0 ] && [ "$(cat "$WORK/first.out")" = first ] && [ "$(cat "$WORK/second.out")" = second ] \
+    || { touch "$PROJ/go"; fail "two unshared ssh connections to host 2 answered '$(cat "$WORK/first.out")' (rc $rca) and '$(cat "$WORK/second.out")' (rc $rcb)"; }
 touch "$PROJ/go"
 wait $LP || { cat "$WORK/run.err"; out 0; fail "the MPI pod failed"; }
 cat "$WORK/run.err"     # the launcher's progress: boot and job times

@@ -45,17 +45,18 @@ cut_link() {
 
 # 3. a guest whose network does not come up: host 1's NIC loses its link
 #    (QMP set_link, before its /init looks) while host 0 runs a long job;
-#    host 1 says which host and why, and the pod is stopped at once
+#    host 1 says which host and why, and the pod is stopped at once (host
+#    0's job never gets to its end: it is stopped for host 1, not ended)
 t0=$(date +%s)
 (cd "$WORK/proj" && exec "$CXLPOD_LAUNCH" -w "$WORK/p3" -n 2 "${SHM[@]}" --net --timeout 500 \
-    --append cxlpod.timeout=10 -- 'sleep 400') >"$WORK/3.out" 2>&1 &
+    --append cxlpod.timeout=10 -- 'sleep 400; echo job-ended') >"$WORK/3.out" 2>&1 &
 rc=0; cut_link $! "$WORK/p3" 1 || rc=$?
 took=$(( $(date +%s) - t0 ))
 [ $rc = 1 ] || { cat "$WORK/3.out"; fail "a pod whose host 1 had no network exited $rc, not 1"; }
 grep -qE 'host 1: guest error: (@@CXLPOD-ERROR )?host 1: network: eth0 has no carrier after 10s' "$WORK/3.out" \
     || { cat "$WORK/3.out"; fail "no error naming host 1 and its missing carrier"; }
 grep -q '^host 0: stopped: host 1 failed' "$WORK/3.out" || { cat "$WORK/3.out"; fail "host 0 was not stopped for host 1"; }
-[ $took -lt 200 ] || fail "the pod took ${took}s: host 1's failure did not stop host 0's 400 s job"
+! grep -q 'job-ended' "$WORK/3.out" || { cat "$WORK/3.out"; fail "host 1's failure did not stop host 0's 400 s job: it ended"; }
 pass "a guest without network: host 1 and the cause reported, host 0 stopped, after ${took}s"
 
 # 3b. the same before the guest gives up (its own wait is long): the boot
@@ -71,13 +72,13 @@ pass "--boot-timeout reports a host whose region is ready but whose network is n
 #    (issue 24 item 8: host 0 refused by its device, host 1 sleeping)
 t0=$(date +%s)
 rc=0; "$CXLPOD_LAUNCH" -w "$WORK/p4" -n 2 "${SHM[@]}" --timeout 300 \
-    --device-opt 0:no-such-property=1 -- 'sleep 200' >"$WORK/4.out" 2>&1 || rc=$?
+    --device-opt 0:no-such-property=1 -- 'sleep 200; echo job-ended' >"$WORK/4.out" 2>&1 || rc=$?
 took=$(( $(date +%s) - t0 ))
 [ $rc = 1 ] || { cat "$WORK/4.out"; fail "a pod with a refused host exited $rc, not 1"; }
 grep -q 'host 0: QEMU exited (status 1) after .* without a result, before its CXL region was ready' "$WORK/4.out" \
     || { cat "$WORK/4.out"; fail "host 0's refusal not reported"; }
 grep -q '^host 1: stopped: host 0 failed' "$WORK/4.out" || { cat "$WORK/4.out"; fail "host 1 not reported as stopped"; }
-[ $took -lt 100 ] || fail "the pod took ${took}s after host 0 was refused"
+! grep -q 'job-ended' "$WORK/4.out" || { cat "$WORK/4.out"; fail "host 1's 200 s job ran to its end after host 0 was refused"; }
 rc=0; "$CXLPOD_LAUNCH" -w "$WORK/p4k" -n 2 "${SHM[@]}" --timeout 300 --keep-going \
     --device-opt 0:no-such-property=1 -- 'echo went-on' >"$WORK/4k.out" 2>&1 || rc=$?
 grep -q '^\[host1\] went-on' "$WORK/4k.out" || { cat "$WORK/4k.out"; fail "--keep-going did not let host 1 run"; }

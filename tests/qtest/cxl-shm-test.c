@@ -2940,6 +2940,21 @@ static void chase_start(Host *h, const char *pool, uint32_t n,
     qtest_memwrite(h->qts, 0x5004, params, sizeof(params));
 }
 
+/*
+ * Until the chase firmware sets its done word (0x5000 = 1), polled every
+ * 1 ms (fewer polls disturb the vCPU's timing less); a chase that has not
+ * finished after 120 s is a failure, not a hang
+ */
+static void chase_wait_done(Host *h)
+{
+    gint64 deadline = g_get_monotonic_time() + 120 * G_USEC_PER_SEC;
+
+    while (qtest_readl(h->qts, 0x5000) != 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
 static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
 {
     g_autofree char *pool = pool_path("chase.pool");
@@ -2952,10 +2967,7 @@ static ChaseResult chase_run(unsigned miss_ns, uint32_t n, const char *opts)
     chase_start(&h, pool, n, fw_chase, sizeof(fw_chase), extra, opts);
     t0 = g_get_monotonic_time();
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
-    /* every 1 ms: fewer polls disturb the vCPU's timing less */
-    while (qtest_readl(h.qts, 0x5000) != 1) {
-        g_usleep(1000);
-    }
+    chase_wait_done(&h);
     r.wall_us = g_get_monotonic_time() - t0;
     r.ticks = qtest_readl(h.qts, 0x5010);
     r.misses = rstat(&h, CXLSHM_STAT_MISSES);
@@ -4622,9 +4634,7 @@ static void chase_paired(unsigned miss_ns, uint32_t n, int rounds,
         } else {
             qtest_writel(h.qts, 0x5000, 0);
         }
-        while (qtest_readl(h.qts, 0x5000) != 1) {
-            g_usleep(1000);
-        }
+        chase_wait_done(&h);
         g_assert_cmphex(qtest_readl(h.qts, 0x500c), ==, 0x200000);
         ticks = qtest_readl(h.qts, 0x5010);
         if (run >= 0 && ns) {

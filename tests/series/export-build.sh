@@ -5,6 +5,7 @@
 # the project's configure flags: scripts/check-series.sh.  Every patch
 # built on its own is the nightly check, scripts/check-series.sh
 # --every-patch (not run here: too long for the suite).
+# covers: scripts/check-series.sh scripts/export-series.sh
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 exec bash "$TOP/scripts/check-series.sh"

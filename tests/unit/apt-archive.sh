@@ -5,6 +5,7 @@
 # suites those sources do not already give for that archive (a second
 # entry with another Signed-By makes apt fail: "Conflicting values set for
 # option Signed-By").
+# covers: scripts/apt-archive.sh
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/apt-archive.sh"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT

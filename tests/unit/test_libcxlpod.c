@@ -56,8 +56,17 @@ static void test_errors(void)
 	CHECK(cxlpod_open(NULL, &d) == EINVAL);
 	CHECK(cxlpod_writeback(NULL, path, 64) == EINVAL);
 	CHECK(cxlpod_close(NULL) == 0);
+	/* CXLPOD_METHOD: a spec that opens without it is refused with a bogus
+	 * one (and opens with a good one) */
+	snprintf(spec, sizeof(spec), "%s:1M:4M", path);
+	CHECK(cxlpod_open(&p, &o) == 0 && p);
+	cxlpod_close(p);
 	setenv("CXLPOD_METHOD", "bogus", 1);
-	CHECK(cxlpod_open(&p, &o) == EINVAL);
+	CHECK(cxlpod_open(&p, &o) == EINVAL && p == NULL);
+	CHECK(strstr(cxlpod_errmsg(), "CXLPOD_METHOD='bogus'") != NULL);
+	setenv("CXLPOD_METHOD", "doorbell", 1);
+	CHECK(cxlpod_open(&p, &o) == 0 && p);
+	cxlpod_close(p);
 	unsetenv("CXLPOD_METHOD");
 }
 
@@ -178,7 +187,9 @@ static void test_model(void)
 	volatile uint64_t *flag = (uint64_t *)cb, *flag2 = (uint64_t *)cb + 8;
 	volatile uint64_t *d = (uint64_t *)nb;
 	*flag = *flag2 = 0;
+	d[0] = 0x5a5a; /* in the pool and in our image before the writer opens */
 	CHECK(cxlpod_flush(p, (void *)d, 128) == 0);
+	CHECK(d[0] == 0x5a5a);
 	pid_t pid = fork();
 	if (pid == 0) { /* writer */
 		cxlpod *q = open_spec(spec);
@@ -195,10 +206,9 @@ static void test_model(void)
 			usleep(100);
 		_exit(qd[8] == 222 ? 0 : 1); /* own stores stay visible to itself */
 	}
-	uint64_t before = d[0];
 	while (*flag == 0)
 		usleep(100);
-	CHECK(d[0] == before); /* stale until invalidate */
+	CHECK(d[0] == 0x5a5a); /* stale until invalidate (the pool has 111) */
 	CHECK(cxlpod_invalidate(p, (void *)d, 128) == 0);
 	CHECK(d[0] == 111);
 	CHECK(d[8] != 222); /* line 1 never written back */
@@ -224,6 +234,108 @@ static void test_model(void)
 	CHECK(cxlpod_invalidate(p, (void *)d, 64) == 0);
 	CHECK(d[1] == 7 && d[2] != 9);
 	cxlpod_close(p);
+}
+
+/*
+ * Model backend: a handle opened while another process writes lines back.
+ * Its image and its twin must be one copy of the pool, so that a line the
+ * new handle never stored to is never dirty in it.  The open used to copy
+ * the pool into the image and then, in a second pass, into the twin,
+ * without the pool's lock: a line written back between the two passes
+ * was dirty in the new handle, and its next writeback put the older line
+ * back over the other process's newer one.
+ *
+ * The writer fills the first word of every line of the non-coherent area
+ * with its round number and writes the whole area back, round after round.
+ * Each time, the test opens a handle meanwhile, asks the writer to pause
+ * (a word in the coherent window; the writer answers with its last round),
+ * writes the new handle's whole area back without having stored anything,
+ * and reads the pool file: every line must still hold the last round.
+ */
+static void test_model_open_race(void)
+{
+	char file[300], spec[320];
+	const size_t coh = 1u << 20, nc = 8u << 20;
+	const int opens = 60;
+	int stale_opens = 0, worst = 0, status, i;
+
+	snprintf(file, sizeof(file), "%s.race", path);
+	unlink(file);
+	snprintf(spec, sizeof(spec), "%s:1M:9M:nc", file);
+	cxlpod *p = open_spec(spec);
+	if (!p)
+		return;
+	void *cb, *nb;
+	size_t cl, nl;
+	cxlpod_area(p, CXLPOD_AREA_COHERENT, &cb, &cl);
+	cxlpod_area(p, CXLPOD_AREA_NONCOHERENT, &nb, &nl);
+	CHECK(nl == nc);
+	/* coherent words: [0] pause request, [8] the writer's last round while
+	 * paused (0: running), [16] stop */
+	volatile uint64_t *ctl = cb;
+	ctl[0] = ctl[8] = ctl[16] = 0;
+	FILE *f = fopen(file, "r");
+	CHECK(f != NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		cxlpod *q = open_spec(spec);
+		void *qb;
+		size_t ql;
+		if (!q)
+			_exit(2);
+		cxlpod_area(q, CXLPOD_AREA_NONCOHERENT, &qb, &ql);
+		for (uint64_t v = 1; !ctl[16]; v++) {
+			for (size_t o = 0; o < ql; o += 64)
+				*(volatile uint64_t *)((char *)qb + o) = v;
+			if (cxlpod_writeback(q, qb, ql))
+				_exit(3);
+			if (ctl[0]) {
+				__atomic_store_n(&ctl[8], v, __ATOMIC_SEQ_CST);
+				while (ctl[0] && !ctl[16])
+					usleep(100);
+				__atomic_store_n(&ctl[8], 0, __ATOMIC_SEQ_CST);
+			}
+		}
+		cxlpod_close(q);
+		_exit(0);
+	}
+	uint64_t *line = malloc(nc);
+	for (i = 0; i < opens && f; i++) {
+		cxlpod *q = open_spec(spec); /* while the writer writes back */
+		if (!q)
+			break;
+		void *qb;
+		size_t ql;
+		cxlpod_area(q, CXLPOD_AREA_NONCOHERENT, &qb, &ql);
+		__atomic_store_n(&ctl[0], 1, __ATOMIC_SEQ_CST);
+		uint64_t last;
+		while (!(last = __atomic_load_n(&ctl[8], __ATOMIC_SEQ_CST)))
+			usleep(100);
+		CHECK(cxlpod_writeback(q, qb, ql) == 0); /* nothing stored: no-op */
+		CHECK(pread(fileno(f), line, nc, coh) == (ssize_t)nc);
+		int older = 0;
+		for (size_t o = 0; o < nc / 8; o += 8)
+			older += line[o] != last;
+		if (older)
+			stale_opens++;
+		worst = older > worst ? older : worst;
+		cxlpod_close(q);
+		__atomic_store_n(&ctl[0], 0, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&ctl[8], __ATOMIC_SEQ_CST))
+			usleep(100);
+	}
+	ctl[16] = 1;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("model open during writebacks: %d opens, %d of them wrote older lines back "
+	       "(at most %d lines)\n", i, stale_opens, worst);
+	CHECK(i == opens);
+	CHECK(stale_opens == 0);
+	free(line);
+	if (f)
+		fclose(f);
+	cxlpod_close(p);
+	unlink(file);
 }
 
 /* The doorbell lock's file of register file @regs (CXLPOD_DB_LOCK_DIR is
@@ -392,6 +504,7 @@ int main(int argc, char **argv)
 	test_basic();
 	test_errors();
 	test_model();
+	test_model_open_race();
 	test_doorbell_procs();
 	test_doorbell_owner_dies();
 	unlink(path);

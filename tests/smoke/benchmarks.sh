@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The benchmark scripts of docs/benchmarks.md, without their guests (each
+# takes minutes to hours): bench.sh, bench-scale.sh, bench-pod.sh and
+# bench-timed.sh with --dry-run check their arguments, the tools they need
+# and the launcher options of every guest or pod they would boot (the
+# launcher's own --dry-run builds each QEMU command line); bad arguments
+# are refused.  Nothing is built and nothing boots.
+# covers: scripts/bench.sh scripts/bench-scale.sh scripts/bench-pod.sh scripts/bench-timed.sh
+. "$(dirname "$0")/lib.sh"
+S=$TOP/scripts
+export CXLPOD_BUILD=$BUILD
+
+expect "bench.sh --dry-run" 0 'dry run: .*nothing booted' bash "$S/bench.sh" --dry-run
+expect "bench.sh --quick --dry-run: guest timed" 0 "guest timed: .*mode=timed" bash "$S/bench.sh" --quick --dry-run
+expect "bench.sh --dry-run --no-probe --latency-ns 200" 0 'dry run' \
+    bash "$S/bench.sh" --dry-run --no-probe --latency-ns 200 --workdir "$WORK/bench"
+[ -s "$WORK/bench/type3.dry-run" ] && grep -q 'ivshmem-plain' "$WORK/bench/type3.dry-run" \
+    && ok "bench.sh: guest B's command line has the ivshmem-plain BAR" || bad "bench.sh: no ivshmem-plain in guest B's command line"
+[ ! -e "$WORK/bench/probe.dry-run" ] && ok "bench.sh --no-probe: no guest C" || bad "bench.sh --no-probe ran guest C"
+expect "bench.sh --rounds 0 is refused" 1 'positive number' bash "$S/bench.sh" --dry-run --rounds 0
+expect "bench.sh --frob is refused" 1 'unknown argument: --frob' bash "$S/bench.sh" --frob
+expect "bench.sh --help" 0 'dry-run' bash "$S/bench.sh" --help
+
+expect "bench-scale.sh --dry-run (1..32 hosts, pools to 16G)" 0 'dry run: .*nothing booted' \
+    bash "$S/bench-scale.sh" --dry-run --workdir "$WORK/scale"
+[ "$(grep -c -- '-device cxl-shm' "$WORK/scale/pod32.dry-run")" = 32 ] && ok "bench-scale.sh: 32 QEMU command lines for pod32" \
+    || bad "bench-scale.sh: pod32's command lines"
+grep -q 'size=16G\|size=17179869184' "$WORK/scale/size16G.dry-run" && ok "bench-scale.sh: the 16G pool" \
+    || { bad "bench-scale.sh: the 16G pool is not in its command line"; head -c 600 "$WORK/scale/size16G.dry-run"; }
+expect "bench-scale.sh --quick --dry-run" 0 'pod4: 4 host' bash "$S/bench-scale.sh" --quick --dry-run
+expect "bench-scale.sh --hosts x is refused" 1 'numbers separated by commas' bash "$S/bench-scale.sh" --dry-run --hosts x
+
+expect "bench-pod.sh --dry-run" 0 'dry run: .*nothing booted' bash "$S/bench-pod.sh" --dry-run
+expect "bench-pod.sh --dry-run --hosts 4 --skip boot,net --ipod-arg --boot-parallel=0" 0 'dry run' \
+    bash "$S/bench-pod.sh" --dry-run --hosts 4 --skip boot,net --ipod-arg --boot-parallel=0
+expect "bench-pod.sh --skip frob is refused" 1 "'frob' is not boot, net, pod or ipod" bash "$S/bench-pod.sh" --dry-run --skip frob
+expect "bench-pod.sh --hosts 99 is refused" 1 'wants 1..32' bash "$S/bench-pod.sh" --dry-run --hosts 99
+
+expect "bench-timed.sh --dry-run" 0 'has the timed-bench case' bash "$S/bench-timed.sh" --dry-run
+expect "bench-timed.sh --frob is refused" 1 'unknown argument' bash "$S/bench-timed.sh" --frob
+finish
