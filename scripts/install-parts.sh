@@ -3,12 +3,14 @@
 # it): the patched QEMU and the guest image that scripts/build-all.sh made
 # in BUILD.
 #
-#   install-parts.sh BUILD LIBEXECDIR GUESTDIR     (run by meson install)
+#   install-parts.sh BUILD LIBEXECDIR GUESTDIR [strip|no-strip]
+#                                          (run by meson install)
 #
 # Installs, under $MESON_INSTALL_DESTDIR_PREFIX (folders relative to the
 # prefix unless absolute):
-#   LIBEXECDIR/cxlpod/qemu-system-x86_64     BUILD/qemu's, without its debug
-#                                            information (never on PATH)
+#   LIBEXECDIR/cxlpod/qemu-system-x86_64     BUILD/qemu's (never on PATH),
+#                                            without its debug information
+#                                            unless no-strip (option strip_qemu)
 #   GUESTDIR/guest/initramfs.cpio            BUILD/guest/initramfs.cpio
 #   GUESTDIR/guest/kernel-R/boot/vmlinuz-R   the guest kernel, and the
 #                        .../vmlinux-R       ELF kernel beside it (PVH boot)
@@ -16,7 +18,7 @@
 # (the static guest tools, GUESTDIR/guest/bin, are meson's own targets).
 set -euo pipefail
 B=${1:?usage: install-parts.sh BUILD LIBEXECDIR GUESTDIR}
-LIBEXEC=${2:?} GUESTDIR=${3:?}
+LIBEXEC=${2:?} GUESTDIR=${3:?} STRIP=${4:-strip}
 D=${MESON_INSTALL_DESTDIR_PREFIX:?install-parts.sh is run by meson install}
 die() { printf 'install-parts: error: %s\n' "$*" >&2; exit 1; }
 # a configured folder under the (destdir) prefix
@@ -36,7 +38,11 @@ G=$(dest "$GUESTDIR")/guest
 K=$G/kernel-$rel
 install -d "$L" "$G" "$K/boot"
 # the debug information is most of the binary's size
-objcopy --strip-debug "$qemu" "$L/qemu-system-x86_64.tmp"
+if [ "$STRIP" = strip ]; then
+    objcopy --strip-debug "$qemu" "$L/qemu-system-x86_64.tmp"
+else
+    cp "$qemu" "$L/qemu-system-x86_64.tmp"
+fi
 chmod 0755 "$L/qemu-system-x86_64.tmp"
 mv -f "$L/qemu-system-x86_64.tmp" "$L/qemu-system-x86_64"
 install -m 0644 "$initrd" "$G/initramfs.cpio"
