@@ -106,8 +106,10 @@ while IFS= read -r d; do
         [ -w "$t" ] || die "cannot install into $PREFIX: $t is not writable (by uid $(id -u)); nothing was installed"
     fi
 done < <(grep '/$' "$ROOT/$MANIFEST_REL")
-for d in "" $(grep '/$' "$ROOT/$MANIFEST_REL"); do
-    t=$PREFIX/${d%/}
+# PREFIX and its missing parents, top down, then the folders inside it
+missing=() p=$PREFIX
+while [ ! -d "$p" ]; do missing=("$p" "${missing[@]}"); p=$(dirname "$p"); done
+for t in "${missing[@]}" $(grep '/$' "$ROOT/$MANIFEST_REL" | sed "s|^|$PREFIX/|; s|/\$||"); do
     if [ ! -d "$t" ]; then
         mkdir -- "$t" || die "cannot create $t; nothing was installed"
         MADE+=("$t")
