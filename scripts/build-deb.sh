@@ -9,8 +9,9 @@
 # scripts as always (incremental, ccache): a built tree is reused, nothing
 # is rebuilt.  Needs the packages of scripts/deps.sh (it installs the
 # package's build dependencies and sets up the apt sources the QEMU source
-# and the guest kernel come from).  Output in BUILD/deb: the .deb, its
-# .buildinfo and .changes, dpkg-buildpackage.log and lintian.txt.  The exit
+# and the guest kernel come from).  Output in BUILD/deb: the .deb (and its
+# -dbgsym), its .buildinfo and .changes, dpkg-buildpackage.log and
+# lintian.txt; the tree is cleaned afterwards (debian/rules clean).  The exit
 # status is non-zero when the build fails or lintian reports an error.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -37,6 +38,10 @@ t0=$(date +%s)
     || { tail -n 30 "$OUT/dpkg-buildpackage.log" >&2; die "dpkg-buildpackage failed; see $OUT/dpkg-buildpackage.log"; }
 deb=$OUT/cxlpod_${ver}_$arch.deb
 [ -f "$deb" ] || die "dpkg-buildpackage made no $deb"
+# the package tree (debian/cxlpod, about 120 MiB) and meson's folder
+# (obj-*) are not needed any more
+(cd "$TOP" && debian/rules clean) >>"$OUT/dpkg-buildpackage.log" 2>&1 \
+    || warn "debian/rules clean failed; see $OUT/dpkg-buildpackage.log"
 log "built $deb ($(du -h "$deb" | cut -f1), $(( $(date +%s) - t0 )) s)"
 if [ $LINTIAN = 1 ]; then
     command -v lintian >/dev/null || die "lintian not found: run scripts/deps.sh (as root) first"
