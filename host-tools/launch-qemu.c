@@ -60,14 +60,15 @@ static int cmp_version_path(const void *a, const void *b)
 }
 
 /*
- * Newest $TOP/build/guest/kernel-X/boot/vmlinuz-Y, by version order; the
- * vmlinux-Y beside it when there is one (scripts/build-guest.sh extracts
- * it: QEMU boots that ELF through its PVH entry, without the bzImage's
- * decompression and real-mode setup, about 1 s less per guest under TCG).
+ * Newest GUEST/kernel-X/boot/vmlinuz-Y, by version order, GUEST being
+ * $TOP/build/guest or an installation's guest folder; the vmlinux-Y beside
+ * it when there is one (scripts/build-guest.sh extracts it: QEMU boots that
+ * ELF through its PVH entry, without the bzImage's decompression and
+ * real-mode setup, about 1 s less per guest under TCG).
  */
-char *find_default_kernel(const char *top)
+char *find_default_kernel(const char *guest_dir)
 {
-    char *pat = g_strdup_printf("%s/build/guest/kernel-*/boot/vmlinuz-*", top);
+    char *pat = g_strdup_printf("%s/kernel-*/boot/vmlinuz-*", guest_dir);
     glob_t g;
     char *res = NULL;
     if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {

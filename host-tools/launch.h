@@ -304,7 +304,7 @@ char *collect_errors(const char *log, size_t len, int *count);
 
 /* launch-qemu.c */
 char *find_top(void);
-char *find_default_kernel(const char *top);
+char *find_default_kernel(const char *guest_dir);
 enum accel resolve_accel(enum accel want, char *note, size_t notelen);
 void host_paths_init(struct host_paths *hp, const char *wd, int i);
 int device_opt_host(const char *opt, const char **kv);
@@ -370,6 +370,7 @@ void opts_drop_host_jobs(struct opts *o, int n);
 void parse_args(int argc, char **argv, struct opts *o);
 
 /* launch-paths.c */
+char *install_dir(const char *exe, const char *which);
 void resolve_paths(struct opts *o);
 void make_workdir(struct opts *o);
 

@@ -14,12 +14,15 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       ca-certificates git file jq clang libclang-rt-14-dev
       libattr1-dev libvdeplug-dev vde2
       openssh-client openssh-server openmpi-bin libopenmpi-dev
-      python3 socat iperf3 iproute2 gnuplot-nox)
+      python3 socat iperf3 iproute2 gnuplot-nox
+      python3-numpy debhelper dh-python lintian)
 # libattr1-dev: QEMU's virtio-9p (host-userland guests' root file system);
 # libvdeplug-dev + vde2: -netdev vde and vde_switch (the pod network);
 # openssh-server, openmpi-bin, python3, socat, iperf3: run inside
 # host-userland guests, whose root file system is this machine's own
 # (docs/your-software.md); their services are never started on the host.
+# python3-numpy: the Python module's tests (its buffers as NumPy arrays);
+# debhelper, dh-python, lintian: the Debian package (scripts/build-deb.sh).
 # gnuplot-nox: the figures of scripts/bench.sh, scripts/bench-scale.sh and
 # scripts/experiment.sh (docs/benchmarks.md, docs/experiment.md).
 BPO_PKGS=(meson python3-pycotap)

@@ -10,9 +10,23 @@
 # failure.
 #
 #   bash scripts/test.sh [PATTERN]   run only tests whose name matches PATTERN
+#   bash scripts/test.sh --installed PREFIX [PATTERN]
+#                                    the integration tests against cxlpod
+#                                    installed in PREFIX (scripts/install.sh,
+#                                    or /usr for the Debian package): its
+#                                    launcher, pool tool and QEMU; nothing is
+#                                    built, the unit tests, qtests and series
+#                                    (which need the build) do not run
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 
+INSTALLED=
+if [ "${1:-}" = --installed ]; then
+    [ -n "${2:-}" ] || die "--installed needs the installation's prefix"
+    INSTALLED=$(cd "$2" && pwd) || die "--installed $2: no such directory"
+    [ -x "$INSTALLED/bin/cxlpod-launch" ] || die "no cxlpod installed in $INSTALLED (no bin/cxlpod-launch)"
+    shift 2
+fi
 PATTERN=${1:-}
 RESULTS=$BUILD/test-logs
 # One run per clone: a second would delete this one's logs and rebuild
@@ -59,6 +73,19 @@ finish() {
     [ "$failed" = 0 ]
     exit
 }
+
+if [ -n "$INSTALLED" ]; then
+    # The installation's own programs; the launcher finds its QEMU and
+    # guest image relative to itself (CXLPOD_TOP is only the scripts').
+    echo "installed: $INSTALLED"
+    export CXLPOD_TOP=$TOP CXLPOD_INSTALLED=$INSTALLED
+    export CXLPOD_LAUNCH=$INSTALLED/bin/cxlpod-launch CXLPOD_POOL=$INSTALLED/bin/cxlpod-pool
+    export CXLPOD_QEMU=$INSTALLED/libexec/cxlpod/qemu-system-x86_64
+    for t in "$TOP"/tests/integration/[0-9]*.sh; do
+        [ -e "$t" ] && run "int-$(basename "$t" .sh)" 900 bash "$t"
+    done
+    finish
+fi
 
 # Build.  A step that fails is a failed test; the tests that need it are
 # not run (they could only fail the same way).

@@ -1060,9 +1060,32 @@ static void test_console_args(void)
     g_assert_cmpint(console_main(4, host), ==, EXIT_USAGE);
 }
 
+/* An installed launcher's folders, from its own path (launch-paths.c):
+ * PREFIX is the executable's folder without "/bin". */
+static void test_install_dir(void)
+{
+    struct { const char *exe, *which, *want; } c[] = {
+        { "/opt/cxlpod/bin/cxlpod-launch", "libexec", "/opt/cxlpod/libexec" },
+        { "/opt/cxlpod/bin/cxlpod-launch", "share/cxlpod", "/opt/cxlpod/share/cxlpod" },
+        { "/usr/bin/cxlpod-launch", "lib/cxlpod", "/usr/lib/cxlpod" },
+        { "/bin/cxlpod-launch", "libexec", "/libexec" },
+        { "/opt/x/bin/cxlpod-launch", "/etc/cxlpod", "/etc/cxlpod" },
+        /* not PREFIX/bin: no installation */
+        { "/work/cxlpod/build/meson/host-tools/cxlpod-launch", "libexec", NULL },
+        { "/opt/sbin/cxlpod-launch", "libexec", NULL },
+        { "/opt/xbin/cxlpod-launch", "libexec", NULL },
+        { "cxlpod-launch", "libexec", NULL },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+        g_autofree char *got = install_dir(c[i].exe, c[i].which);
+        g_assert_cmpstr(got, ==, c[i].want);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/launch/install-dir", test_install_dir);
     g_test_add_func("/launch/size", test_size);
     g_test_add_func("/launch/boot-parallel", test_boot_parallel);
     g_test_add_func("/launch/kill", test_kill);
