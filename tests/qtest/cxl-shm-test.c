@@ -3838,6 +3838,41 @@ static void stopped_peer_cmd(QTestState *qts, const char *cmd)
 }
 
 /*
+ * a's vCPU runs an instruction again and again, a line it needs being
+ * locked by a stopped peer: it stays pausable.  Waits until it has
+ * retried 10 times (a device without the counter: 2 s, time enough to be
+ * there); QMP stop answers within a second and leaves it paused (no more
+ * tries), cont answers.  Returns the tries counted at the stop.
+ */
+static uint64_t stopped_peer_pausable(Host *a, const char *what)
+{
+    gint64 deadline = g_get_monotonic_time() + 2 * G_USEC_PER_SEC;
+    uint64_t retries;
+    QDict *rsp;
+
+    while (rstat(a, CXLSHM_STAT_RETRIES) < 10 &&
+           g_get_monotonic_time() < deadline) {
+        g_usleep(1000);
+    }
+    stopped_peer_watch(what);
+    stopped_peer_cmd(a->qts, "stop");
+    rsp = qtest_qmp(a->qts, "{'execute': 'query-status'}");
+    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "return"),
+                                  "status"), ==, "paused");
+    qobject_unref(rsp);
+    retries = rstat(a, CXLSHM_STAT_RETRIES);
+    g_usleep(20000);
+    g_assert_cmpuint(rstat(a, CXLSHM_STAT_RETRIES), ==, retries);
+    stopped_peer_cmd(a->qts, "cont");
+    stopped_peer_qmp(a->qts);
+    stopped_peer_unwatch();
+    g_test_message("%" PRIu64 " tries before the stop", retries);
+    g_assert_cmpuint(retries, >=, 10);
+    g_assert_cmpuint(qtest_readl(a->qts, 0x5000), ==, 0);
+    return retries;
+}
+
+/*
  * No vCPU waits for another host (docs/failure-model.md, "A stopped
  * host"): the guest stores to a non-coherent line, clwb's it and fences,
  * while the line's page lock is held under live host b's tag (b stopped
@@ -3863,9 +3898,7 @@ static void test_stopped_peer_vcpu(void)
     g_autofree char *pool = pool_path("stopped-vcpu.pool");
     g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
     uint64_t word = 0x10000 + (COH_SIZE / 4096 % 8192) * 8;
-    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, retries;
-    gint64 deadline;
-    QDict *rsp;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
     Host a, b;
 
     g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
@@ -3876,36 +3909,10 @@ static void test_stopped_peer_vcpu(void)
     patch_pool(pool, word, &tag, 8);
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
 
-    /*
-     * the vCPU is at its sfence, running it again and again (a device
-     * without the counter: 2 s, time enough to be there)
-     */
-    deadline = g_get_monotonic_time() + 2 * G_USEC_PER_SEC;
-    while (rstat(&a, CXLSHM_STAT_RETRIES) < 10 &&
-           g_get_monotonic_time() < deadline) {
-        g_usleep(1000);
-    }
-    stopped_peer_watch("a's QMP stop and cont while its vCPU retries");
-    stopped_peer_cmd(a.qts, "stop");
-    rsp = qtest_qmp(a.qts, "{'execute': 'query-status'}");
-    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "return"),
-                                  "status"), ==, "paused");
-    qobject_unref(rsp);
-    retries = rstat(&a, CXLSHM_STAT_RETRIES);
-    g_usleep(20000);
-    /* paused: no vCPU runs the fence any more */
-    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RETRIES), ==, retries);
-    stopped_peer_cmd(a.qts, "cont");
-    stopped_peer_qmp(a.qts);
-    stopped_peer_unwatch();
-    g_assert_cmpuint(retries, >=, 10);
+    /* the vCPU is at its sfence, running it again and again */
+    stopped_peer_pausable(&a, "a's QMP stop and cont while its vCPU "
+                          "retries");
     g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0);
-    g_assert_cmpuint(qtest_readl(a.qts, 0x5000), ==, 0);
-    rsp = qtest_qmp(a.qts, "{'execute': 'query-cxl-shm'}");
-    g_test_message("retries after stop/cont: %" PRIu64,
-                   rstat(&a, CXLSHM_STAT_RETRIES));
-    g_assert_true(qdict_haskey(rsp, "return"));
-    qobject_unref(rsp);
 
     /* b goes on: the fence completes, the line is in the pool */
     patch_pool(pool, word, &zero, 8);
@@ -3936,8 +3943,7 @@ static void test_stopped_peer_vcpu_timed(void)
     g_autofree char *pool = pool_path("stopped-vcpu-timed.pool");
     g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
     uint64_t word = 0x10000 + 1 * 8;    /* coherent line 1's lock word */
-    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, v = 0x5eed, retries;
-    gint64 deadline;
+    uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0, v = 0x5eed;
     Host a, b;
 
     g_assert_cmphex(code[0x40], ==, 0xc7);      /* the body of fw_code */
@@ -3949,20 +3955,8 @@ static void test_stopped_peer_vcpu_timed(void)
     patch_pool(pool, word, &tag, 8);
     qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
 
-    deadline = g_get_monotonic_time() + 2 * G_USEC_PER_SEC;
-    while (rstat(&a, CXLSHM_STAT_RETRIES) < 10 &&
-           g_get_monotonic_time() < deadline) {
-        g_usleep(1000);
-    }
-    stopped_peer_watch("a's QMP stop and cont while its timed load retries");
-    stopped_peer_cmd(a.qts, "stop");
-    retries = rstat(&a, CXLSHM_STAT_RETRIES);
-    stopped_peer_cmd(a.qts, "cont");
-    stopped_peer_qmp(a.qts);
-    stopped_peer_unwatch();
-    g_test_message("timed load retried %" PRIu64 " times", retries);
-    g_assert_cmpuint(retries, >=, 10);
-    g_assert_cmpuint(qtest_readl(a.qts, 0x5000), ==, 0);
+    stopped_peer_pausable(&a, "a's QMP stop and cont while its timed load "
+                          "retries");
 
     patch_pool(pool, word, &zero, 8);
     fw_phase(&a, 1);
