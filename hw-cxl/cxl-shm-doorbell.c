@@ -258,12 +258,13 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
     int64_t ns = 0;
     bool done;
 
-    cxl_shm_set_insn_pc(e->pc);
+    uint64_t old_pc = cxl_shm_set_insn_pc(e->pc);
+
     cxl_shm_charge_to(&ns);
     e->from = cxl_shm_range(s, cxl_shm_db_line_op(e->op), e->off, e->len,
                             &n);
     cxl_shm_charge_to(NULL);
-    cxl_shm_set_insn_pc(0);
+    cxl_shm_set_insn_pc(old_pc);
     done = e->from >= end;
     lines = e->op == CXLSHM_OP_WRITEBACK ? n.written : n.fetched;
     if (!done) {
@@ -294,7 +295,6 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
     qemu_mutex_lock(&d->lock);
     if (st != CXLSHM_DB_OK) {
         d->refused = st;
-        d->overflow = false;
         qemu_mutex_unlock(&d->lock);
         qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
         trace_cxl_shm_op(s->host_id, "refused", d->regs.offset, d->regs.len,
@@ -318,7 +318,6 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
     e->epoch = d->epoch;
     /* a conflict the op makes names the instruction that rang it */
     e->pc = cxl_shm_access_pc(current_cpu);
-    d->overflow = false;
     d->refused = 0;
     if (d->head == d->tail && !d->park && e->len <= DB_INLINE_MAX &&
         db_inline(s, e)) {
@@ -339,8 +338,12 @@ uint32_t cxl_shm_db_status(CXLShmState *s)
     qemu_mutex_lock(&d->lock);
     if (d->head != d->tail || db_now() < d->ready_ns) {
         st = CXLSHM_DB_BUSY;
+    } else if (d->overflow) {
+        /* said once, then the last op's status again */
+        st = CXLSHM_DB_FULL;
+        d->overflow = false;
     } else {
-        st = d->overflow ? CXLSHM_DB_FULL : d->refused ?: d->status;
+        st = d->refused ?: d->status;
     }
     qemu_mutex_unlock(&d->lock);
     return st;
@@ -359,12 +362,12 @@ uint64_t cxl_shm_db_lines(CXLShmState *s)
 void cxl_shm_db_init(CXLShmState *s)
 {
     CXLShmDoorbell *d = &s->db;
+    g_autofree char *name = g_strdup_printf("cxl-shm-db-%u", s->host_id);
 
     qemu_mutex_init(&d->lock);
     qemu_cond_init(&d->cond);
     d->idle = true;
-    qemu_thread_create(&d->thread, "cxl-shm-db", db_thread, s,
-                       QEMU_THREAD_JOINABLE);
+    qemu_thread_create(&d->thread, name, db_thread, s, QEMU_THREAD_JOINABLE);
 }
 
 /*
@@ -375,7 +378,7 @@ void cxl_shm_db_init(CXLShmState *s)
 static void db_park(CXLShmDoorbell *d)
 {
     qemu_mutex_lock(&d->lock);
-    d->park = true;
+    qatomic_set(&d->park, true);
     qemu_cond_broadcast(&d->cond);
     while (!d->idle && !d->stop) {
         qemu_cond_wait(&d->cond, &d->lock);
@@ -402,15 +405,25 @@ void cxl_shm_db_reset(CXLShmState *s)
     d->overflow = false;
     d->ready_ns = 0;
     d->epoch++;
-    d->park = false;
+    qatomic_set(&d->park, false);
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);
 }
 
-/* The host reset: no op may touch the image meanwhile */
+/*
+ * The host reset: no op may touch the image meanwhile, and the ops this
+ * host had rung are lost with it (as its queued clwb are); the registers
+ * keep what they last said
+ */
 void cxl_shm_db_pause(CXLShmState *s)
 {
-    db_park(&s->db);
+    CXLShmDoorbell *d = &s->db;
+
+    db_park(d);
+    qemu_mutex_lock(&d->lock);
+    d->head = d->tail;
+    d->epoch++;
+    qemu_mutex_unlock(&d->lock);
 }
 
 void cxl_shm_db_resume(CXLShmState *s)
@@ -418,8 +431,26 @@ void cxl_shm_db_resume(CXLShmState *s)
     CXLShmDoorbell *d = &s->db;
 
     qemu_mutex_lock(&d->lock);
-    d->park = false;
+    qatomic_set(&d->park, false);
     qemu_cond_broadcast(&d->cond);
+    qemu_mutex_unlock(&d->lock);
+}
+
+/*
+ * At exit: the thread leaves (within one piece) and runs nothing more,
+ * whatever resets come after; joined by cxl_shm_db_fini() if the device
+ * is unplugged, else it ends with the process
+ */
+void cxl_shm_db_stop(CXLShmState *s)
+{
+    CXLShmDoorbell *d = &s->db;
+
+    qemu_mutex_lock(&d->lock);
+    qatomic_set(&d->stop, true);
+    qemu_cond_broadcast(&d->cond);
+    while (!d->idle) {
+        qemu_cond_wait(&d->cond, &d->lock);
+    }
     qemu_mutex_unlock(&d->lock);
 }
 
@@ -433,7 +464,7 @@ void cxl_shm_db_fini(CXLShmState *s)
     CXLShmDoorbell *d = &s->db;
 
     qemu_mutex_lock(&d->lock);
-    d->stop = true;
+    qatomic_set(&d->stop, true);
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);
     qemu_thread_join(&d->thread);

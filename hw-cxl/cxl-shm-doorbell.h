@@ -89,6 +89,7 @@ uint64_t cxl_shm_db_lines(CXLShmState *s);
 void cxl_shm_db_reset(CXLShmState *s);
 void cxl_shm_db_pause(CXLShmState *s);
 void cxl_shm_db_resume(CXLShmState *s);
+void cxl_shm_db_stop(CXLShmState *s);
 #endif
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/atomic.h"
+#include "qemu/host-utils.h"
 #include "qemu/processor.h"
 #include "cxl-shm-line.h"
 #include "cxl-shm-format.h"
@@ -339,7 +340,9 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
  * TURN_AFTER_US and are still retrying; bits 32-39: the host that took
  * it last, + 1 (0: none yet).  A free lock whose word lists waiters may
  * be taken only by the first of them after the last holder, in host
- * order, round the table.  Until a host has waited that long, whoever
+ * order, round the table.  Only a caller that will try again asks for
+ * a turn (not a timer or a mailbox command that tries once).  Until a
+ * host has waited that long, whoever
  * comes first takes a free lock: a lock handed only in turn would stay
  * free while the host whose turn it is waits for a CPU.  A waiter that
  * stops retrying (stopped, reset, died) keeps its turn for
@@ -368,7 +371,7 @@ static int turn_holder(uint64_t t)
     }
     last %= CXLSHM_MAX_HOSTS;   /* the host after the last holder */
     rot = (waiters >> last) | (last ? waiters << (32 - last) : 0);
-    return (__builtin_ctz(rot) + last) % CXLSHM_MAX_HOSTS;
+    return (ctz32(rot) + last) % CXLSHM_MAX_HOSTS;
 }
 
 /*
@@ -454,7 +457,7 @@ static bool turn_mine(CXLShmLines *l, uint64_t *turn)
  * nothing held, otherwise; this host then waits its turn (see above).
  * Never sleeps, never waits for another process.
  */
-static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h)
+static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h, bool queue)
 {
     static __thread unsigned fails;
     uint64_t *turn, old = 0;
@@ -494,7 +497,7 @@ static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h)
         rollback(l, h->word, old);
         goto won;
     }
-    if (turn) {
+    if (turn && queue) {
         int64_t now = now_us();
 
         if (wait_word != h->word) {
@@ -657,7 +660,7 @@ static Held *lock_line(CXLShmLines *l, uint64_t offset, Held *held,
     if (held && held->word && held->word == page_lock(l, offset)) {
         return held;
     }
-    return lock_page(l, offset, local) ? local : NULL;
+    return lock_page(l, offset, local, true) ? local : NULL;
 }
 
 static void unlock_line(CXLShmLines *l, Held *h, Held *local)
@@ -800,7 +803,7 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                 continue;
             }
             if (!h.word) {
-                if (!lock_page(l, off, &h)) {
+                if (!lock_page(l, off, &h, true)) {
                     /* busy: the page's lines are done again next time */
                     return page;
                 }
@@ -856,17 +859,10 @@ bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     return true;
 }
 
-void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h)
-{
-    while (!lock_page(l, offset, h)) {
-        sched_yield();
-    }
-}
-
 bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
-                           CXLShmLineLock *h)
+                           CXLShmLineLock *h, bool queue)
 {
-    return lock_page(l, offset, h);
+    return lock_page(l, offset, h, queue);
 }
 
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h)
@@ -890,7 +886,7 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
     if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
-        if (!cxl_shm_lines_trylock(l, offset, &h)) {
+        if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
             return false;
         }
         sync = page_in_sync(l, offset, true);
@@ -929,7 +925,7 @@ bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
-    if (!lock_page(l, offset, &h)) {
+    if (!lock_page(l, offset, &h, false)) {
         return false;
     }
     media_write_locked(l, &h, offset, data);
@@ -1019,6 +1015,9 @@ static bool lock_raw(CXLShmLines *l, uint64_t offset, Held *h)
     return false;
 }
 
+/* A reset's load of a page tries this often before it copies it as it is */
+#define LOAD_TRIES              10000
+
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
 {
     uint64_t start = MAX(offset, l->coherent_size);
@@ -1028,11 +1027,22 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
     for (page = start; page < end; page += CXLSHM_LOCK_PAGE) {
         uint64_t stop = MIN(end, page + CXLSHM_LOCK_PAGE);
         uint64_t *word = page_lock(l, page);
+        unsigned tries;
         Held h;
 
-        for (;;) {
+        for (tries = 0;; tries++) {
             uint64_t tag;
 
+            if (tries == LOAD_TRIES) {
+                /*
+                 * Live hosts kept taking the lock word in turn all that
+                 * time (8192 words serve the whole pool): the page as it
+                 * is now, not taken as in sync, so that an invalidate
+                 * fetches it again
+                 */
+                load_lines(l, page, stop, NULL);
+                break;
+            }
             if (lock_raw(l, page, &h)) {
                 load_lines(l, page, stop, NULL);
                 if (page + CXLSHM_LOCK_PAGE <= end) {

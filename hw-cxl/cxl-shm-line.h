@@ -36,9 +36,8 @@
  *   caller decides: a vCPU re-executes its instruction, the doorbell's
  *   thread tries again, a thread under the BQL gives up.  A contended
  *   lock goes round the hosts that want it (the turn words), so each
- *   wins it in turn.  The only waits left are within this process (a
- *   short spin on a lock another of its threads holds) and
- *   cxl_shm_lines_lock(), for mode=timed.
+ *   wins it in turn.  The only wait left is within this process: a
+ *   short spin on a lock another of its threads holds.
  *
  * The engine has no QEMU dependencies beyond qemu/atomic.h, so the unit
  * tests build it for the host and run it from several processes.
@@ -72,7 +71,7 @@ typedef struct CXLShmRun {
     uint64_t to;
 } CXLShmRun;
 
-/* A page lock held by one thread (cxl_shm_lines_lock) */
+/* A page lock held by one thread (cxl_shm_lines_trylock) */
 typedef struct CXLShmLineLock {
     uint64_t *word;             /* NULL when not held */
     uint64_t tag;
@@ -192,13 +191,13 @@ bool cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
  * rolled back.
  *
  * cxl_shm_lines_trylock() takes it if that needs no wait (free and this
- * host's turn, or its holder dead); cxl_shm_lines_lock() waits for it,
- * however long another host keeps it: mode=timed's accesses only.
+ * host's turn, or its holder dead); @queue: the caller will try again
+ * if it is busy, so this host asks for its turn (docs/pool-format.md,
+ * "Lock turns").
  */
-void cxl_shm_lines_lock(CXLShmLines *l, uint64_t offset, CXLShmLineLock *h);
 void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h);
 bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
-                           CXLShmLineLock *h);
+                           CXLShmLineLock *h, bool queue);
 /* Does the held @h (word != NULL) also cover @offset? */
 bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
                                uint64_t offset);

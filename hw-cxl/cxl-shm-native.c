@@ -217,6 +217,14 @@ static bool cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
         }
         break;
     case CACHE_MAINT_FENCE:
+        if (q && bql_locked()) {
+            /*
+             * An interrupt or exception delivery: a wbinvd that found a
+             * line busy is not the instruction run next; when it runs
+             * again it starts over (the handler may dirty any line)
+             */
+            q->whole_op = 0;
+        }
         done = cxl_shm_drain(s, cpu, &n);
         lines = n.written + n.fetched;
         break;

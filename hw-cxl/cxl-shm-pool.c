@@ -213,7 +213,6 @@ static int pool_head_is_zero(int fd)
 static void pool_undo_made(CXLShmState *s)
 {
     static const uint8_t zeros[POOL_HEAD_LEN];
-
     struct stat st;
 
     switch (s->made) {

@@ -20,7 +20,7 @@
 
 /*
  * Set (line % 8192), indexed by the line address as a snoop filter's is,
- * guarded by the coherent line's own lock word (cxl_shm_lines_lock());
+ * guarded by the coherent line's own lock word (cxl_shm_lines_trylock());
  * the tag is the rest of the line number (21 bits: a 1 TiB pool).
  */
 uint64_t *cxl_shm_sf_set(CXLShmState *s, uint64_t off)
@@ -160,7 +160,7 @@ static void sf_forget_retry(CXLShmState *s)
          i = find_next_bit(t->sf_stale, CXLSHM_NR_LOCKS, i + 1)) {
         CXLShmLineLock h;
 
-        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h)) {
+        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h, false)) {
             cxl_shm_sf_forget_set(s, i);
             cxl_shm_lines_unlock(&s->lines, &h);
         }

@@ -397,7 +397,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         h = held;                   /* the atomic's second access */
     } else {
         h = excl && held ? held : &local;
-        if (!cxl_shm_lines_trylock(&s->lines, off, h)) {
+        if (!cxl_shm_lines_trylock(&s->lines, off, h, cpu != NULL)) {
             /*
              * Another host's (or, for a thread that is not a vCPU, this
              * host's atomic's): the vCPU runs the access again, any other
@@ -482,88 +482,129 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 }
 
 /*
+ * A vCPU's access that cannot be run again from its start, so waits for
+ * a busy line (bounded) instead: the access's later piece once an
+ * earlier one has stored (a read-modify-write run twice would add twice,
+ * which hardware never does), an access of a helper without a return
+ * address (an interrupt delivery's stack push), a KVM vCPU's
+ */
+#define TIMED_WAIT_MAX_US       100000
+#define TIMED_WAIT_STEP_US      10
+
+/* May the vCPU @cpu's access at @dpa, of which @done bytes are done, run
+ * again (MEMTX_RETRY)?  @p: the vCPU's record of its access pieces */
+static bool timed_may_retry(CPUState *cpu, CXLShmPiece *p, uint64_t dpa,
+                            unsigned done, bool write)
+{
+    bool cont = p && cpu->mem_io_pc && p->ra == cpu->mem_io_pc &&
+                p->next == dpa;
+
+    return tcg_enabled() && cpu->mem_io_pc && !(cont && p->stored) &&
+           !(write && done);
+}
+
+/*
  * One access (any size, any alignment) at DPA @dpa.  A line lock another
  * host holds now: a vCPU under TCG runs the access again later
- * (MEMTX_RETRY; a store split over two lines may have stored its first
- * part, as a split store may on hardware); any other thread (DMA, the
- * monitor, a debugger) gets MEMTX_ERROR.  Nothing waits.
+ * (MEMTX_RETRY), if nothing it did is visible yet; any other thread (DMA,
+ * the monitor, a debugger) gets MEMTX_ERROR; what cannot run again
+ * (timed_may_retry()) tries again here for at most TIMED_WAIT_MAX_US,
+ * then fails (MEMTX_ERROR, a load reading all ones: a completion
+ * timeout).
  */
 static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
                                 bool write, uint64_t *val)
 {
     CPUState *cpu = current_cpu;
+    CXLShmPiece *piece = NULL;
     Cost c = { 0 };
     uint64_t ret = 0, old_pc;
+    int64_t waited = 0;
     unsigned done = 0;
-    bool busy = false;
+    bool busy, cont = false;
 
     if (dpa >= s->size || size > s->size - dpa) {
         *val = 0;               /* outside the device: reads as zero */
         return MEMTX_OK;
     }
-again:
-    old_pc = cxl_shm_set_insn_pc(cpu ? CXLSHM_PC_ACCESS : 0);
-    qemu_mutex_lock(&s->t.lock);
-    while (done < size) {
-        uint64_t off = dpa + done;
-        unsigned n = MIN(size - done,
-                         CXLSHM_LINE - (unsigned)(off % CXLSHM_LINE));
-        uint64_t part = write ? *val >> (done * 8) : 0;
-        uint64_t v;
+    if (cpu && cpu->cpu_index >= 0 &&
+        (uint32_t)cpu->cpu_index < s->t.nr_held) {
+        piece = &s->t.piece[cpu->cpu_index];
+        cont = cpu->mem_io_pc && piece->ra == cpu->mem_io_pc &&
+               piece->next == dpa;
+    }
+    for (;;) {
+        busy = false;
+        old_pc = cxl_shm_set_insn_pc(cpu ? CXLSHM_PC_ACCESS : 0);
+        qemu_mutex_lock(&s->t.lock);
+        while (done < size) {
+            uint64_t off = dpa + done;
+            unsigned n = MIN(size - done,
+                             CXLSHM_LINE - (unsigned)(off % CXLSHM_LINE));
+            uint64_t part = write ? *val >> (done * 8) : 0;
+            uint64_t v;
 
-        if (n < 8) {
-            part &= (1ULL << (n * 8)) - 1;
+            if (n < 8) {
+                part &= (1ULL << (n * 8)) - 1;
+            }
+            v = off < s->coherent_size
+                ? timed_coherent(s, cpu, off, n, write, part, &c, &busy)
+                : timed_nc(s, cpu, off, n, write, part, &c, &busy);
+            if (busy) {
+                break;
+            }
+            if (!write) {
+                ret |= v << (done * 8);
+            }
+            done += n;
         }
-        v = off < s->coherent_size
-            ? timed_coherent(s, cpu, off, n, write, part, &c, &busy)
-            : timed_nc(s, cpu, off, n, write, part, &c, &busy);
-        if (busy) {
+        cxl_shm_timed_moved(s, &c);
+        if (!(++s->t.accesses % 65536)) {
+            cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
+        }
+        qemu_mutex_unlock(&s->t.lock);
+        cxl_shm_set_insn_pc(old_pc);
+        if (!busy) {
             break;
         }
-        if (!write) {
-            ret |= v << (done * 8);
-        }
-        done += n;
-    }
-    cxl_shm_timed_moved(s, &c);
-    if (!(++s->t.accesses % 65536)) {
-        cxl_shm_pool_sync_stats(s);     /* the other hosts see them */
-    }
-    qemu_mutex_unlock(&s->t.lock);
-    cxl_shm_set_insn_pc(old_pc);
-    if (busy) {
         qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
         trace_cxl_shm_timed_busy(s->host_id, dpa + done, write, cpu != NULL);
         if (!cpu) {
+            *val = ~0ULL;       /* what a failed read returns on PCIe */
             return MEMTX_ERROR;
         }
-        /*
-         * The retry costs what a miss does: under -icount guest time moves
-         * on (the vCPU's timers, the other vCPUs' turns), and a wait on
-         * the host's ticks otherwise
-         */
-        c.ns += qatomic_read(&s->t.miss_ns);
-        if (!tcg_enabled()) {
+        if (timed_may_retry(cpu, piece, dpa, done, write)) {
             /*
-             * A vCPU of an accelerator that cannot run an access again
-             * (KVM) waits for the line here, the one wait for another
-             * host left in the device (docs/failure-model.md)
+             * The retry costs what a miss does (not inside an atomic's
+             * exclusive step, which stops the other vCPUs): guest time
+             * moves on under -icount, a wait on the host's ticks otherwise
              */
+            if (!tcg_atomic_step_active()) {
+                c.ns += qatomic_read(&s->t.miss_ns);
+            }
             cxl_shm_charge_ns(s, c.ns);
-            sched_yield();
-            c = (Cost) { 0 };
-            busy = false;
-            done = 0;
-            ret = 0;
-            goto again;
+            return MEMTX_RETRY;
         }
+        if (waited >= TIMED_WAIT_MAX_US) {
+            trace_cxl_shm_timed_timeout(s->host_id, dpa + done, write);
+            *val = ~0ULL;       /* a completion timeout: all ones */
+            return MEMTX_ERROR;
+        }
+        g_usleep(TIMED_WAIT_STEP_US);
+        waited += TIMED_WAIT_STEP_US;
+    }
+    if (piece) {
+        /* the next piece of this access continues it */
+        piece->ra = cpu->mem_io_pc;
+        piece->next = dpa + size;
+        piece->stored = (cont && piece->stored) || write;
     }
     if (cpu) {
         /* no vCPU waits for a DMA or debugger access: guest time stays */
         cxl_shm_charge_ns(s, c.ns);
     }
     *val = ret;
-    return busy ? MEMTX_RETRY : MEMTX_OK;
+    return MEMTX_OK;
 }
 
 /* The region spans the device: @addr is the DPA */
@@ -692,6 +733,7 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
     memset(t->way, 0, (size_t)t->sets * t->cache_ways * sizeof(*t->way));
     t->nr_held = ms->smp.max_cpus;
     t->held = g_new0(CXLShmLineLock, t->nr_held);
+    t->piece = g_new0(CXLShmPiece, t->nr_held);
     if (tcg_enabled()) {
         tcg_atomic_step_hook_add(timed_step_done, s);
     }
@@ -746,6 +788,8 @@ static void cxl_shm_timed_release(CXLShmState *s)
     t->way = NULL;
     g_free(t->held);
     t->held = NULL;
+    g_free(t->piece);
+    t->piece = NULL;
     g_clear_pointer(&t->sf_stale, g_free);
 }
 

@@ -182,10 +182,10 @@ static void cxl_shm_exit_notify(Notifier *n, void *data)
     qemu_mutex_lock(&cxl_shm_live_lock);
     QLIST_FOREACH(s, &cxl_shm_live, live) {
         /*
-         * The doorbell's thread stops between two attempts; vCPUs may
+         * The doorbell's thread stops between two pieces; vCPUs may
          * still run, so the metadata stays mapped (the exit unmaps it)
          */
-        cxl_shm_db_pause(s);
+        cxl_shm_db_stop(s);
         cxl_shm_pool_leave(s, false);
     }
     qemu_mutex_unlock(&cxl_shm_live_lock);

@@ -60,6 +60,13 @@ typedef struct CXLShmWay {
     uint64_t nt;                /* bit i: by a non-temporal store since */
 } CXLShmWay;
 
+/* mode=timed: a vCPU's last access piece (MMIO accesses come in pieces) */
+typedef struct CXLShmPiece {
+    uintptr_t ra;               /* the access's host return address */
+    uint64_t next;              /* the DPA a next piece of it would be at */
+    bool stored;                /* a piece of it stored */
+} CXLShmPiece;
+
 #define CXLSHM_WAY_VALID        (1ULL << 63)
 #define CXLSHM_WAY_REPORTED     (1ULL << 61)    /* a stale read was logged */
 #define CXLSHM_WAY_LINE         ((1ULL << 40) - 1)
@@ -94,6 +101,8 @@ typedef struct CXLShmTimed {
     /* per vCPU: the coherent line lock held over an atomic's accesses */
     CXLShmLineLock *held;
     uint32_t nr_held;
+    /* per vCPU: the access its last piece belonged to (timed_access()) */
+    CXLShmPiece *piece;
     /* filter sets an earlier life's marks stay in (their lock was busy) */
     unsigned long *sf_stale;
     uint32_t nr_stale;

@@ -173,6 +173,14 @@ static void op_all(CXLShmLines *l, CXLShmLineOp op, uint64_t off,
     }
 }
 
+/* The lock of @off, however long another host keeps it (the tests' own) */
+static void lines_lock(CXLShmLines *l, uint64_t off, CXLShmLineLock *h)
+{
+    while (!cxl_shm_lines_trylock(l, off, h, true)) {
+        sched_yield();
+    }
+}
+
 static void media_write_all(CXLShmLines *l, uint64_t off, const uint8_t *d)
 {
     while (!cxl_shm_lines_media_write(l, off, d)) {
@@ -612,7 +620,7 @@ static void test_media_write(void)
     {
         CXLShmLineLock h = { NULL };
 
-        cxl_shm_lines_lock(&a, 4096 + 64, &h);
+        lines_lock(&a, 4096 + 64, &h);
         CHECK(h.word == lock_word(4096 + 64) && *h.word,
               "coherent line 65 not locked by word 65");
         CHECK(!cxl_shm_lines_lock_covers(&a, &h, 4096 + 128),
@@ -638,7 +646,7 @@ static void test_media_write(void)
         if (w) {
             CXLShmLineLock h = { NULL };
 
-            cxl_shm_lines_lock(&a, off, &h);
+            lines_lock(&a, off, &h);
             cxl_shm_lines_unlock(&a, &h);
         }
         media_write_all(&a, off + 128, data);
@@ -825,7 +833,7 @@ static void *rh_holder(void *arg)
     CXLShmLineLock h = { NULL };
 
     (void)arg;
-    cxl_shm_lines_lock(&rh_host, COH + 4096, &h);
+    lines_lock(&rh_host, COH + 4096, &h);
     rh_held = 1;
     while (!rh_release) {
         usleep(1000);
@@ -972,7 +980,7 @@ static void test_stopped_peer(void)
         CXLShmLines b;
 
         host_init(&b, 1);
-        cxl_shm_lines_lock(&b, page, &h);
+        lines_lock(&b, page, &h);
         *sp_flag = 1;
         raise(SIGSTOP);         /* a stopped QEMU holding the lock */
         cxl_shm_lines_unlock(&b, &h);
@@ -994,7 +1002,7 @@ static void test_stopped_peer(void)
     CHECK(*(uint64_t *)(pool + line) == 0, "the pool changed");
     CHECK(n.written == 0, "%llu lines counted written",
           (unsigned long long)n.written);
-    CHECK(!cxl_shm_lines_trylock(&a, page + 64, &h), "trylock took a "
+    CHECK(!cxl_shm_lines_trylock(&a, page + 64, &h, true), "trylock took a "
           "stopped host's lock");
     CHECK(!cxl_shm_lines_one(&a, CXLSHM_LINE_FLUSH, line, false, NULL, &n),
           "lines_one did not report busy");
@@ -1061,7 +1069,7 @@ static uint64_t turns_run(bool with_turns, uint64_t *wins)
                 b.turns = NULL;
             }
             while (!*stop) {
-                if (cxl_shm_lines_trylock(&b, page, &h)) {
+                if (cxl_shm_lines_trylock(&b, page, &h, true)) {
                     int64_t end = g_get_monotonic_time() + TURN_HOLD_US;
 
                     while (g_get_monotonic_time() < end) {

@@ -1,0 +1,12 @@
+/* Stand-in for QEMU's qemu/host-utils.h: what the line engine uses */
+#ifndef SHIM_QEMU_HOST_UTILS_H
+#define SHIM_QEMU_HOST_UTILS_H
+
+#include <stdint.h>
+
+static inline int ctz32(uint32_t val)
+{
+    return val ? __builtin_ctz(val) : 32;
+}
+
+#endif
