@@ -491,8 +491,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 #define TIMED_WAIT_MAX_US       100000
 #define TIMED_WAIT_STEP_US      10
 
-/* May the vCPU @cpu's access at @dpa, of which @done bytes are done, run
- * again (MEMTX_RETRY)?  @p: the vCPU's record of its access pieces */
+/*
+ * May the vCPU @cpu's access at @dpa, of which @done bytes are done, run
+ * again (MEMTX_RETRY)?  @p: the vCPU's record of its access pieces
+ */
 static bool timed_may_retry(CPUState *cpu, CXLShmPiece *p, uint64_t dpa,
                             unsigned done, bool write)
 {
