@@ -96,7 +96,7 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op)
  */
 #define DB_CHUNK                (1 * MiB)
 /* An op of at most this many bytes may run in its DB_OP write */
-#define DB_INLINE_MAX           (64 * KiB)
+#define DB_INLINE_MAX           DB_CHUNK
 
 /* The clock an op's latency passes on (as cxl_shm_charge_ns()'s) */
 static int64_t db_now(void)
@@ -243,13 +243,15 @@ static void *db_thread(void *opaque)
 }
 
 /*
- * A small op rung with nothing queued runs at once, in the DB_OP write,
- * if none of its lines is another host's now (no wait: the line engine
- * never waits); a one-line op then costs no hand-over to the thread.
- * true when done; false, with what it did recorded in @e (from where the
- * thread goes on, the lines moved so far), if a line was busy.  Called
- * with d->lock held (the thread is idle: the ring is empty) and the BQL
- * (every DB_OP write is under it), so no other op starts meanwhile.
+ * An op of at most one piece rung with nothing queued runs at once, in
+ * the DB_OP write (without the BQL: BAR5 is lockless), if none of its
+ * lines is another host's now (no wait: the line engine never waits);
+ * it then costs no hand-over to the thread, as much as the thread would
+ * have taken.  true when done; false, with what it did recorded in @e
+ * (from where the thread goes on, the lines moved so far), if a line
+ * was busy.  Called with d->lock held (the thread is idle: the ring is
+ * empty), so no other op starts meanwhile; other vCPUs' doorbell
+ * accesses wait for d->lock that long (one piece at most).
  */
 static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
 {
@@ -279,6 +281,33 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
     return true;
 }
 
+/* DB_OFFSET or DB_LEN (@addr, 8-byte aligned), as the guest last wrote it */
+uint64_t cxl_shm_db_reg(CXLShmState *s, uint64_t addr)
+{
+    uint64_t v;
+
+    qemu_mutex_lock(&s->db.lock);
+    v = addr == A_CXLSHM_DB_LEN ? s->db.regs.len : s->db.regs.offset;
+    qemu_mutex_unlock(&s->db.lock);
+    return v;
+}
+
+static void db_ring_locked(CXLShmState *s, uint32_t op);
+
+/* A 32-bit write at @addr of BAR5: a doorbell register, or nothing */
+void cxl_shm_db_write(CXLShmState *s, uint64_t addr, uint32_t val)
+{
+    bool rang;
+    uint32_t op;
+
+    qemu_mutex_lock(&s->db.lock);
+    op = cxl_shm_db_write32(&s->db.regs, addr, val, &rang);
+    if (rang) {
+        db_ring_locked(s, op);
+    }
+    qemu_mutex_unlock(&s->db.lock);
+}
+
 /*
  * A DB_OP write: the op, with DB_OFFSET and DB_LEN as they are now, goes
  * into the ring.  A refused op takes no place in it: counted and traced
@@ -286,16 +315,14 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
  * ops before it are done (until another op is rung).  A full ring drops
  * the op and makes DB_STATUS read CXLSHM_DB_FULL once it has drained.
  */
-void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
+static void db_ring_locked(CXLShmState *s, uint32_t op)
 {
     CXLShmDoorbell *d = &s->db;
     uint32_t st = cxl_shm_db_check(op, d->regs.offset, d->regs.len, s->size);
     CXLShmDbOp *e;
 
-    qemu_mutex_lock(&d->lock);
     if (st != CXLSHM_DB_OK) {
         d->refused = st;
-        qemu_mutex_unlock(&d->lock);
         qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
         trace_cxl_shm_op(s->host_id, "refused", d->regs.offset, d->regs.len,
                          0, st);
@@ -305,7 +332,6 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
         d->overflow = true;
         qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
         trace_cxl_shm_db_full(s->host_id, op);
-        qemu_mutex_unlock(&d->lock);
         return;
     }
     e = &d->ring[d->tail % CXLSHM_DB_RING];
@@ -319,14 +345,12 @@ void cxl_shm_db_ring(CXLShmState *s, uint32_t op)
     /* a conflict the op makes names the instruction that rang it */
     e->pc = cxl_shm_access_pc(current_cpu);
     d->refused = 0;
-    if (d->head == d->tail && !d->park && e->len <= DB_INLINE_MAX &&
-        db_inline(s, e)) {
-        qemu_mutex_unlock(&d->lock);
+    if (d->head == d->tail && !d->park && !d->stop &&
+        e->len <= DB_INLINE_MAX && db_inline(s, e)) {
         return;
     }
     d->tail++;
     qemu_cond_broadcast(&d->cond);
-    qemu_mutex_unlock(&d->lock);
 }
 
 /* DB_STATUS: busy until the ring is empty and the latency has passed */

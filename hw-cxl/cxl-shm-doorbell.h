@@ -60,7 +60,7 @@ typedef struct CXLShmDbOp {
 } CXLShmDbOp;
 
 typedef struct CXLShmDoorbell {
-    CXLShmDoorbellRegs regs;    /* DB_OFFSET, DB_LEN (BQL) */
+    CXLShmDoorbellRegs regs;    /* DB_OFFSET, DB_LEN (lock) */
     QemuThread thread;
     QemuMutex lock;             /* everything below */
     QemuCond cond;              /* an op rung, completed, or a request */
@@ -83,7 +83,8 @@ typedef struct CXLShmState CXLShmState;
 void cxl_shm_db_init(CXLShmState *s);
 void cxl_shm_db_fini(CXLShmState *s);
 void cxl_shm_db_free(CXLShmState *s);
-void cxl_shm_db_ring(CXLShmState *s, uint32_t op);
+void cxl_shm_db_write(CXLShmState *s, uint64_t addr, uint32_t val);
+uint64_t cxl_shm_db_reg(CXLShmState *s, uint64_t addr);
 uint32_t cxl_shm_db_status(CXLShmState *s);
 uint64_t cxl_shm_db_lines(CXLShmState *s);
 void cxl_shm_db_reset(CXLShmState *s);

@@ -178,15 +178,20 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
     }
     /*
      * Re-check under the pool lock: the host may be rejoining right now.
-     * This runs for a guest's register read, under the BQL: never wait
-     * for the lock (a joining QEMU holds it while it allocates a new
-     * pool); whoever holds it reaps, or the next read does.
+     * This runs for a guest's register read (BAR5 is lockless: from any
+     * vCPU at once) and QMP: never wait for the lock (a joining QEMU
+     * holds it while it allocates a new pool), nor for another thread of
+     * this QEMU reaping (the flock does not exclude it); whoever holds
+     * them reaps, or the next read does.
      */
-    if (cxlpool_flock(s->fd, LOCK_EX | LOCK_NB) < 0) {
+    if (qemu_mutex_trylock(&s->reap_lock)) {
         return;
     }
-    pool_reap_locked(s);
-    cxlpool_flock(s->fd, LOCK_UN);
+    if (cxlpool_flock(s->fd, LOCK_EX | LOCK_NB) == 0) {
+        pool_reap_locked(s);
+        cxlpool_flock(s->fd, LOCK_UN);
+    }
+    qemu_mutex_unlock(&s->reap_lock);
 }
 
 /* A new pool's metadata is all zero where a header and host table go */

@@ -70,10 +70,8 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     case A_CXLSHM_WB_MODE:                          /* and EVICT_RATE */
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case A_CXLSHM_DB_OFFSET:
-        v = s->db.regs.offset;
-        break;
     case A_CXLSHM_DB_LEN:
-        v = s->db.regs.len;
+        v = cxl_shm_db_reg(s, addr & ~7ULL);
         break;
     case A_CXLSHM_DB_OP:                            /* and DB_STATUS */
         return hi ? cxl_shm_db_status(s) : 0;
@@ -129,12 +127,7 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
 
 static void cxl_shm_write32(CXLShmState *s, hwaddr addr, uint32_t val)
 {
-    bool rang;
-    uint32_t op = cxl_shm_db_write32(&s->db.regs, addr, val, &rang);
-
-    if (rang) {
-        cxl_shm_db_ring(s, op);
-    }
+    cxl_shm_db_write(s, addr, val);
 }
 
 static uint64_t cxl_shm_reg_read(void *opaque, hwaddr addr, unsigned size)
@@ -180,6 +173,13 @@ void cxl_shm_regs_init(CXLShmState *s)
 {
     memory_region_init_io(&s->regs, OBJECT(s), &cxl_shm_reg_ops, s,
                           "cxl-shm-regs", CXLSHM_REGS_SIZE);
+    /*
+     * No register needs the BQL: the doorbell's are under its own lock,
+     * the others are read atomically (the host table's reaping under its
+     * own lock), so a doorbell op run in its DB_OP write holds no global
+     * lock
+     */
+    memory_region_enable_lockless_io(&s->regs);
     pci_register_bar(PCI_DEVICE(s), CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
 }

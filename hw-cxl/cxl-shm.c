@@ -284,6 +284,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
     cxl_shm_events_init(s);
+    qemu_mutex_init(&s->reap_lock);
     cxl_shm_db_init(s);
     cxl_shm_evict_start(s);
     cxl_shm_live_add(s);
@@ -322,6 +323,7 @@ static void cxl_shm_release(struct rcu_head *head)
     cxl_shm_mode_release(s);
     cxl_shm_events_fini(s);
     cxl_shm_db_free(s);
+    qemu_mutex_destroy(&s->reap_lock);
     g_free(s->queues);
     s->queues = NULL;
     cxl_shm_drop_image(s);

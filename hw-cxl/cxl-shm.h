@@ -240,6 +240,7 @@ struct CXLShmState {
     /* the events' source and rate limits (cxl-shm-log.c) */
     char *qom_path;
     QemuMutex event_lock;
+    QemuMutex reap_lock;        /* one thread reaps dead hosts at a time */
     CXLShmEventLimit event_limit[CXLSHM_EVENT__MAX];
     bool reset_once;
     unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
