@@ -187,8 +187,7 @@ static void check_reserved(Pool *p, Report *r)
         { CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
           sizeof(CXLShmUndo), CXLPOOL_VERSIONS_OFFSET,
           "the space after the undo slots" },
-        { CXLPOOL_TURNS_OFFSET + CXLSHM_NR_LOCKS * 8,
-          CXLPOOL_XSTATS_OFFSET, "the space after the lock turns" },
+        /* the lock turns fill the space up to the extended statistics */
         { CXLPOOL_XSTATS_OFFSET +
           CXLPOOL_MAX_HOSTS * CXLPOOL_XSTATS_PER_HOST * 8,
           CXLPOOL_LOCK_OFFSET, "the space after the extended statistics" },

@@ -16,6 +16,7 @@
 #     --uninstall removes everything.
 # With CXLPOD_INSTALLED=PREFIX (scripts/test.sh --installed PREFIX) that
 # installation is checked instead of a fresh one (not moved, not removed).
+# covers: scripts/install.sh
 . "$(dirname "$0")/lib.sh"
 
 INSTALL=$CXLPOD_TOP/scripts/install.sh

@@ -12,6 +12,7 @@
 #     launcher boots a 2-host pod with nothing else (the package's QEMU,
 #     kernel and initramfs, from /usr/libexec/cxlpod and /usr/lib/cxlpod
 #     under that folder) and its guests run cxlpod-info.
+# covers: scripts/build-deb.sh
 . "$(dirname "$0")/lib.sh"
 
 t0=$(date +%s)

@@ -20,8 +20,8 @@ wait_joined "$P" 0 "$h0" 1 || bad "host 0 joins a pool it creates" "$(cat "$D/qe
     = "268435456 67108864 4 live true $h0 1" ] && ok "inspect: QEMU's pool, host 0 live with its pid, generation 1" \
     || bad "inspect: QEMU's pool" "$("$TOOL" inspect "$P")"
 expect "check: QEMU's pool is ok" 0 ": ok \(size 268435456, coherent-size 67108864, max-hosts 4\), 0 notes" "$TOOL" check "$P"
-[ "$(json "$P" '.hosts[0].stats | "\(keys | length) \(.resets) \(.stale_reads) \(.charged_ns)"')" = "20 0 0 0" ] \
-    && ok "inspect: 20 statistics per host, the extended ones included" \
+[ "$(json "$P" '.hosts[0].stats | "\(keys | length) \(.resets) \(.stale_reads) \(.charged_ns) \(.retries)"')" = "21 0 0 0 0" ] \
+    && ok "inspect: 21 statistics per host, the extended ones (retries too) included" \
     || bad "inspect: statistics" "$("$TOOL" inspect --json "$P")"
 table=$(table_sum "$P")
 expect "reset-host refuses while host 0 lives" 1 "host 0 of pool .* is live \(pid $h0 holds" "$TOOL" reset-host 0 "$P"

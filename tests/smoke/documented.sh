@@ -14,6 +14,8 @@ declare -A why=(
     [common.sh]="sourced by the other scripts, not run"
     [test.sh]="the suite itself"
     [test-sanitize.sh]="a second, sanitized QEMU build and the qtests on it: run after a device change (docs/building.md)"
+    [install-parts.sh]="run by meson install (meson.build), which scripts/install.sh runs in int-28-installed"
+    [man-from-help.sh]="run by meson install (meson.build), which scripts/install.sh runs in int-28-installed"
 )
 # code FILE: FILE's lines that are not comments
 code() { grep -vE '^[[:space:]]*#' "$1" 2>/dev/null || true; }
