@@ -300,7 +300,13 @@ static void *big_thread(void *arg)
 				      st, (unsigned long long)n, (unsigned long long)want_n);
 			atomic_store(&holder, 0);
 		} else {
+			/*
+			 * handed over: the other thread reads the result; the
+			 * op is counted once it is done (the doorbell completes
+			 * asynchronously), which DB_STATUS says
+			 */
 			th->handed_over++;
+			wait_done(th);
 		}
 		uint64_t after = rd64(A_CXLSHM_STAT(big_op == CXLSHM_OP_FLUSH ? CXLSHM_STAT_FLUSH_OPS
 									       : CXLSHM_STAT_WB_OPS));
