@@ -3124,8 +3124,9 @@ static void test_reset(void)
  * the op (its trace before the reset's); the op's line is in the pool
  * if the op was counted, else not; DB_STATUS reads 0 (the registers
  * cleared), no line lock is left held, and the other host sees the new
- * generation and works on.  The body after fw_code's prologue (BAR5 mapped by a 2 MiB
- * page at 0xe0000000; DB_OFFSET and DB_LEN set by the test):
+ * generation and works on.  The body after fw_code's prologue (BAR5
+ * mapped by a 2 MiB page at 0xe0000000; DB_OFFSET and DB_LEN set by the
+ * test):
  *
  *     movl $0x11, 0x200000; movl $1, 0x5040
  *     movl $1, 0xe0100110; movl $1, 0x5000
