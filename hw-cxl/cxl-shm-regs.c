@@ -125,11 +125,6 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     return hi ? v >> 32 : (uint32_t)v;
 }
 
-static void cxl_shm_write32(CXLShmState *s, hwaddr addr, uint32_t val)
-{
-    cxl_shm_db_write(s, addr, val);
-}
-
 static uint64_t cxl_shm_reg_read(void *opaque, hwaddr addr, unsigned size)
 {
     CXLShmState *s = opaque;
@@ -149,9 +144,9 @@ static void cxl_shm_reg_write(void *opaque, hwaddr addr, uint64_t val,
     CXLShmState *s = opaque;
 
     trace_cxl_shm_reg_write(addr, val, size);
-    cxl_shm_write32(s, addr, val);
+    cxl_shm_db_write(s, addr, val);
     if (size == 8) {
-        cxl_shm_write32(s, addr + 4, val >> 32);
+        cxl_shm_db_write(s, addr + 4, val >> 32);
     }
 }
 
