@@ -832,11 +832,22 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     return end;
 }
 
+/* One line, its lock @h held; its page stays in sync if it was */
+static void line_one_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
+                            uint64_t off, bool dirty, CXLShmLineCount *n)
+{
+    bool sync = page_in_sync(l, off, true);
+
+    line_locked(l, h, op, off, dirty, sync, n);
+    if (sync) {
+        page_keep_in_sync(l, off);
+    }
+}
+
 bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                        bool dirty, CXLShmLineLock *held, CXLShmLineCount *n)
 {
     Held h, *hp;
-    bool sync;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
@@ -850,11 +861,7 @@ bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     if (op != CXLSHM_LINE_WRITEBACK) {
         n->fetched++;
     }
-    sync = page_in_sync(l, offset, true);
-    line_locked(l, hp, op, offset, dirty, sync, n);
-    if (sync) {
-        page_keep_in_sync(l, offset);
-    }
+    line_one_locked(l, hp, op, offset, dirty, n);
     unlock_line(l, hp, &h);
     return true;
 }
@@ -881,20 +888,15 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
                             uint64_t offset, CXLShmLineCount *n)
 {
     Held h;
-    bool sync;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
     if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
-        if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
+        if (!lock_page(l, offset, &h, false)) {
             return false;
         }
-        sync = page_in_sync(l, offset, true);
-        line_locked(l, &h, op, offset, false, sync, n);
-        if (sync) {
-            page_keep_in_sync(l, offset);
-        }
-        cxl_shm_lines_unlock(l, &h);
+        line_one_locked(l, &h, op, offset, false, n);
+        unlock_page(l, &h);
     }
     if (op != CXLSHM_LINE_WRITEBACK) {
         n->fetched++;

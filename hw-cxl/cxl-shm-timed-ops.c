@@ -40,11 +40,22 @@ static bool way_op(CXLShmState *s, CXLShmWay *w, CXLShmLineOp op,
     return true;
 }
 
-static void timed_done(CXLShmState *s, const CXLShmLineCount *n, Cost *c)
+/* The cost of the lines @m an operation wrote back; cache lock held */
+static void timed_done(CXLShmState *s, const CXLShmLineCount *m, Cost *c)
 {
-    c->ns += (int64_t)n->written * qatomic_read(&s->t.wb_ns);
-    c->moved += n->written;
+    c->ns += (int64_t)m->written * qatomic_read(&s->t.wb_ns);
+    c->moved += m->written;
     cxl_shm_timed_moved(s, c);
+}
+
+/* Once the cache lock is released: the counts @m join @n, @c is charged */
+static void timed_end(CXLShmState *s, const CXLShmLineCount *m,
+                      const Cost *c, CXLShmLineCount *n)
+{
+    n->written += m->written;
+    n->fetched += m->fetched;
+    n->conflicts += m->conflicts;
+    cxl_shm_charge_ns(s, c->ns);
 }
 
 /*
@@ -88,9 +99,7 @@ bool cxl_shm_timed_nt_land(CXLShmState *s, uint64_t off, uint64_t mask,
     }
     timed_done(s, &m, &c);
     qemu_mutex_unlock(&s->t.lock);
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
+    timed_end(s, &m, &c, n);
     return done;
 }
 
@@ -142,9 +151,7 @@ uint64_t cxl_shm_timed_range(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     if (op != CXLSHM_LINE_WRITEBACK) {
         n->fetched += (MAX(got, start) - start) / CXLSHM_LINE;
     }
-    n->written += m.written;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
+    timed_end(s, &m, &c, n);
     return got;
 }
 
@@ -178,10 +185,7 @@ bool cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
     *from = done ? 0 : i;
     timed_done(s, &m, &c);
     qemu_mutex_unlock(&t->lock);
-    n->written += m.written;
-    n->fetched += m.fetched;
-    n->conflicts += m.conflicts;
-    cxl_shm_charge_ns(s, c.ns);
+    timed_end(s, &m, &c, n);
     return done;
 }
 

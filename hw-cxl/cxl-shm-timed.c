@@ -118,12 +118,6 @@ static void timed_step_done(void *opaque, CPUState *cpu)
     }
 }
 
-/*
- * Room in the cache for @line (not cached): the set's LRU way, written
- * back first when it holds a dirty non-coherent line; cache lock held,
- * and at most the line lock @held.  NULL, and nothing changed, if the
- * victim is dirty and its page's lock is another host's now.
- */
 /* Bytes [off % 64, off % 64 + size) of a line as a mask */
 static uint64_t byte_mask(uint64_t off, unsigned size)
 {
@@ -157,6 +151,12 @@ bool cxl_shm_way_writeback(CXLShmState *s, CXLShmWay *w, CXLShmLineLock *held,
     return true;
 }
 
+/*
+ * Room in the cache for @line (not cached): the set's LRU way, written
+ * back first when it holds a dirty non-coherent line; cache lock held,
+ * and at most the line lock @held.  NULL, and nothing changed, if the
+ * victim is dirty and its page's lock is another host's now.
+ */
 static CXLShmWay *cache_alloc(CXLShmState *s, uint64_t line,
                               CXLShmLineLock *held, Cost *c)
 {
