@@ -250,10 +250,7 @@ void snapshot(const uint64_t *img, uint64_t *snap)
     }
 }
 
-/*
- * Each thread of this process takes an undo slot while it holds a lock;
- * -1 while a reset waits for the holders to leave (cxl_shm_lines_quiesce())
- */
+/* Each thread of this process takes an undo slot while it holds a lock */
 static int slot_claim(CXLShmLines *l)
 {
     static int next;
@@ -268,12 +265,7 @@ static int slot_claim(CXLShmLines *l)
 
         if (!qatomic_read(&l->slot_busy[s]) &&
             !qatomic_xchg(&l->slot_busy[s], 1)) {
-            /* the xchg is a full barrier: quiesced is read after it */
-            if (!qatomic_read(&l->quiesced)) {
-                return s;
-            }
-            qatomic_store_release(&l->slot_busy[s], 0);
-            return -1;
+            return s;
         }
         if (i && s == hint) {
             /* 64 threads of this process inside a lock: they leave soon */
@@ -320,8 +312,9 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
         /*
          * Our own threads, or an earlier life of this host.  A lock of an
          * earlier generation whose undo slot is busy is a live thread's
-         * that a reset did not wait for (cxl_shm_lines_quiesce()): the
-         * slot stays busy until that thread has freed the word.
+         * that took it before a reset moved the generation (an atomic's,
+         * which the reset gives back): the slot stays busy until the
+         * word is free.
          */
         return CXLPOOL_TAG_GEN(tag) ==
                CXLPOOL_TAG_GEN(qatomic_read(&l->generation)) ||
@@ -465,10 +458,6 @@ static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h, bool queue)
 
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    if (h->slot < 0) {
-        h->word = NULL;         /* a reset is waiting: no new lock */
-        return false;
-    }
     h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
     turn = word_turn(l, h->word);
@@ -1003,10 +992,6 @@ static bool lock_raw(CXLShmLines *l, uint64_t offset, Held *h)
 {
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    if (h->slot < 0) {
-        h->word = NULL;
-        return false;
-    }
     h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
     if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
@@ -1062,29 +1047,6 @@ void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len)
     }
 }
 
-bool cxl_shm_lines_quiesce(CXLShmLines *l, int64_t wait_us)
-{
-    int64_t end = now_us() + wait_us;
-    int i;
-
-    qatomic_set(&l->quiesced, 1);
-    smp_mb();   /* set before the slots are read (slot_claim() pairs) */
-    for (i = 0; i < CXLSHM_UNDO_SLOTS; i++) {
-        while (qatomic_read(&l->slot_busy[i])) {
-            if (now_us() >= end) {
-                return false;
-            }
-            sched_yield();
-        }
-    }
-    return true;
-}
-
-void cxl_shm_lines_resume(CXLShmLines *l)
-{
-    qatomic_store_release(&l->quiesced, 0);
-}
-
 void cxl_shm_lines_recover_own(CXLShmLines *l)
 {
     int i;
@@ -1096,9 +1058,9 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
         /*
          * Not a lock a thread of this process holds (its undo slot is
          * busy): only a dead life's are taken over.  A reset runs with no
-         * vCPU inside the device and waits for the other threads
-         * (cxl_shm_lines_quiesce()), so none is held then unless one
-         * outstayed that wait.
+         * thread of this process inside a line operation
+         * (cxl_shm_host_reset()); an atomic's lock a vCPU left held is
+         * given back by mode=timed's reset after this.
          */
         if (old && tag_host(old) == l->host_id &&
             CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation) &&

@@ -136,7 +136,6 @@ typedef struct CXLShmLines {
     void (*conflict)(void *opaque, const CXLShmConflict *c);
     void *opaque;
     int slot_busy[CXLSHM_UNDO_SLOTS];   /* this process's threads */
-    int quiesced;       /* a reset waits: no new lock (quiesce/resume) */
 } CXLShmLines;
 
 /*
@@ -226,28 +225,15 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
 
 /*
  * Make image and twin a copy of the pool over [offset, offset + len)
- * (page aligned), dropping whatever the image held; the vCPUs must be
- * stopped.  Pages that are zero in the pool and were never touched in
- * the image stay unpopulated.  Never waits for a lock another host keeps
+ * (page aligned), dropping whatever the image held; no thread of this
+ * process may be inside a line operation.  Pages that are zero in the
+ * pool and were never touched in the image stay unpopulated.  Never
+ * waits for a lock another host keeps
  * (it may be stopped): such a page is copied without it, the line the
  * holder is writing as it was before (its undo record), and not taken
  * as in sync.
  */
 void cxl_shm_lines_load(CXLShmLines *l, uint64_t offset, uint64_t len);
-
-/*
- * Before a host reset moves this host to a new generation: no thread of
- * this process takes a lock from now on (each finds every lock busy
- * until cxl_shm_lines_resume()), and the call waits at most @wait_us
- * microseconds for the threads inside one (timers, QMP paths, DMA in
- * mode=timed; the vCPUs are stopped, the doorbell's thread paused) to
- * leave.  false if one is still inside (in mode=timed it may wait for a
- * stopped host's lock): its lock stays its own through the reset, since
- * a lock of this host whose undo slot is busy is never taken over,
- * whatever its generation.
- */
-bool cxl_shm_lines_quiesce(CXLShmLines *l, int64_t wait_us);
-void cxl_shm_lines_resume(CXLShmLines *l);
 
 /*
  * Release every lock still held by an earlier generation of this host

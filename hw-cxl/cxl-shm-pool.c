@@ -622,15 +622,9 @@ static bool pool_flock_bounded(CXLShmState *s, const char *what)
 /*
  * A reset host is a failed host that rejoins at once: new generation (the
  * other hosts see it in the host table), same slot and liveness lock.
- * The vCPUs are stopped; a thread of this process that is not a vCPU
- * (a DMA access in mode=timed, say) may still be inside a line lock: the
- * rejoin waits for it at most RESET_QUIESCE_US (under the BQL: the
- * reset runs in a device reset handler), and keeps new ones out until
- * the generation has moved.  A lock held past that wait (its holder
- * waits for a stopped host) stays its holder's (cxl_shm_lines_quiesce()).
+ * No thread of this process is inside a line operation meanwhile
+ * (cxl_shm_host_reset()).
  */
-#define RESET_QUIESCE_US        100000
-
 void cxl_shm_pool_rejoin(CXLShmState *s)
 {
     CXLPoolHost *me;
@@ -638,9 +632,6 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
 
     if (!s->joined) {
         return;
-    }
-    if (!cxl_shm_lines_quiesce(&s->lines, RESET_QUIESCE_US)) {
-        trace_cxl_shm_reset_lock_held(s->host_id);
     }
     locked = pool_flock_bounded(s, "rejoined");
     pool_test_kill("reset-after-flock");
@@ -651,7 +642,6 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
     pool_test_kill("reset-after-generation");
     qatomic_set(&s->lines.generation, s->generation);
     cxl_shm_lines_recover_own(&s->lines);
-    cxl_shm_lines_resume(&s->lines);
     if (locked) {
         cxlpool_flock(s->fd, LOCK_UN);
     }

@@ -11,8 +11,6 @@
 
 #include "qemu/osdep.h"
 #include "qemu/host-utils.h"
-#include "qemu/bitmap.h"
-#include "qemu/timer.h"
 #include "qapi/error.h"
 #include "cxl-shm.h"
 #include "cxl-shm-timed.h"
@@ -116,86 +114,45 @@ uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
 }
 
 /*
- * This host's (earlier lives') marks in filter set @i: gone.  The set's
- * lock is held (coherent line i: lock word i, coherent-size >= 2 MiB
- * here), and the cache lock.
- */
-void cxl_shm_sf_forget_set(CXLShmState *s, uint32_t i)
-{
-    uint64_t me = 1ULL << s->host_id;
-    uint64_t *set = &s->t.sf[i * s->t.sf_ways];
-    uint32_t j;
-
-    for (j = 0; j < s->t.sf_ways; j++) {
-        uint64_t e = set[j];
-
-        if (!(e & SF_VALID)) {
-            continue;
-        }
-        if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
-            e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
-        }
-        e &= ~me;
-        qatomic_set(&set[j], e);
-    }
-    if (test_bit(i, s->t.sf_stale)) {
-        clear_bit(i, s->t.sf_stale);
-        s->t.nr_stale--;
-    }
-}
-
-/*
- * The stale sets whose lock is free now are cleaned; never waits (the
- * callers hold the BQL, and a stopped host may keep a lock for as long
- * as it is stopped).  Those still locked are tried again a millisecond
- * later.  Cache lock held.
- */
-static void sf_forget_retry(CXLShmState *s)
-{
-    CXLShmTimed *t = &s->t;
-    unsigned long i;
-
-    for (i = find_first_bit(t->sf_stale, CXLSHM_NR_LOCKS);
-         i < CXLSHM_NR_LOCKS;
-         i = find_next_bit(t->sf_stale, CXLSHM_NR_LOCKS, i + 1)) {
-        CXLShmLineLock h;
-
-        if (cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h, false)) {
-            cxl_shm_sf_forget_set(s, i);
-            cxl_shm_lines_unlock(&s->lines, &h);
-        }
-    }
-    if (t->nr_stale) {
-        trace_cxl_shm_timed_sf_stale(s->host_id, t->nr_stale);
-        timer_mod(t->sf_timer,
-                  qemu_clock_get_ms(QEMU_CLOCK_REALTIME) + 1);
-    }
-}
-
-void cxl_shm_sf_forget_tick(void *opaque)
-{
-    CXLShmState *s = opaque;
-
-    qemu_mutex_lock(&s->t.lock);
-    sf_forget_retry(s);
-    qemu_mutex_unlock(&s->t.lock);
-}
-
-/*
- * This host's (earlier lives') marks in the filter: gone, at its join
- * and at each reset.  A set whose lock another host keeps stays marked
- * stale until it is cleaned: by the retry timer, or first by this host's
- * own next access to a line of the set (under that lock, before it
- * marks the set itself).  Until then another host may count a
- * back-invalidate of this host there.  Cache lock held.
+ * This host's (earlier lives') marks in the filter: gone, at its join and
+ * at each reset, in each set whose lock (coherent line i: lock word i,
+ * coherent-size >= 2 MiB here) is free now: never a wait, under the BQL
+ * and the cache lock.  A set whose lock another host keeps (it may be
+ * stopped) keeps this host's marks, as a filter does after a host
+ * dropped its lines silently: another host's store there counts a
+ * back-invalidate of this host, its read a snoop, until the entry is
+ * stored to or evicted.
  */
 void cxl_shm_sf_forget_me(CXLShmState *s)
 {
-    bitmap_fill(s->t.sf_stale, CXLSHM_NR_LOCKS);
-    s->t.nr_stale = CXLSHM_NR_LOCKS;
-    sf_forget_retry(s);
-}
+    uint64_t me = 1ULL << s->host_id;
+    uint32_t i, j, busy = 0;
 
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
+        uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+        CXLShmLineLock h;
+
+        if (!cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h, false)) {
+            busy++;
+            continue;
+        }
+        for (j = 0; j < s->t.sf_ways; j++) {
+            uint64_t e = set[j];
+
+            if (!(e & SF_VALID)) {
+                continue;
+            }
+            if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
+                e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
+            }
+            qatomic_set(&set[j], e & ~me);
+        }
+        cxl_shm_lines_unlock(&s->lines, &h);
+    }
+    if (busy) {
+        trace_cxl_shm_timed_sf_stale(s->host_id, busy);
+    }
+}
 
 /*
  * The pod's snoop filter: its size is fixed by the first mode=timed host

@@ -189,13 +189,15 @@ bool cxl_shm_timed_whole(CXLShmState *s, CXLShmLineOp op, uint64_t *from,
     return done;
 }
 
-/* A host reset: the cache is lost, dirty lines included; vCPUs stopped */
+/*
+ * A host reset: the cache is lost, dirty lines included; vCPUs stopped,
+ * cache lock held (cxl_shm_host_reset())
+ */
 void cxl_shm_timed_reset(CXLShmState *s)
 {
     CXLShmTimed *t = &s->t;
     uint32_t i;
 
-    qemu_mutex_lock(&t->lock);
     memset(t->way, 0, sizeof(*t->way) * t->sets * t->cache_ways);
     t->busy_until = 0;
     for (i = 0; i < t->nr_held; i++) {
@@ -204,7 +206,6 @@ void cxl_shm_timed_reset(CXLShmState *s)
         }
     }
     cxl_shm_sf_forget_me(s);
-    qemu_mutex_unlock(&t->lock);
 }
 
 /* CDAT: reads cost a miss, writes a writeback */

@@ -42,9 +42,11 @@
  *
  * Locking: t->lock (this host's cache) is taken before any line lock;
  * every access runs under it, without the BQL (the region does not ask
- * for global locking: memory_region_enable_lockless_io()).  The only
- * line lock held while t->lock is taken is an atomic's, which no other
- * thread of this QEMU can be waiting for (its other vCPUs are stopped).
+ * for global locking: memory_region_enable_lockless_io()), and so does
+ * a host reset (cxl_shm_host_reset()).  Line locks are only tried, never
+ * waited for.  The only line lock held while t->lock is taken is an
+ * atomic's, between its load and its store, while this QEMU's other
+ * vCPUs are stopped (an exclusive step).
  */
 
 #include "qemu/osdep.h"
@@ -52,7 +54,6 @@
 #include "qemu/error-report.h"
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
-#include "qemu/bitmap.h"
 #include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
@@ -412,11 +413,6 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
     }
 
-    if (unlikely(t->nr_stale) &&
-        test_bit(line % CXLSHM_NR_LOCKS, t->sf_stale)) {
-        /* an earlier life's marks */
-        cxl_shm_sf_forget_set(s, line % CXLSHM_NR_LOCKS);
-    }
     i = cxl_shm_sf_find(s, set, tag);
     if (i < 0) {
         i = cxl_shm_sf_insert(s, set, tag, off, c);
@@ -715,14 +711,12 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
         return false;
     }
     qemu_mutex_init(&t->lock);
-    t->sf_stale = bitmap_new(CXLSHM_NR_LOCKS);
-    t->sf_timer = timer_new_ms(QEMU_CLOCK_REALTIME, cxl_shm_sf_forget_tick, s);
     qemu_mutex_lock(&t->lock);
     cxl_shm_sf_forget_me(s);
     qemu_mutex_unlock(&t->lock);
     memory_region_init_io(&t->io, OBJECT(s), &cxl_shm_timed_ops, s,
                           "cxl-shm-timed", s->size);
-    /* accesses run without the BQL: they may wait long for a line lock */
+    /* accesses run without the BQL, under the cache lock */
     memory_region_enable_lockless_io(&t->io);
     t->sets = t->cache_size / CXLSHM_LINE / t->cache_ways;
     t->way = g_new0(CXLShmWay, (size_t)t->sets * t->cache_ways);
@@ -760,8 +754,6 @@ static void cxl_shm_timed_fini(CXLShmState *s)
     if (tcg_enabled()) {
         tcg_atomic_step_hook_remove(timed_step_done, s);
     }
-    /* the BQL is held: the retry timer is not running */
-    g_clear_pointer(&t->sf_timer, timer_free);
 }
 
 /*
@@ -792,7 +784,6 @@ static void cxl_shm_timed_release(CXLShmState *s)
     t->held = NULL;
     g_free(t->piece);
     t->piece = NULL;
-    g_clear_pointer(&t->sf_stale, g_free);
 }
 
 const CXLShmModeOps cxl_shm_timed_mode = {

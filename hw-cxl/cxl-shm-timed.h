@@ -85,9 +85,7 @@ void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i);
 int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
                       uint64_t off, Cost *c);
 uint64_t cxl_shm_sf_live_hosts(CXLShmState *s);
-void cxl_shm_sf_forget_set(CXLShmState *s, uint32_t i);
 void cxl_shm_sf_forget_me(CXLShmState *s);
-void cxl_shm_sf_forget_tick(void *opaque);
 bool cxl_shm_sf_join(CXLShmState *s, Error **errp);
 
 #endif

@@ -34,7 +34,6 @@
 #include "hw/cxl/cxl.h"
 #include "hw/core/cpu.h"
 #include "system/system.h"
-#include "system/cpus.h"
 #include "system/cpu-timers.h"
 #include "system/tcg.h"
 #include "system/kvm.h"
@@ -361,10 +360,12 @@ static void cxl_shm_exit(PCIDevice *pci_dev)
  * A host reset is a host failure followed by a rejoin: the lines it had
  * not written back are lost (its queued clwb / clflushopt too), its image
  * is fetched again from the pool, and its generation grows, which the
- * other hosts see in the host table.  Runs with the BQL and with every
- * vCPU of this QEMU stopped (cxl_shm_host_reset_stopped()): none is
- * inside the device, so no thread of this process holds a line lock of
- * the old generation, which the rejoin takes over.
+ * other hosts see in the host table.  No thread of this process is
+ * inside a line operation meanwhile, so none uses a lock of the old
+ * generation or the image while they change: every vCPU is stopped or
+ * outside guest code (cxl_shm_reset_hold()), the doorbell's thread
+ * parked, the BQL held (timers, the mailbox, the monitor), and in
+ * mode=timed the cache lock, under which every other access runs (DMA).
  */
 static void cxl_shm_host_reset(CXLShmState *s)
 {
@@ -377,11 +378,17 @@ static void cxl_shm_host_reset(CXLShmState *s)
     /* evictions start a new millisecond, on the pages held from now on */
     s->evict_left = 0;
     cxl_shm_db_pause(s);
+    if (s->timed) {
+        qemu_mutex_lock(&s->t.lock);
+    }
     cxl_shm_pool_rejoin(s);
     if (s->mode_ops->reset) {
         s->mode_ops->reset(s);
     }
     cxl_shm_reload_image(s);
+    if (s->timed) {
+        qemu_mutex_unlock(&s->t.lock);
+    }
     cxl_shm_db_resume(s);
     qatomic_inc(&s->stats[CXLSHM_STAT_RESETS]);
     cxl_shm_pool_sync_stats(s);
@@ -402,37 +409,13 @@ static bool cxl_shm_vcpus_stopped(void)
 }
 
 /*
- * The host reset with this QEMU's vCPUs stopped.  A machine reset has
- * stopped them already; a reset of the device alone (a secondary bus
- * reset of its root port, from a vCPU's config write or from the
- * monitor) comes while the others run, in clwb / clflushopt, a doorbell
- * or an atomic of the device without the BQL: they are paused for it
- * (pause_all_vcpus() waits until each has left the device), and resumed
- * after.  From a vCPU thread, which cannot pause the others, it runs as
- * that vCPU's safe work (cxl_shm_reset_work).
- */
-static void cxl_shm_host_reset_stopped(CXLShmState *s)
-{
-    bool pause = !cxl_shm_vcpus_stopped();
-
-    trace_cxl_shm_reset_pause(s->host_id, pause);
-    if (pause) {
-        pause_all_vcpus();
-    }
-    cxl_shm_host_reset(s);
-    if (pause) {
-        resume_all_vcpus();
-    }
-}
-
-/*
- * A reset asked for by a vCPU (its config write set the root port's
- * secondary bus reset): the host reset runs as safe work of that vCPU,
- * before it executes another instruction, while every vCPU of this QEMU
- * is outside guest code (the exclusive section of async_safe_run_on_cpu),
- * so none is inside the device.  It lands at the same point of the
- * guest's execution on every run, and nothing in the main loop waits for
- * it.  A machine reset that comes first supersedes it (reset_pending).
+ * A reset while vCPUs run (a secondary bus reset of the root port, from
+ * a vCPU's config write or from the main loop): the host reset runs as
+ * safe work of a vCPU, before it executes another instruction, while
+ * every vCPU of this QEMU is outside guest code (the exclusive section
+ * of async_safe_run_on_cpu), so none is inside the device; nothing waits
+ * for it.  A machine reset that comes first supersedes it
+ * (reset_pending).
  */
 static void cxl_shm_reset_work(CPUState *cpu, run_on_cpu_data data)
 {
@@ -441,7 +424,7 @@ static void cxl_shm_reset_work(CPUState *cpu, run_on_cpu_data data)
     bql_lock();
     if (DEVICE(s)->realized && s->reset_pending > 0) {
         s->reset_pending--;
-        trace_cxl_shm_reset_pause(s->host_id, false);
+        trace_cxl_shm_reset_deferred(s->host_id, cpu->cpu_index);
         cxl_shm_host_reset(s);
     }
     bql_unlock();
@@ -463,7 +446,9 @@ static void cxl_shm_reset_enter(Object *obj, ResetType type)
 /*
  * Reset, hold phase: after the parent's (a legacy reset, which its hold
  * phase runs), the mailbox restricted again, the decoders unmapped and
- * the host reset
+ * the host reset: at once when every vCPU is stopped (a machine reset),
+ * else as a vCPU's safe work (cxl_shm_reset_work()); the reset never
+ * pauses the vCPUs itself
  */
 static void cxl_shm_reset_hold(Object *obj, ResetType type)
 {
@@ -477,15 +462,17 @@ static void cxl_shm_reset_hold(Object *obj, ResetType type)
     /* the parent clears the decoders without an uncommit */
     cxl_shm_unmap_all(s);
     /* the first reset is the machine's (or the hot-plug's) own */
-    if (s->reset_once && current_cpu) {
+    if (s->reset_once && (current_cpu || !cxl_shm_vcpus_stopped())) {
         s->reset_pending++;
         object_ref(OBJECT(s));
-        async_safe_run_on_cpu(current_cpu, cxl_shm_reset_work,
+        async_safe_run_on_cpu(current_cpu ?: first_cpu, cxl_shm_reset_work,
                               RUN_ON_CPU_HOST_PTR(s));
-        cpu_exit(current_cpu);
+        if (current_cpu) {
+            cpu_exit(current_cpu);
+        }
     } else if (s->reset_once) {
         s->reset_pending = 0;   /* this reset supersedes a queued one */
-        cxl_shm_host_reset_stopped(s);
+        cxl_shm_host_reset(s);
     }
     s->reset_once = true;
 }

@@ -103,10 +103,6 @@ typedef struct CXLShmTimed {
     uint32_t nr_held;
     /* per vCPU: the access its last piece belonged to (timed_access()) */
     CXLShmPiece *piece;
-    /* filter sets an earlier life's marks stay in (their lock was busy) */
-    unsigned long *sf_stale;
-    uint32_t nr_stale;
-    QEMUTimer *sf_timer;        /* retries them (never waits) */
     bool released;              /* cxl_shm_timed_fini() ran */
     MemoryRegion io;            /* the whole device; decoders alias it */
 } CXLShmTimed;
@@ -151,7 +147,7 @@ typedef struct CXLShmModeOps {
     void (*fini)(CXLShmState *s);                                /* or NULL */
     /* after fini and a grace period, before the host leaves its pod */
     void (*release)(CXLShmState *s);                             /* or NULL */
-    /* a host reset, every vCPU of this QEMU stopped */
+    /* a host reset (cxl_shm_host_reset(): mode=timed's cache lock held) */
     void (*reset)(CXLShmState *s);                               /* or NULL */
     /* what a committed decoder maps over @d's range: sets d->mr */
     void (*map)(CXLShmState *s, CXLShmDirect *d);
@@ -243,7 +239,7 @@ struct CXLShmState {
     QemuMutex reap_lock;        /* one thread reaps dead hosts at a time */
     CXLShmEventLimit event_limit[CXLSHM_EVENT__MAX];
     bool reset_once;
-    unsigned reset_pending;     /* host resets queued by vCPUs as safe work */
+    unsigned reset_pending;     /* host resets queued as a vCPU's safe work */
 
     /* the mode's operations; mode=timed's state (cxl-shm-timed.c) */
     const CXLShmModeOps *mode_ops;
