@@ -249,6 +249,10 @@ static bool cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
         if (q) {
             q->whole_op = done ? 0 : op + 1;
             q->whole_from = whole_from;
+            if (!done) {
+                /* an interrupt delivery before the next try resets it */
+                cache_maint_set_pending(cpu);
+            }
         }
         if (done) {
             qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);

@@ -517,7 +517,7 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     CXLShmPiece *piece = NULL;
     Cost c = { 0 };
     uint64_t ret = 0, old_pc;
-    int64_t waited = 0;
+    int64_t deadline = 0;
     unsigned done = 0;
     bool busy, cont = false;
 
@@ -583,13 +583,14 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
             cxl_shm_charge_ns(s, c.ns);
             return MEMTX_RETRY;
         }
-        if (waited >= TIMED_WAIT_MAX_US) {
+        if (!deadline) {
+            deadline = g_get_monotonic_time() + TIMED_WAIT_MAX_US;
+        } else if (g_get_monotonic_time() >= deadline) {
             trace_cxl_shm_timed_timeout(s->host_id, dpa + done, write);
             *val = ~0ULL;       /* a completion timeout: all ones */
             return MEMTX_ERROR;
         }
         g_usleep(TIMED_WAIT_STEP_US);
-        waited += TIMED_WAIT_STEP_US;
     }
     if (piece) {
         /* the next piece of this access continues it */

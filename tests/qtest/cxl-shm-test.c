@@ -4216,6 +4216,350 @@ static void test_stopped_peer_file_lock(void)
 }
 
 /*
+ * The outcomes that no cross-host wait leaves behind (docs/device.md's
+ * outcome table), each with a line lock held for a live peer, as the
+ * stopped-peer cases hold one: live host b's tag written into the lock
+ * word.
+ */
+static const uint64_t peer_tag = CXLPOOL_TAG(1, 63, 1);
+
+static void peer_hold(const char *pool, uint64_t word)
+{
+    patch_pool(pool, word, &peer_tag, 8);
+}
+
+static void peer_free(const char *pool, uint64_t word)
+{
+    uint64_t zero = 0;
+
+    patch_pool(pool, word, &zero, 8);
+}
+
+/* The lock word of pool offset @off (coherent: per line, else per page) */
+static uint64_t lock_word_of(uint64_t off)
+{
+    return 0x10000 + (off < COH_SIZE ? off / LINE : off / 4096) % 8192 * 8;
+}
+
+static uint32_t pool_rl(const char *pool, uint64_t off)
+{
+    uint32_t v;
+
+    pool_pread(pool, META_SIZE + off, &v, sizeof(v));
+    return v;
+}
+
+/*
+ * mode=timed, an access split into pieces (docs/device.md, outcome "the
+ * split access"): the guest's unaligned `addl $1` on coherent bytes
+ * 0x3e..0x41 reads both lines (line 1 is a hit: no lock), then stores
+ * in two pieces, bytes 0x3e..0x3f in line 0, then 0x40..0x41 in line 1,
+ * whose lock a peer keeps.  The first piece stored, so the access must
+ * not run again (it would add twice): the second piece tries again, for
+ * at most 100 ms.  @release: the peer lets go meanwhile (once the test
+ * sees the first piece in the pool and a try counted), and the store
+ * completes, applied once: 0x0000ffff + 1 = 0x00010000.  Else a
+ * completion timeout:
+ * the second piece is dropped (MEMTX_ERROR), about 100 ms after the
+ * first, traced (cxl_shm_timed_timeout), every try counted in
+ * STAT_RETRIES; the first piece stays applied once.  Then a read of
+ * another held line by a thread that is not a vCPU (qtest's) reads all
+ * ones at once.  The body after
+ * fw_code's prologue:
+ *
+ *     movl 0x400040, %eax; movl $1, 0x5000
+ * 1:  cmpl $1, 0x5010; jne 1b
+ *     addl $1, 0x40003e; movl $2, 0x5000
+ * 2:  hlt; jmp 2b
+ */
+static void timed_split(bool release)
+{
+    static const uint8_t body[] = {
+        0xa1, 0x40, 0x00, 0x40, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x83, 0x3d, 0x10, 0x50, 0x00, 0x00, 0x01,
+        0x75, 0xf7, 0x83, 0x05, 0x3e, 0x00, 0x40, 0x00, 0x01, 0xc7, 0x05,
+        0x00, 0x50, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd,
+    };
+    g_autofree char *pool = pool_path("timed-split.pool");
+    g_autofree char *log = g_build_filename(tmpdir, "timed-split.log", NULL);
+    g_autofree char *opts = g_strdup_printf("-trace cxl_shm_timed_timeout "
+                                            "-D %s", log);
+    g_autofree char *text = NULL;
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t word = lock_word_of(0x40);
+    uint32_t v = 0xffff;
+    gint64 t0, took, deadline;
+    bool timeout;
+    Host a, b;
+
+    memcpy(code + 0x40, body, sizeof(body));
+    timed_start(&b, pool, 1, NULL);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), TIMED, opts);
+    patch_pool(pool, META_SIZE + 0x3e, &v, 4);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_phase(&a, 1);
+    peer_hold(pool, word);
+    qtest_writel(a.qts, 0x5010, 1);
+
+    /* the first piece lands: bytes 0x3e..0x3f go from 0xffff to 0 */
+    deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (pool_rl(pool, 0x3c) >> 16) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(100);
+    }
+    t0 = g_get_monotonic_time();
+    if (release) {
+        /* once the second piece has found the line busy */
+        while (!rstat(&a, CXLSHM_STAT_RETRIES)) {
+            g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        }
+        peer_free(pool, word);
+    }
+    fw_phase(&a, 2);
+    took = g_get_monotonic_time() - t0;
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    timeout = strstr(text, "cxl_shm_timed_timeout") != NULL;
+    g_test_message("the split store took %" PRId64 " us after its first "
+                   "piece; timed out: %d", took, timeout);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_RETRIES), >, 0);
+    if (release && !timeout) {
+        g_assert_cmphex(pool_rl(pool, 0x3e), ==, 0x10000);
+    } else {
+        /* released only after 100 ms (a loaded machine), or never */
+        g_assert_true(timeout);
+        g_assert_cmphex(pool_rl(pool, 0x3e), ==, 0);
+        g_assert_cmpint(took, >=, 90000);
+    }
+    if (!release) {
+        g_assert_cmpint(took, <, 2 * G_USEC_PER_SEC);
+        /* a thread that is not a vCPU (here qtest's) gets all ones at once */
+        peer_hold(pool, lock_word_of(0x80));
+        g_assert_cmphex(mem_rq(&a, 0x80), ==, UINT64_MAX);
+        peer_free(pool, lock_word_of(0x80));
+        g_assert_cmphex(mem_rq(&a, 0x80), ==, 0);
+        peer_free(pool, word);
+    }
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+static void test_timed_split_rmw(void)
+{
+    timed_split(true);
+}
+
+static void test_timed_split_timeout(void)
+{
+    timed_split(false);
+}
+
+/*
+ * wbinvd keeps a cursor while it runs again and again (a page lock a
+ * peer keeps stops it there), and only then: after an interrupt
+ * delivery, and after a reset, the instruction starts over from the
+ * first line.  The guest stores its run number to a line of page 0 and
+ * of page 1 of the non-coherent area, then wbinvd; page 1's lock is held
+ * for a peer.  1. wbinvd wrote page 0 and runs again at page 1.  2. An
+ * NMI (QMP inject-nmi; the guest turned its APIC off, so it reaches the
+ * CPU) stores a new run number to page 0 in its handler: the wbinvd run
+ * after the iret writes page 0 again.  3. system_reset: the firmware
+ * runs again with a new run number and writes page 0 again.  4. The peer
+ * lets go: wbinvd completes with both pages in the pool.  A cursor kept
+ * across 2 or 3 would skip page 0, leaving a dirty line behind a wbinvd
+ * that completed.  The body after fw_code's prologue (IDT at 0x6000, its
+ * descriptor at 0x6800, both written by the test; NMI handler at
+ * 0xfffff083):
+ *
+ *     movl $0x1b, %ecx; rdmsr; andl $0xfffff7ff, %eax; wrmsr
+ *     movl $0x7000, %esp; lidt 0x6800
+ *     incl 0x5020; movl 0x5020, %eax
+ *     movl %eax, 0x200000; movl %eax, 0x201000; movl %eax, 0x5004
+ *     wbinvd; movl 0x5020, %eax; movl %eax, 0x5000
+ * 1:  hlt; jmp 1b
+ * nmi: incl 0x5020; movl 0x5020, %eax
+ *     movl %eax, 0x200000; movl %eax, 0x5008; iret
+ */
+static void wbinvd_retrying(Host *a)
+{
+    uint64_t r = rstat(a, CXLSHM_STAT_RETRIES);
+    gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+
+    while (rstat(a, CXLSHM_STAT_RETRIES) < r + 3) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+static void test_wbinvd_cursor(void)
+{
+    static const uint8_t body[] = {
+        0xb9, 0x1b, 0x00, 0x00, 0x00, 0x0f, 0x32, 0x25, 0xff, 0xf7, 0xff,
+        0xff, 0x0f, 0x30, 0xbc, 0x00, 0x70, 0x00, 0x00, 0x0f, 0x01, 0x1d,
+        0x00, 0x68, 0x00, 0x00, 0xff, 0x05, 0x20, 0x50, 0x00, 0x00, 0xa1,
+        0x20, 0x50, 0x00, 0x00, 0xa3, 0x00, 0x00, 0x20, 0x00, 0xa3, 0x00,
+        0x10, 0x20, 0x00, 0xa3, 0x04, 0x50, 0x00, 0x00, 0x0f, 0x09, 0xa1,
+        0x20, 0x50, 0x00, 0x00, 0xa3, 0x00, 0x50, 0x00, 0x00, 0xf4, 0xeb,
+        0xfd, 0xff, 0x05, 0x20, 0x50, 0x00, 0x00, 0xa1, 0x20, 0x50, 0x00,
+        0x00, 0xa3, 0x00, 0x00, 0x20, 0x00, 0xa3, 0x08, 0x50, 0x00, 0x00,
+        0xcf,
+    };
+    g_autofree char *pool = pool_path("wbinvd-cursor.pool");
+    g_autofree uint8_t *code = g_memdup2(fw_code, sizeof(fw_code));
+    uint64_t p0 = COH_SIZE, p1 = COH_SIZE + 0x1000;
+    uint64_t word = lock_word_of(p1);
+    /* vector 2: a 32-bit interrupt gate to 0xfffff083, selector 8 */
+    uint64_t gate = 0x0008f083ULL | 0xffff8e00ULL << 32;
+    uint8_t idtr[6] = { 0x07, 0x01, 0x00, 0x60, 0x00, 0x00 };
+    Host a, b;
+
+    g_assert_cmpuint(0x40 + sizeof(body), <=, 0xa8);   /* fw_code's GDT */
+    memcpy(code + 0x40, body, sizeof(body));
+    host_start(&b, pool, 1, true);
+    fw_host_start_code(&a, pool, 0, code, sizeof(fw_code), NULL, NULL);
+    qtest_memwrite(a.qts, 0x6000 + 2 * 8, &gate, sizeof(gate));
+    qtest_memwrite(a.qts, 0x6800, idtr, sizeof(idtr));
+    peer_hold(pool, word);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+
+    /* 1: stopped at page 1, page 0 written */
+    while (qtest_readl(a.qts, 0x5004) != 1) {
+        g_usleep(1000);
+    }
+    wbinvd_retrying(&a);
+    g_assert_cmphex(pool_rq(pool, p0), ==, 1);
+    g_assert_cmphex(pool_rq(pool, p1), ==, 0);
+
+    /* 2: an interrupt delivery in between: the wbinvd after it starts over */
+    qtest_qmp_assert_success(a.qts, "{'execute': 'inject-nmi'}");
+    while (qtest_readl(a.qts, 0x5008) != 2) {
+        g_usleep(1000);
+    }
+    wbinvd_retrying(&a);
+    g_assert_cmphex(pool_rq(pool, p0), ==, 2);
+    g_assert_cmphex(pool_rq(pool, p1), ==, 0);
+
+    /* 3: a reset in between: the firmware's wbinvd starts over */
+    qtest_qmp_assert_success(a.qts, "{'execute': 'stop'}");
+    qtest_qmp_assert_success(a.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(a.qts, "RESET");
+    host_enable(&a, true);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    while (qtest_readl(a.qts, 0x5004) != 3) {
+        g_usleep(1000);
+    }
+    wbinvd_retrying(&a);
+    g_assert_cmphex(pool_rq(pool, p0), ==, 3);
+    g_assert_cmphex(pool_rq(pool, p1), ==, 0);
+
+    /* 4: the peer lets go: wbinvd completes */
+    peer_free(pool, word);
+    fw_phase(&a, 3);
+    g_assert_cmphex(pool_rq(pool, p0), ==, 3);
+    g_assert_cmphex(pool_rq(pool, p1), ==, 3);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/* Ring op @op on [off, off + len) and return at once */
+static void db_ring(Host *h, uint32_t op, uint64_t off, uint64_t len)
+{
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, off);
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_LEN, len);
+    qtest_writel(h->qts, BAR5_ADDR + A_CXLSHM_DB_OP, op);
+}
+
+/*
+ * The doorbell's ring holds 64 ops (docs/interfaces.md, DB_STATUS): the
+ * first op's page is held for a peer, so it and the 63 rung after it
+ * wait; the 65th is dropped (STAT_ERRORS, never run).  Once the peer
+ * lets go, the 64 run in order, DB_STATUS reads 6 (FULL) once, then the
+ * last op's status (0) with its line count.
+ */
+static void test_doorbell_full(void)
+{
+    g_autofree char *pool = pool_path("db-full.pool");
+    uint64_t held = COH_SIZE + 0xc000, q = COH_SIZE + 0xd000;
+    uint64_t dropped = COH_SIZE + 0xe000, last = q + 62 * LINE;
+    uint64_t word = lock_word_of(held), errors;
+    int i;
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    mem_wq(&a, held, 0xf0);
+    mem_wq(&a, last, 0xf1);
+    mem_wq(&a, dropped, 0xf2);
+    errors = rstat(&a, CXLSHM_STAT_ERRORS);
+    peer_hold(pool, word);
+
+    db_ring(&a, OP_WB, held, 4096);
+    for (i = 0; i < 63; i++) {
+        db_ring(&a, OP_WB, q + i * LINE, LINE);
+    }
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_ERRORS), ==, errors);
+    db_ring(&a, OP_WB, dropped, LINE);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_ERRORS), ==, errors + 1);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+
+    peer_free(pool, word);
+    g_assert_cmpuint(db_wait(&a), ==, CXLSHM_DB_FULL);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_LINES), ==, 1);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_OPS), ==, 64);
+    g_assert_cmphex(pool_rq(pool, held), ==, 0xf0);
+    g_assert_cmphex(pool_rq(pool, last), ==, 0xf1);
+    g_assert_cmphex(pool_rq(pool, dropped), ==, 0);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
+ * A device reset (a secondary bus reset of the root port, here from the
+ * main loop while the vCPU runs: the host reset is its safe work) drops
+ * the doorbell's ops, the one running and those queued behind it: the
+ * first op's page is held for a peer, a second op is queued; after the
+ * reset DB_STATUS and DB_LINES read 0 (docs/interfaces.md), and once the
+ * peer lets go neither op runs: a line of the second op's range, dirtied
+ * again after the reset, stays out of the pool until a new op.
+ */
+static void test_doorbell_reset_drops(void)
+{
+    g_autofree char *pool = pool_path("db-reset.pool");
+    uint64_t held = COH_SIZE + 0xc000, q = COH_SIZE + 0xd000;
+    uint64_t word = lock_word_of(held);
+    Host a, b;
+
+    host_start(&a, pool, 0, true);
+    host_start(&b, pool, 1, true);
+    mem_wq(&a, held, 0xe0);
+    mem_wq(&a, q, 0xe1);
+    peer_hold(pool, word);
+    db_ring(&a, OP_WB, held, 4096);
+    db_ring(&a, OP_WB, q, 4096);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, (1 << 6) << 16);
+    cfg_writel(a.qts, PXB_BUS, 0, 0x3c, 0);
+    shm_wait_resets(a.qts, 1);
+    host_enable(&a, true);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+    g_assert_cmpuint(r64(&a, A_CXLSHM_DB_LINES), ==, 0);
+
+    mem_wq(&a, q, 0xe2);
+    peer_free(pool, word);
+    g_usleep(100000);
+    g_assert_cmpuint(r32(&a, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+    g_assert_cmpuint(rstat(&a, CXLSHM_STAT_WB_OPS), ==, 0);
+    g_assert_cmphex(pool_rq(pool, held), ==, 0);
+    g_assert_cmphex(pool_rq(pool, q), ==, 0);
+    g_assert_cmpuint(doorbell(&a, OP_WB, q, 4096), ==, CXLSHM_DB_OK);
+    g_assert_cmphex(pool_rq(pool, q), ==, 0xe2);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+}
+
+/*
  * A high evict-rate is worked through in chunks spread over the
  * millisecond, each a short hold of the BQL, not in one timer callback
  * that holds it for the whole rate: 100000 lines per ms come
@@ -5052,6 +5396,12 @@ int main(int argc, char **argv)
                    test_stopped_peer_reset_timed);
     qtest_add_func("/cxl-shm/stopped-peer-reset-load",
                    test_stopped_peer_reset_load);
+    qtest_add_func("/cxl-shm/timed-split-rmw", test_timed_split_rmw);
+    qtest_add_func("/cxl-shm/timed-split-timeout", test_timed_split_timeout);
+    qtest_add_func("/cxl-shm/wbinvd-cursor", test_wbinvd_cursor);
+    qtest_add_func("/cxl-shm/doorbell-full", test_doorbell_full);
+    qtest_add_func("/cxl-shm/doorbell-reset-drops",
+                   test_doorbell_reset_drops);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
     qtest_add_data_func("/cxl-shm/hostile-registers/timed", "timed",
