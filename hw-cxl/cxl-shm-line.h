@@ -216,9 +216,9 @@ bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data);
 
 /*
- * One line of the non-coherent area, as cxl_shm_lines_op() on it, if its
- * lock is free now (no wait, no dead-owner recovery): false, and nothing
- * done, if another thread or host holds it.  For the same callers.
+ * One line of the non-coherent area, as cxl_shm_lines_op() on it, for a
+ * caller that does not try again (the eviction timer): it asks for no
+ * turn.  false, and nothing done, if the line's lock is busy.
  */
 bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
                             uint64_t offset, CXLShmLineCount *n);
