@@ -307,8 +307,11 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
     uint64_t end = e->off + e->len, lines;
     int64_t ns = 0;
     bool done;
-
-    uint64_t old_pc = cxl_shm_set_insn_pc(e->pc);
+    /*
+     * A conflict it makes names the instruction that rang it: unwound
+     * from this vCPU's access only if one is reported
+     */
+    uint64_t old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
 
     cxl_shm_charge_to(&ns);
     e->from = cxl_shm_range(s, cxl_shm_db_line_op(e->op), e->off, e->len,
@@ -398,13 +401,17 @@ static void db_ring_locked(CXLShmState *s, uint32_t op)
     e->ns = 0;
     e->rung_ns = db_now();
     e->epoch = d->epoch;
-    /* a conflict the op makes names the instruction that rang it */
-    e->pc = cxl_shm_access_pc(current_cpu);
     d->refused = 0;
     if (d->head == d->tail && !d->park && !d->stop &&
         e->len <= DB_INLINE_MAX && db_inline(s, e)) {
         return;
     }
+    /*
+     * A conflict the op makes in the thread names the instruction that
+     * rang it: looked up now, in the ringing vCPU (a TB lookup, which an
+     * op run inline does not pay)
+     */
+    e->pc = cxl_shm_access_pc(current_cpu);
     d->tail++;
     qemu_cond_broadcast(&d->cond);
 }
