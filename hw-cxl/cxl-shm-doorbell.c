@@ -46,6 +46,9 @@ uint32_t cxl_shm_db_write32(CXLShmDoorbellRegs *r, uint64_t addr,
     case A_CXLSHM_DB_OP:
         *rang = true;
         return val;
+    case A_CXLSHM_DB_CTRL:
+        r->ctrl = val & R_CXLSHM_DB_CTRL_IRQ_MASK;
+        break;
     default:
         break;
     }
@@ -83,6 +86,7 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op)
 #include "qemu/timer.h"
 #include "qemu/units.h"
 #include "system/cpu-timers.h"
+#include "hw/pci/msix.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
@@ -110,6 +114,49 @@ static const char *const op_names[] = {
     [CXLSHM_OP_INVALIDATE] = "invalidate",
     [CXLSHM_OP_FLUSH] = "flush",
 };
+
+/*
+ * DB_CTRL.IRQ: the ops completing from now on raise the doorbell's MSI-X
+ * vector once the guest may see them complete, at @ready (db_now()):
+ * a timer of the main loop raises it there, under the BQL, which no
+ * thread that completes an op holds or takes (the vCPU of an inline op
+ * runs without it, the doorbell's thread never takes it).  d->lock held.
+ */
+static void db_irq_owe(CXLShmDoorbell *d, int64_t ready)
+{
+    if (!(d->regs.ctrl & R_CXLSHM_DB_CTRL_IRQ_MASK) || d->stop) {
+        return;
+    }
+    d->irq_due = MAX(d->irq_due, ready);
+    /* the first op owed is raised on time, the later ones after it */
+    timer_mod_anticipate_ns(d->irq_timer, ready);
+}
+
+/*
+ * The timer: one message for the ops completed by now (a guest's handler
+ * reads DB_STATUS, which tells busy from done), and the timer again for
+ * one completing later.  Main loop, BQL held.
+ */
+static void db_irq(void *opaque)
+{
+    CXLShmState *s = opaque;
+    CXLShmDoorbell *d = &s->db;
+    bool raise;
+
+    qemu_mutex_lock(&d->lock);
+    raise = d->irq_due && !d->stop &&
+            (d->regs.ctrl & R_CXLSHM_DB_CTRL_IRQ_MASK);
+    if (raise && d->irq_due > db_now()) {
+        timer_mod_ns(d->irq_timer, d->irq_due);
+    } else {
+        d->irq_due = 0;
+    }
+    qemu_mutex_unlock(&d->lock);
+    if (raise) {
+        trace_cxl_shm_db_irq(s->host_id, CXLSHM_DB_MSIX_VECTOR);
+        msix_notify(PCI_DEVICE(s), CXLSHM_DB_MSIX_VECTOR);
+    }
+}
 
 /* Is the thread to leave the op it runs (a reset or the unplug)? */
 static bool db_leave(CXLShmDoorbell *d)
@@ -197,6 +244,7 @@ static void db_complete(CXLShmState *s, const CXLShmDbOp *op, bool done,
         d->status = CXLSHM_DB_OK;
         d->lines = lines;
         d->ready_ns = MAX(d->ready_ns, op->rung_ns) + ns;
+        db_irq_owe(d, d->ready_ns);
     }
 }
 
@@ -259,8 +307,11 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
     uint64_t end = e->off + e->len, lines;
     int64_t ns = 0;
     bool done;
-
-    uint64_t old_pc = cxl_shm_set_insn_pc(e->pc);
+    /*
+     * A conflict it makes names the instruction that rang it: unwound
+     * from this vCPU's access only if one is reported
+     */
+    uint64_t old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
 
     cxl_shm_charge_to(&ns);
     e->from = cxl_shm_range(s, cxl_shm_db_line_op(e->op), e->off, e->len,
@@ -281,13 +332,17 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
     return true;
 }
 
-/* DB_OFFSET or DB_LEN (@addr, 8-byte aligned), as the guest last wrote it */
+/*
+ * DB_OFFSET, DB_LEN or DB_CTRL (@addr, 8-byte aligned), as the guest last
+ * wrote it
+ */
 uint64_t cxl_shm_db_reg(CXLShmState *s, uint64_t addr)
 {
     uint64_t v;
 
     qemu_mutex_lock(&s->db.lock);
-    v = addr == A_CXLSHM_DB_LEN ? s->db.regs.len : s->db.regs.offset;
+    v = addr == A_CXLSHM_DB_LEN ? s->db.regs.len :
+        addr == A_CXLSHM_DB_CTRL ? s->db.regs.ctrl : s->db.regs.offset;
     qemu_mutex_unlock(&s->db.lock);
     return v;
 }
@@ -326,6 +381,10 @@ static void db_ring_locked(CXLShmState *s, uint32_t op)
         qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
         trace_cxl_shm_op(s->host_id, "refused", d->regs.offset, d->regs.len,
                          0, st);
+        /* it completes now, or with the last op queued (its message) */
+        if (d->head == d->tail) {
+            db_irq_owe(d, MAX(d->ready_ns, db_now()));
+        }
         return;
     }
     if (d->tail - d->head >= CXLSHM_DB_RING) {
@@ -342,13 +401,17 @@ static void db_ring_locked(CXLShmState *s, uint32_t op)
     e->ns = 0;
     e->rung_ns = db_now();
     e->epoch = d->epoch;
-    /* a conflict the op makes names the instruction that rang it */
-    e->pc = cxl_shm_access_pc(current_cpu);
     d->refused = 0;
     if (d->head == d->tail && !d->park && !d->stop &&
         e->len <= DB_INLINE_MAX && db_inline(s, e)) {
         return;
     }
+    /*
+     * A conflict the op makes in the thread names the instruction that
+     * rang it: looked up now, in the ringing vCPU (a TB lookup, which an
+     * op run inline does not pay)
+     */
+    e->pc = cxl_shm_access_pc(current_cpu);
     d->tail++;
     qemu_cond_broadcast(&d->cond);
 }
@@ -390,6 +453,10 @@ void cxl_shm_db_init(CXLShmState *s)
 
     qemu_mutex_init(&d->lock);
     qemu_cond_init(&d->cond);
+    /* on the clock DB_STATUS's latency passes on (db_now()) */
+    d->irq_timer = timer_new_ns(icount_enabled() ? QEMU_CLOCK_VIRTUAL
+                                                 : QEMU_CLOCK_REALTIME,
+                                db_irq, s);
     d->idle = true;
     qemu_thread_create(&d->thread, name, db_thread, s, QEMU_THREAD_JOINABLE);
 }
@@ -423,6 +490,9 @@ void cxl_shm_db_reset(CXLShmState *s)
     qemu_mutex_lock(&d->lock);
     d->head = d->tail;
     d->regs.offset = d->regs.len = 0;
+    d->regs.ctrl = 0;
+    d->irq_due = 0;
+    timer_del(d->irq_timer);
     d->lines = 0;
     d->status = 0;
     d->refused = 0;
@@ -480,8 +550,10 @@ void cxl_shm_db_stop(CXLShmState *s)
 
 /*
  * Unplug: the thread leaves (within one piece), what is queued is not
- * run.  The lock stays usable until cxl_shm_db_free(), after the grace
- * period (the exit notifier may still pause the doorbell meanwhile).
+ * run, and no interrupt is raised any more (before the MSI-X table goes
+ * with the parent's exit).  The lock stays usable until
+ * cxl_shm_db_free(), after the grace period (the exit notifier may still
+ * pause the doorbell meanwhile).
  */
 void cxl_shm_db_fini(CXLShmState *s)
 {
@@ -492,10 +564,13 @@ void cxl_shm_db_fini(CXLShmState *s)
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);
     qemu_thread_join(&d->thread);
+    timer_del(d->irq_timer);
 }
 
 void cxl_shm_db_free(CXLShmState *s)
 {
+    timer_free(s->db.irq_timer);
+    s->db.irq_timer = NULL;
     qemu_cond_destroy(&s->db.cond);
     qemu_mutex_destroy(&s->db.lock);
 }

@@ -21,12 +21,14 @@
 typedef struct CXLShmDoorbellRegs {
     uint64_t offset;            /* DB_OFFSET */
     uint64_t len;               /* DB_LEN */
+    uint32_t ctrl;              /* DB_CTRL */
 } CXLShmDoorbellRegs;
 
 /*
  * A 32-bit write at @addr of BAR5 (4-byte aligned).  Returns the op the
  * guest rang (the value written to DB_OP, any value) with *rang set, or
- * updates DB_OFFSET / DB_LEN; any other address is ignored.
+ * updates DB_OFFSET / DB_LEN / DB_CTRL (its defined bits); any other
+ * address is ignored.
  */
 uint32_t cxl_shm_db_write32(CXLShmDoorbellRegs *r, uint64_t addr,
                             uint32_t val, bool *rang);
@@ -44,6 +46,7 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op);
 
 #ifndef CXLSHM_DB_DECODE_ONLY
 #include "qemu/thread.h"
+#include "qemu/timer.h"
 
 #define CXLSHM_DB_RING          64      /* ops rung and not yet completed */
 
@@ -60,7 +63,7 @@ typedef struct CXLShmDbOp {
 } CXLShmDbOp;
 
 typedef struct CXLShmDoorbell {
-    CXLShmDoorbellRegs regs;    /* DB_OFFSET, DB_LEN (lock) */
+    CXLShmDoorbellRegs regs;    /* DB_OFFSET, DB_LEN, DB_CTRL (lock) */
     QemuThread thread;
     QemuMutex lock;             /* everything below */
     QemuCond cond;              /* an op rung, completed, or a request */
@@ -71,6 +74,8 @@ typedef struct CXLShmDoorbell {
     uint32_t refused;           /* the last ring's, refused at once, or 0 */
     uint64_t lines;             /* DB_LINES of the last op completed */
     int64_t ready_ns;           /* its latency has passed (db_now()) */
+    int64_t irq_due;            /* an MSI-X owed at this time, or 0 */
+    QEMUTimer *irq_timer;       /* raises it, in the main loop */
     unsigned epoch;             /* device resets */
     bool overflow;              /* an op was dropped: the ring was full */
     bool park;                  /* run no op (a reset) */

@@ -78,6 +78,8 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     case A_CXLSHM_DB_LINES:
         v = cxl_shm_db_lines(s);
         break;
+    case A_CXLSHM_DB_CTRL:
+        return hi ? 0 : cxl_shm_db_reg(s, A_CXLSHM_DB_CTRL);
     case A_CXLSHM_HOST_LIVE: {
         uint32_t i;
 

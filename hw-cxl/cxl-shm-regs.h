@@ -85,6 +85,14 @@ REG64(CXLSHM_DB_LEN, 0x108)
 REG32(CXLSHM_DB_OP, 0x110)
 REG32(CXLSHM_DB_STATUS, 0x114)
 REG64(CXLSHM_DB_LINES, 0x118)                   /* lines the last op moved */
+REG32(CXLSHM_DB_CTRL, 0x120)
+    FIELD(CXLSHM_DB_CTRL, IRQ, 0, 1)            /* MSI-X at completion */
+
+/*
+ * The MSI-X vector DB_CTRL.IRQ raises (in the cxl-type3 table of BAR4:
+ * vector 0 is the DOE's, 2-6 the event logs', 7 the mailbox's)
+ */
+#define CXLSHM_DB_MSIX_VECTOR   1
 
 /* DB_OP values */
 enum {

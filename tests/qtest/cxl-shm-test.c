@@ -713,6 +713,198 @@ static void test_refused_ops(void)
     qtest_quit(h.qts);
 }
 
+/*
+ * The doorbell's completion interrupt (docs/interfaces.md, DB_CTRL): the
+ * test enables MSI-X as a driver would, BAR4 holding the table and the
+ * PBA (cxl-type3's), and finds them from the MSI-X capability
+ */
+#define BAR4_ADDR       0xe0300000ULL
+#define MSIX_RAM        0x100000ULL     /* where an unmasked vector writes */
+
+typedef struct Msix {
+    uint64_t table;     /* the vector table, in BAR4 */
+    uint64_t pba;       /* the pending bits, in BAR4 */
+} Msix;
+
+static void msix_setup(Host *h, Msix *m)
+{
+    uint32_t cap = cfg_readl(h->qts, DEV_BUS, 0, 0x34) & 0xfc;
+    uint32_t dw = 0;
+
+    while (cap) {
+        dw = cfg_readl(h->qts, DEV_BUS, 0, cap);
+        if ((dw & 0xff) == 0x11) {
+            break;
+        }
+        cap = (dw >> 8) & 0xfc;
+    }
+    g_assert_cmpuint(cap, !=, 0);
+    /* table and PBA in BAR4 (BIR 4), whose address the test chooses */
+    g_assert_cmpuint(cfg_readl(h->qts, DEV_BUS, 0, cap + 4) & 7, ==, 4);
+    g_assert_cmpuint(cfg_readl(h->qts, DEV_BUS, 0, cap + 8) & 7, ==, 4);
+    cfg_writel(h->qts, DEV_BUS, 0, 0x20, BAR4_ADDR);
+    m->table = BAR4_ADDR + (cfg_readl(h->qts, DEV_BUS, 0, cap + 4) & ~7u);
+    m->pba = BAR4_ADDR + (cfg_readl(h->qts, DEV_BUS, 0, cap + 8) & ~7u);
+    /* the doorbell's vector exists */
+    g_assert_cmpuint((dw >> 16) & 0x7ff, >=, CXLSHM_DB_MSIX_VECTOR);
+    /* MSI-X enable, the function not masked */
+    cfg_writel(h->qts, DEV_BUS, 0, cap, (dw & 0x3fffffff) | (1u << 31));
+}
+
+/* Vector @v's entry: a write of @data to @addr, masked or not */
+static void msix_vector(Host *h, Msix *m, int v, uint64_t addr,
+                        uint32_t data, bool masked)
+{
+    uint64_t e = m->table + 16 * v;
+
+    qtest_writel(h->qts, e, (uint32_t)addr);
+    qtest_writel(h->qts, e + 4, addr >> 32);
+    qtest_writel(h->qts, e + 8, data);
+    qtest_writel(h->qts, e + 12, masked);
+}
+
+static bool msix_pending(Host *h, Msix *m, int v)
+{
+    return qtest_readl(h->qts, m->pba + 4 * (v / 32)) & (1u << (v % 32));
+}
+
+/* Is vector @v pending within @ms milliseconds (the main loop raises it)? */
+static bool msix_pending_within(Host *h, Msix *m, int v, int ms)
+{
+    gint64 end = g_get_monotonic_time() + ms * 1000;
+
+    do {
+        if (msix_pending(h, m, v)) {
+            return true;
+        }
+        g_usleep(1000);
+    } while (g_get_monotonic_time() < end);
+    return false;
+}
+
+/* Ring @op without waiting: DB_STATUS is the test's to read */
+static void db_ring(Host *h, uint32_t op, uint64_t off, uint64_t len)
+{
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, off);
+    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_LEN, len);
+    qtest_writel(h->qts, BAR5_ADDR + A_CXLSHM_DB_OP, op);
+}
+
+/*
+ * DB_CTRL.IRQ set: an op completing raises the doorbell's vector, no
+ * earlier than DB_STATUS reads it done, for an op run in its DB_OP write
+ * (one line), one run by the doorbell's thread (4 MiB), one whose
+ * latency delays it, and a refused one; with the vector masked it is
+ * left pending, unmasked its message is written.  A device reset clears
+ * DB_CTRL.
+ */
+static void test_doorbell_irq(void)
+{
+    g_autofree char *pool = pool_path("doorbell-irq.pool");
+    const int v = CXLSHM_DB_MSIX_VECTOR;
+    uint64_t nc = COH_SIZE + 0x10000;
+    Msix m;
+    Host h;
+    int i;
+
+    host_start(&h, pool, 0, true);
+    msix_setup(&h, &m);
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb, true);
+    qtest_writel(h.qts, BAR5_ADDR + A_CXLSHM_DB_CTRL, 0xffffffff);
+    /* only the defined bit sticks */
+    g_assert_cmphex(r32(&h, A_CXLSHM_DB_CTRL), ==,
+                    R_CXLSHM_DB_CTRL_IRQ_MASK);
+    g_assert_false(msix_pending(&h, &m, v));
+
+    /* inline (one line), by the thread (4 MiB: more than one piece) */
+    for (i = 0; i < 2; i++) {
+        uint64_t len = i ? 4 * MiB : LINE;
+
+        mem_wq(&h, nc, 0x1000 + i);
+        db_ring(&h, OP_WB, nc, len);
+        g_assert_true(msix_pending_within(&h, &m, v, 10000));
+        g_assert_cmpuint(r32(&h, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+        g_assert_cmphex(pool_rq(pool, nc), ==, 0x1000 + i);
+        /* the PBA bit stays until the vector is unmasked */
+        g_assert_true(msix_pending(&h, &m, v));
+        msix_vector(&h, &m, v, MSIX_RAM, 0xdb, false);
+        g_assert_false(msix_pending(&h, &m, v));
+        g_assert_cmphex(qtest_readl(h.qts, MSIX_RAM), ==, 0xdb);
+        qtest_writel(h.qts, MSIX_RAM, 0);
+        msix_vector(&h, &m, v, MSIX_RAM, 0xdb, true);
+    }
+
+    /* unmasked: the message is written when the op completes */
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb01, false);
+    g_assert_cmpuint(doorbell(&h, OP_FLUSH, nc, LINE), ==, 0);
+    for (i = 0; i < 10000 && qtest_readl(h.qts, MSIX_RAM) != 0xdb01; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmphex(qtest_readl(h.qts, MSIX_RAM), ==, 0xdb01);
+    g_assert_false(msix_pending(&h, &m, v));
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb, true);
+
+    /* a latency of 2000 lines x 60 us: not before DB_STATUS is done */
+    qtest_qmp_assert_success(h.qts, "{'execute': 'qom-set', 'arguments': "
+                             "{'path': '/machine/peripheral/shm0', "
+                             "'property': 'latency-ns', 'value': 60000}}");
+    db_ring(&h, OP_WB, nc, 2000 * LINE);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+    g_assert_true(msix_pending_within(&h, &m, v, 10000));
+    g_assert_cmpuint(r32(&h, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_OK);
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb, false);
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb, true);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'qom-set', 'arguments': "
+                             "{'path': '/machine/peripheral/shm0', "
+                             "'property': 'latency-ns', 'value': 0}}");
+
+    /* a refused op completes too */
+    db_ring(&h, 0, nc, LINE);
+    g_assert_true(msix_pending_within(&h, &m, v, 10000));
+    g_assert_cmpuint(r32(&h, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BADOP);
+
+    /* the other vectors stay quiet */
+    for (i = 0; i < 8; i++) {
+        g_assert_true(i == v || !msix_pending(&h, &m, i));
+    }
+
+    /* a device reset clears DB_CTRL */
+    qtest_qmp_assert_success(h.qts, "{'execute': 'system_reset'}");
+    host_enable(&h, true);
+    g_assert_cmphex(r32(&h, A_CXLSHM_DB_CTRL), ==, 0);
+    qtest_quit(h.qts);
+}
+
+/*
+ * DB_CTRL.IRQ clear (as after a reset): MSI-X enabled and the vector
+ * masked, no op leaves it pending; set later, the next op does
+ */
+static void test_doorbell_irq_off(void)
+{
+    g_autofree char *pool = pool_path("doorbell-irq-off.pool");
+    const int v = CXLSHM_DB_MSIX_VECTOR;
+    uint64_t nc = COH_SIZE + 0x10000;
+    Msix m;
+    Host h;
+
+    host_start(&h, pool, 0, true);
+    msix_setup(&h, &m);
+    msix_vector(&h, &m, v, MSIX_RAM, 0xdb, true);
+    g_assert_cmphex(r32(&h, A_CXLSHM_DB_CTRL), ==, 0);
+    mem_wq(&h, nc, 0x2000);
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&h, OP_FLUSH, nc, 4 * MiB), ==, 0);
+    g_assert_cmpuint(doorbell(&h, 0, nc, LINE), ==, CXLSHM_DB_BADOP);
+    g_assert_false(msix_pending_within(&h, &m, v, 200));
+
+    /* enabled after an op completed: nothing owed for that one */
+    qtest_writel(h.qts, BAR5_ADDR + A_CXLSHM_DB_CTRL, 1);
+    g_assert_false(msix_pending_within(&h, &m, v, 200));
+    g_assert_cmpuint(doorbell(&h, OP_WB, nc, LINE), ==, 0);
+    g_assert_true(msix_pending_within(&h, &m, v, 10000));
+    qtest_quit(h.qts);
+}
+
 /* Two QEMUs on one pool: the visibility matrix */
 static void test_two_hosts(void)
 {
@@ -5342,6 +5534,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-concurrent", test_doorbell_concurrent);
     qtest_add_func("/cxl-shm/doorbell-two-rings", test_doorbell_two_rings);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
+    qtest_add_func("/cxl-shm/doorbell-irq", test_doorbell_irq);
+    qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
     qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark scripts of docs/benchmarks.md, without their guests (each
 # takes minutes to hours): bench.sh, bench-scale.sh, bench-pod.sh and
-# bench-timed.sh with --dry-run check their arguments, the tools they need
+# bench-timed.sh and bench-contend.sh with --dry-run check their arguments, the tools they need
 # and the launcher options of every guest or pod they would boot (the
 # launcher's own --dry-run builds each QEMU command line); bad arguments
 # are refused.  Nothing is built and nothing boots.
-# covers: scripts/bench.sh scripts/bench-scale.sh scripts/bench-pod.sh scripts/bench-timed.sh
+# covers: scripts/bench.sh scripts/bench-scale.sh scripts/bench-pod.sh scripts/bench-timed.sh scripts/bench-contend.sh
 . "$(dirname "$0")/lib.sh"
 S=$TOP/scripts
 export CXLPOD_BUILD=$BUILD
@@ -38,4 +38,7 @@ expect "bench-pod.sh --hosts 99 is refused" 1 'wants 1..32' bash "$S/bench-pod.s
 
 expect "bench-timed.sh --dry-run" 0 'has the timed-bench case' bash "$S/bench-timed.sh" --dry-run
 expect "bench-timed.sh --frob is refused" 1 'unknown argument' bash "$S/bench-timed.sh" --frob
+
+expect "bench-contend.sh --dry-run" 0 'dry run: 4 hosts on 256 bytes' bash "$S/bench-contend.sh" --dry-run
+expect "bench-contend.sh --hosts 1 is refused" 1 'wants 2..32' bash "$S/bench-contend.sh" --dry-run --hosts 1
 finish
