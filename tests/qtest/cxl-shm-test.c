@@ -4652,14 +4652,6 @@ static void test_wbinvd_cursor(void)
     qtest_quit(b.qts);
 }
 
-/* Ring op @op on [off, off + len) and return at once */
-static void db_ring(Host *h, uint32_t op, uint64_t off, uint64_t len)
-{
-    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_OFFSET, off);
-    qtest_writeq(h->qts, BAR5_ADDR + A_CXLSHM_DB_LEN, len);
-    qtest_writel(h->qts, BAR5_ADDR + A_CXLSHM_DB_OP, op);
-}
-
 /*
  * The doorbell's ring holds 64 ops (docs/interfaces.md, DB_STATUS): the
  * first op's page is held for a peer, so it and the 63 rung after it
