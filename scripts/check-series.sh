@@ -208,7 +208,7 @@ qtest() {
         grep -E '^not ok |ERROR|assertion' "$log" | head -n 20 >&2
         die "stage $stage (${STAGE_TITLE[$stage]}): the cxl-shm qtest fails (exit $rc, $fail failed); see $log"
     fi
-    log "stage $stage (${STAGE_TITLE[$stage]}): qtest $pass passed, $skip skipped (a later stage's), $(( $(date +%s) - t1 )) s"
+    log "stage $stage (${STAGE_TITLE[$stage]}): qtest $pass passed, $skip skipped (cases of a later stage, or of what the machine lacks), $(( $(date +%s) - t1 )) s"
 }
 
 devices
