@@ -16,7 +16,6 @@
 #include "exec/address-spaces.h"
 #include "hw/cxl/cxl.h"
 #include "hw/cxl/cxl_host.h"
-#include "system/cache-maint.h"
 #include "system/tcg.h"
 #include "cxl-shm.h"
 #include "trace.h"
@@ -143,12 +142,11 @@ static void cxl_shm_map(CXLShmState *s, int which)
      * neither flushes the TBs again nor strands the vCPUs' queued lines:
      * their next fence still lands them.
      */
-    if (tcg_enabled()) {
+    if (tcg_enabled() && cxl_shm_native_built()) {
         if (!s->native_mr) {
             s->native_mr = s->mode_ops->native_mr(s, &s->native_base);
             if (s->native_mr) {
-                memory_region_set_cache_maint(s->native_mr, cxl_shm_native,
-                                              s);
+                cxl_shm_native_hook(s->native_mr, s);
             }
         }
         s->native_registered[which] = true;
@@ -208,7 +206,7 @@ void cxl_shm_unmap_all(CXLShmState *s)
 void cxl_shm_unhook(CXLShmState *s)
 {
     if (s->native_mr) {
-        memory_region_set_cache_maint(s->native_mr, NULL, NULL);
+        cxl_shm_native_hook(s->native_mr, NULL);
         s->native_mr = NULL;
     }
 }

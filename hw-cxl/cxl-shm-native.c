@@ -16,6 +16,7 @@
 #include "qemu/main-loop.h"
 #include "hw/core/cpu.h"
 #include "system/cache-maint.h"
+#include "system/tcg.h"
 #include "cxl-shm.h"
 #include "trace.h"
 
@@ -301,8 +302,8 @@ static bool cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
  * fence of an interrupt delivery, with it), and never waits for another
  * host: false when the instruction must run again.
  */
-bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
-                    hwaddr addr, uint64_t len)
+static bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
+                           hwaddr addr, uint64_t len)
 {
     CXLShmState *s = opaque;
     uint64_t pc = 0, old_pc;
@@ -317,4 +318,22 @@ bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
     done = cxl_shm_native_op(s, cpu, cop, s->native_base + addr, len, pc);
     cxl_shm_set_insn_pc(old_pc);
     return done;
+}
+
+/* Guest cache maintenance reaches the device under TCG */
+bool cxl_shm_native_built(void)
+{
+    return true;
+}
+
+/* Route the guest's cache maintenance of @mr to @s, or stop (@s NULL) */
+void cxl_shm_native_hook(MemoryRegion *mr, CXLShmState *s)
+{
+    memory_region_set_cache_maint(mr, s ? cxl_shm_native : NULL, s);
+}
+
+/* Every TCG vCPU translates guest atomics as host atomics (CF_PARALLEL) */
+bool cxl_shm_require_parallel_atomics(Error **errp)
+{
+    return tcg_require_parallel_atomics("cxl-shm", errp);
 }

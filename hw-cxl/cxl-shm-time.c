@@ -140,7 +140,7 @@ void cxl_shm_pass_time(int64_t ns)
         return;
     }
     if (icount_enabled()) {
-        icount_advance_ns(ns);
+        cxl_shm_icount_advance(ns);
         return;
     }
     if (!rate) {

@@ -53,7 +53,7 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
 {
     CXLType3Dev *ct3d = &s->parent_obj;
 
-    if (!icount_advance_check(errp)) {
+    if (!cxl_shm_icount_check(errp)) {
         return false;
     }
     if (ct3d->hostmem && !cxl_shm_check_memdev(s, errp)) {
@@ -145,7 +145,7 @@ static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
         s->atomics_ok = false;
         return true;
     }
-    if (!tcg_require_parallel_atomics("cxl-shm", errp)) {
+    if (!cxl_shm_require_parallel_atomics(errp)) {
         error_append_hint(errp, "Cross-host atomics on the coherent window "
                           "need it: drop parallel-atomics=off.\n");
         return false;

@@ -16,7 +16,6 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
-#include "system/cache-maint.h"
 #include "cxl-shm-line.h"
 #include "cxl-shm-format.h"
 #include "cxl-shm-doorbell.h"
@@ -325,9 +324,18 @@ static inline uint64_t cxl_shm_range(CXLShmState *s, CXLShmLineOp op,
     return s->nc_size ? s->mode_ops->range(s, op, off, len, n) : off + len;
 }
 
-/* cxl-shm-native.c */
-bool cxl_shm_native(void *opaque, CPUState *cpu, CacheMaintOp cop,
-                    hwaddr addr, uint64_t len);
+/*
+ * cxl-shm-native.c: what the device needs of TCG.  Kept behind these
+ * functions so that the device builds without the TCG side (the series
+ * for upstream adds the device first, then its TCG path, with stubs).
+ */
+bool cxl_shm_native_built(void);
+void cxl_shm_native_hook(MemoryRegion *mr, CXLShmState *s);
+bool cxl_shm_require_parallel_atomics(Error **errp);
+
+/* cxl-shm-icount.c: what the device needs of icount (the same) */
+bool cxl_shm_icount_check(Error **errp);
+void cxl_shm_icount_advance(int64_t ns);
 
 /* cxl-shm-regs.c */
 uint32_t cxl_shm_caps(CXLShmState *s);

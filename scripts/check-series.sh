@@ -14,6 +14,23 @@
 #                                          each patch from N on (the
 #                                          device's steps: --from 12)
 #   scripts/check-series.sh --no-build     export and checkpatch only
+#   scripts/check-series.sh --stage S      the series up to the end of stage
+#                                          S of hw-cxl/series.manifest (a, b,
+#                                          c, or all: every patch), built, and
+#                                          the cxl-shm qtest of that tree run
+#                                          against its own QEMU
+#                                          (QTEST_QEMU_BINARY): every case
+#                                          passes or skips itself (one that
+#                                          needs a later stage); several
+#                                          stages: --stage a,b,c (each built
+#                                          and tested in turn)
+#
+# Each stage must build and pass its qtests alone: the per-stage check is
+# for whoever exports the series (about 10 min a stage with a warm ccache:
+# docs/qemu/README); the suite (tests/series/export-build.sh) builds the
+# whole series once, without the qtests.  The series' author comes from
+# SERIES_AUTHOR or git config (scripts/export-series.sh refuses a
+# placeholder identity).
 #
 # The tree is build/series/qemu-src (a clone of build/series/upstream, reset
 # to it at each run, so files the series does not touch keep their mtimes)
@@ -29,14 +46,16 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-EVERY=0; BUILDIT=1; FROM=0
+EVERY=0; BUILDIT=1; FROM=0; STAGES=
 while [ $# -gt 0 ]; do
     case $1 in
+    --stage) [[ ${2:-} =~ ^[a-z0-9]+(,[a-z0-9]+)*$ ]] || die "--stage S[,S...]: a stage of hw-cxl/series.manifest, or all"
+             STAGES=$2; shift ;;
     --every-patch) EVERY=1; FROM=1 ;;
     --from) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--from N: N is a patch number (1..)"
             EVERY=1; FROM=$2; shift ;;
     --no-build) BUILDIT=0 ;;
-    *) die "unknown argument: $1 (--every-patch, --from N, --no-build)" ;;
+    *) die "unknown argument: $1 (--every-patch, --from N, --no-build, --stage S)" ;;
     esac
     shift
 done
@@ -64,6 +83,23 @@ SERIES_VERSION= bash "$TOP/scripts/export-series.sh" "$OUT"
 mapfile -t PATCHES < <(cd "$OUT" && ls -1 *.patch | grep -v '0000-cover-letter')
 [ ${#PATCHES[@]} -gt 0 ] || die "the export wrote no patches"
 [ "$FROM" -le ${#PATCHES[@]} ] || die "--from $FROM: the series has ${#PATCHES[@]} patches"
+[ -z "$STAGES" ] || [ $EVERY = 0 ] || die "--stage and --every-patch/--from do not go together"
+# stage name -> number of its last patch
+declare -A STAGE_END=() STAGE_TITLE=()
+while read -r name last title; do
+    STAGE_END[$name]=$last STAGE_TITLE[$name]=$title
+done < <(python3 "$TOP/scripts/series.py" stages "$TOP")
+STAGE_END[all]=${#PATCHES[@]} STAGE_TITLE[all]="the whole series"
+declare -A STAGE_AT=()      # patch number -> stage checked after it
+if [ -n "$STAGES" ]; then
+    prev=0
+    for s in ${STAGES//,/ }; do
+        [ -n "${STAGE_END[$s]:-}" ] || die "--stage $s: hw-cxl/series.manifest has stages ${!STAGE_END[*]}"
+        [ "${STAGE_END[$s]}" -gt $prev ] || die "--stage $STAGES: stages in the series' order, each once"
+        STAGE_AT[${STAGE_END[$s]}]=$s
+        prev=${STAGE_END[$s]}
+    done
+fi
 
 # 2. checkpatch: clean means no error and no warning.
 bad=0
@@ -92,6 +128,12 @@ done
 (cd "$SRC" && { git am --abort >/dev/null 2>&1 || true; } &&
     git checkout -q -f -B check upstream &&
     git clean -fdq) || die "could not reset $SRC to the upstream tree"
+# the upstream commits the series is based on (the manifest's base lines)
+while read -r p; do
+    (cd "$SRC" && git -c user.name=cxlpod -c user.email=cxlpod@localhost am -q "$TOP/patches/$p") \
+        >"$LOGDIR/series-am.log" 2>&1 ||
+        { cat "$LOGDIR/series-am.log" >&2; die "the base patch patches/$p does not apply to upstream QEMU"; }
+done < <(python3 "$TOP/scripts/series.py" base "$TOP")
 for f in $(sed -n "s/^ *'\(edk2-[^']*\.fd\)',\$/\1/p" "$SRC/pc-bios/meson.build"); do
     [ -e "$SRC/pc-bios/$f.bz2" ] || bzip2 -c </dev/null >"$SRC/pc-bios/$f.bz2"
 done
@@ -148,6 +190,27 @@ build() {  # build WHAT: the tree as it is now
     log "built $what: $(grep -c '^\[' "$LOGDIR/series-build.log") steps in $(( $(date +%s) - t1 )) s"
 }
 
+# qtest STAGE: the cxl-shm qtest of the tree as built, against its QEMU
+QTESTS_RUN=()
+qtest() {
+    local stage=$1 bin=$BLD/tests/qtest/cxl-shm-test log=$LOGDIR/series-qtest-$1.log t1 rc pass skip fail
+    [ -x "$bin" ] || die "stage $stage: the tree has no tests/qtest/cxl-shm-test"
+    t1=$(date +%s)
+    rc=0
+    (cd "$BLD" && CXLPOD_TOP=$TOP QTEST_QEMU_BINARY=$BLD/qemu-system-x86_64 \
+        timeout "${CXLPOD_SERIES_QTEST_TIMEOUT:-1800}" "$bin" --tap -k) >"$log" 2>&1 || rc=$?
+    pass=$(grep -cE '^ok ' "$log" | tr -d ' ' || true)
+    skip=$(grep -cE '^ok .*# SKIP' "$log" || true)
+    fail=$(grep -cE '^not ok ' "$log" || true)
+    pass=$((pass - skip))
+    QTESTS_RUN+=("stage $stage: $pass passed, $skip skipped, $fail failed in $(( $(date +%s) - t1 )) s")
+    if [ "$rc" != 0 ] || [ "$fail" != 0 ]; then
+        grep -E '^not ok |ERROR|assertion' "$log" | head -n 20 >&2
+        die "stage $stage (${STAGE_TITLE[$stage]}): the cxl-shm qtest fails (exit $rc, $fail failed); see $log"
+    fi
+    log "stage $stage (${STAGE_TITLE[$stage]}): qtest $pass passed, $skip skipped (cases of a later stage, or of what the machine lacks), $(( $(date +%s) - t1 )) s"
+}
+
 devices
 configure
 i=0
@@ -158,11 +221,15 @@ for p in "${PATCHES[@]}"; do
         cat "$LOGDIR/series-am.log" >&2
         die "$p does not apply to upstream QEMU $(cat "$SRC/VERSION") with the patches before it"
     fi
-    if [ $EVERY = 1 ] && [ $((i + 1)) = "$FROM" ]; then
+    if [ -n "${STAGE_AT[$i]:-}" ]; then
+        build "at the end of stage ${STAGE_AT[$i]} ($p, $i/${#PATCHES[@]})"
+        qtest "${STAGE_AT[$i]}"
+    elif [ $EVERY = 1 ] && [ $((i + 1)) = "$FROM" ]; then
         build "after $p ($i/${#PATCHES[@]}), before the patches to check one by one"
     elif [ $EVERY = 1 ] && [ $i -ge "$FROM" ]; then
         build "after $p ($i/${#PATCHES[@]})"
     fi
 done
-[ $EVERY = 1 ] || build "with all ${#PATCHES[@]} patches"
+[ $EVERY = 1 ] || [ -n "$STAGES" ] || build "with all ${#PATCHES[@]} patches"
+for r in "${QTESTS_RUN[@]}"; do log "qtest, $r"; done
 log "series checked in $(( $(date +%s) - t0 )) s: ${#PATCHES[@]} patches apply to QEMU $(cat "$SRC/VERSION"), build$([ $EVERY = 1 ] && echo " after each one from patch $FROM" || echo ''), checkpatch clean"

@@ -7,6 +7,10 @@ Used by scripts/export-series.sh; not meant to be run by hand.
                                         project's files; print the steps
     series.py plan TOP                  one line per step: its number and its
                                         patches/ file (or -)
+    series.py stages TOP                one line per stage: its name, the
+                                        number of its last step and its title
+    series.py base TOP                  the patches/ files the series is based
+                                        on (upstream has them), one a line
     series.py apply TOP N TREE MSGFILE AUTHOR [ADDED...]
                                         step N (1-based): change TREE (a QEMU
                                         tree with the steps before N applied
@@ -39,13 +43,17 @@ class Step:
         self.files = []     # (src, dest)
         self.maintainers_in = None
         self.qtest_timeout = None
+        self.stubs = []     # (src, dest)
+        self.stage = None
 
 
 def parse(top):
     path = os.path.join(top, MANIFEST)
-    m = {'steps': [], 'drop': [], 'skip': {}, 'meson': None,
-         'kconfig': None, 'trace': None, 'maintainers': None, 'cover': None}
+    m = {'steps': [], 'drop': [], 'skip': {}, 'meson': None, 'base': [],
+         'kconfig': None, 'trace': None, 'maintainers': None, 'cover': None,
+         'stages': []}
     step = None
+    stage = None
     with open(path) as f:
         for no, raw in enumerate(f, 1):
             line = raw.rstrip('\n')
@@ -63,7 +71,20 @@ def parse(top):
             args = rest.split()
             if word == 'step':
                 step = Step(rest, where)
+                step.stage = stage
                 m['steps'].append(step)
+            elif word == 'stage':
+                if len(args) < 2 or any(args[0] == s[0] for s in m['stages']):
+                    raise ManifestError('%s: stage NAME TITLE, each NAME once' % where)
+                stage = args[0]
+                step = None
+                m['stages'].append((stage, rest.partition(' ')[2].strip(), where))
+            elif word == 'stub':
+                if step is None or len(args) != 2:
+                    raise ManifestError('%s: stub SRC DEST, inside a step' % where)
+                step.stubs.append((args[0], args[1]))
+            elif word == 'base':
+                m['base'].append(rest)
             elif word == 'patch':
                 if step is None or step.patch_glob:
                     raise ManifestError('%s: a patch line belongs to a step, one per step' % where)
@@ -108,7 +129,9 @@ def check(top):
     errors = []
     # every patches/*.patch in exactly one step or drop line
     patches = sorted(p for p in os.listdir(os.path.join(top, 'patches')) if p.endswith('.patch'))
-    globs = [(s.patch_glob, s) for s in m['steps'] if s.patch_glob] + [(g, None) for g in m['drop']]
+    globs = ([(s.patch_glob, s) for s in m['steps'] if s.patch_glob] +
+             [(g, None) for g in m['drop']] + [(g, 'base') for g in m['base']])
+    m['base_patches'] = []
     for p in patches:
         hits = [(g, s) for g, s in globs if fnmatch.fnmatch(patch_key(p), g)]
         if not hits:
@@ -117,17 +140,19 @@ def check(top):
         elif len(hits) > 1:
             errors.append('patches/%s matches %d lines of %s (%s): make them match one'
                           % (p, len(hits), MANIFEST, ', '.join(g for g, _ in hits)))
+        elif hits[0][1] == 'base':
+            m['base_patches'].append(p)
         elif hits[0][1] is not None:
             s = hits[0][1]
             s.patch = p
     for g, s in globs:
         if not any(fnmatch.fnmatch(patch_key(p), g) for p in patches):
             errors.append('%s: "%s" matches no file in patches/ (renamed or split? update it)'
-                          % (s.line if s else MANIFEST, g))
+                          % (s.line if isinstance(s, Step) else MANIFEST, g))
     # every file of hw-cxl/ named once
     named = {}
     for s in m['steps']:
-        for src, dest in s.files:
+        for src, dest in s.files + s.stubs:
             named.setdefault(src, []).append(s.line)
     for key in ('meson', 'kconfig', 'trace'):
         if m[key]:
@@ -145,6 +170,17 @@ def check(top):
         if not os.path.lexists(os.path.join(top, rel)):
             errors.append('%s names %s, which does not exist (renamed or split? update it)'
                           % (MANIFEST, rel))
+    if m['stages'] and m['steps'] and m['steps'][0].stage is None:
+        errors.append('%s: the steps before the first stage line belong to no stage'
+                      % m['steps'][0].line)
+    for name, _, where in m['stages']:
+        if not any(s.stage == name for s in m['steps']):
+            errors.append('%s: stage %s has no step' % (where, name))
+    if not errors:
+        try:
+            stub_steps(top, m)
+        except ManifestError as e:
+            errors.append(str(e))
     for s in m['steps']:
         if not s.subject and not s.patch_glob:
             errors.append('%s: a step needs a subject or a patch' % s.line)
@@ -191,6 +227,53 @@ def defined_functions(path):
     return set(re.findall(r'^[A-Za-z][\w \*]*?\b(\w+)\(', text, re.M)) - {'if', 'while', 'for'}
 
 
+def defined_symbols(path):
+    """What a C file defines for other files: its non-static functions and
+    variables (a definition starts its line)"""
+    text = open(path).read()
+    funcs = re.findall(r'^(?!static\b)[A-Za-z][\w \*]*?\b(\w+)\([^;]*?\)\s*\n\{', text, re.M)
+    data = re.findall(r'^(?!static\b|extern\b)(?:const )?\w+ \**(\w+)(?:\[\w*\])? =', text, re.M)
+    return set(funcs) | set(data)
+
+
+def stub_steps(top, m):
+    """{stub src: (first step, 0-based, step that replaces it)}: a stub is
+    exported with its step and removed in the step whose exported files
+    define everything it stubs (all of it at once)"""
+    out = {}
+    steps = m['steps']
+    for i, s in enumerate(steps):
+        for src, dest in s.stubs:
+            want = defined_symbols(os.path.join(top, src))
+            if not want:
+                raise ManifestError('%s: stub %s defines nothing' % (s.line, src))
+            have = set()
+            for j in range(i, len(steps)):
+                for fsrc, _ in steps[j].files:
+                    if fsrc.endswith('.c'):
+                        have |= defined_symbols(os.path.join(top, fsrc)) & want
+                if have == want:
+                    out[src] = (i, j, dest)
+                    break
+                if have and j > i:
+                    raise ManifestError('%s: stub %s: step %s defines only %s of what it '
+                                        'stubs (%s): one step must replace all of it'
+                                        % (s.line, src, steps[j].line, ', '.join(sorted(have)),
+                                           ', '.join(sorted(want))))
+                if have:
+                    raise ManifestError('%s: stub %s: its own step defines %s'
+                                        % (s.line, src, ', '.join(sorted(have))))
+            else:
+                raise ManifestError('%s: stub %s is never replaced: no later step exports '
+                                    '%s' % (s.line, src, ', '.join(sorted(want - have))))
+    return out
+
+
+def active_stubs(top, m, n):
+    """The stubs in the tree after step n (1-based): src -> dest"""
+    return {src: dest for src, (i, j, dest) in stub_steps(top, m).items() if i < n <= j}
+
+
 # ---------------------------------------------------------------- edits
 
 
@@ -216,12 +299,13 @@ def exported_headers(m):
     return h
 
 
-def meson_block(top, m, done_srcs):
+def meson_block(top, m, done_srcs, stubs=()):
     src_meson, _ = m['meson']
     sym = kconfig_symbol(top, m)
     t, f = meson_lists(top, src_meson)
     dest_of = {src: dest for s in m['steps'] for src, dest in s.files}
     built = [os.path.basename(dest_of[x]) for x in t if x in done_srcs]
+    built += sorted(os.path.basename(d) for d in stubs)
     impl = set()
     for x in t:
         if x in done_srcs:
@@ -248,12 +332,12 @@ def meson_block(top, m, done_srcs):
     return lines
 
 
-def apply_meson(tree, top, m, done_srcs, first):
+def apply_meson(tree, top, m, done_srcs, first, stubs=()):
     dest = os.path.join(tree, m['meson'][1])
     text = open(dest).read()
     mark = '\n# cxl-shm\n'
     base = text.split(mark)[0] if mark in text else text.rstrip('\n') + '\n'
-    block = meson_block(top, m, done_srcs)
+    block = meson_block(top, m, done_srcs, stubs)
     new = base + (mark + '\n'.join(block) + '\n' if block else '')
     if new != text:
         open(dest, 'w').write(new)
@@ -323,8 +407,8 @@ def apply_trace(tree, top, m, n):
     open(dest, 'w').write(text)
 
 
-def apply_maintainers(tree, m, new_files, author):
-    if not new_files:
+def apply_maintainers(tree, m, new_files, author, gone=()):
+    if not new_files and not gone:
         return
     path = os.path.join(tree, 'MAINTAINERS')
     text = open(path).read()
@@ -338,7 +422,8 @@ def apply_maintainers(tree, m, new_files, author):
     j = text.index('\n\n', i) + 1
     sec = text[i:j].rstrip('\n').split('\n')
     head = [x for x in sec if not x.startswith('F:')]
-    fs = sorted(set([x for x in sec if x.startswith('F:')] + ['F: ' + f for f in new_files]))
+    fs = sorted(set([x for x in sec if x.startswith('F:')] + ['F: ' + f for f in new_files])
+                - {'F: ' + f for f in gone})
     text = text[:i] + '\n'.join(head + fs) + '\n' + text[j:]
     open(path, 'w').write(text)
 
@@ -401,7 +486,12 @@ def apply(top, n, tree, msgfile, author, patch_added=()):
     done = prev | {src for src, _ in s.files}
     headers = exported_headers(m)
     new_files = []
-    for src, dest in s.files:
+    stubs_before = active_stubs(top, m, n - 1)
+    stubs_after = active_stubs(top, m, n)
+    gone = [dest for src, dest in stubs_before.items() if src not in stubs_after]
+    for dest in gone:
+        os.remove(os.path.join(tree, dest))
+    for src, dest in s.files + s.stubs:
         text = open(os.path.join(top, src)).read()
         if re.search(r'\.(c|h)$', dest):
             text = rewrite_includes(text, headers)
@@ -414,14 +504,14 @@ def apply(top, n, tree, msgfile, author, patch_added=()):
             apply_qtest(tree, top, m, dest, s.qtest_timeout)
         if dest.startswith('docs/system/devices/') and dest.endswith('.rst'):
             apply_docs_index(tree, dest)
-    if m['meson'] and (done - prev):
-        apply_meson(tree, top, m, done, n)
+    if m['meson'] and (done - prev or stubs_before != stubs_after):
+        apply_meson(tree, top, m, done, n, stubs_after.values())
     if m['kconfig']:
         apply_kconfig(tree, top, m, done, prev)
     if m['trace']:
         apply_trace(tree, top, m, n - 1)
     if m['maintainers']:
-        apply_maintainers(tree, m, new_files, author)
+        apply_maintainers(tree, m, new_files, author, gone)
     if s.maintainers_in and patch_added:
         add_to_section(tree, s.maintainers_in, sorted(patch_added))
     body = '\n'.join(s.body).strip('\n')
@@ -440,6 +530,14 @@ def main(argv):
         elif cmd == 'plan':
             for i, s in enumerate(check(top)['steps'], 1):
                 print('%d %s' % (i, s.patch or '-'))
+        elif cmd == 'stages':
+            m = check(top)
+            for name, title, _ in m['stages']:
+                last = max(i for i, s in enumerate(m['steps'], 1) if s.stage == name)
+                print('%s %d %s' % (name, last, title))
+        elif cmd == 'base':
+            for p in sorted(check(top)['base_patches']):
+                print(p)
         elif cmd == 'apply':
             apply(top, int(argv[3]), argv[4], argv[5], argv[6], argv[7:])
         elif cmd == 'cover':

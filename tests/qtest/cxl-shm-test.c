@@ -1679,6 +1679,112 @@ static char *run_qemu(const char *args, int *exit_status)
     return err;
 }
 
+/*
+ * What the QEMU under test has of the device.  The series that adds it
+ * to QEMU does so in stages: (a) direct mode, (b) its TCG path (guest
+ * cache maintenance, parallel atomics), (c) latency under -icount and
+ * mode=timed; until a stage, a stub refuses what it adds "in this build
+ * of QEMU".  This test runs at each stage: a case that needs a later one
+ * skips itself, saying which.
+ */
+enum {
+    NEED_TCG = 1,       /* the device under -accel tcg: stage b */
+    NEED_ICOUNT = 2,    /* the device under -icount: stage c */
+    NEED_TIMED = 4,     /* mode=timed: stage c */
+};
+
+/* Does the device start with these options, up to its pool? */
+static bool device_built(const char *qemu_opts, const char *dev_opts)
+{
+    g_autofree char *args = host_args("/nonexistent/cxl-shm-probe.pool", 0,
+                                      dev_opts);
+    g_autofree char *cmd = g_strdup_printf(
+        "timeout 30 %s -display none -S %s %s",
+        g_getenv("QTEST_QEMU_BINARY"), qemu_opts, args);
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    /* it must fail (no pool), and not as a stub of a later stage */
+    g_assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return !strstr(err, "in this build of QEMU");
+}
+
+/* NULL if the QEMU under test has what @need says, else why not */
+static const char *missing(unsigned need)
+{
+    static const struct {
+        unsigned need;
+        const char *qemu, *dev, *why;
+    } probes[] = {
+        { NEED_TCG, "-accel tcg -smp 1", NULL,
+          "the device's TCG path is not in this QEMU (a later stage of "
+          "the series)" },
+        { NEED_ICOUNT, "-accel tcg -smp 1 -icount shift=0", NULL,
+          "the device under -icount is not in this QEMU (a later stage "
+          "of the series)" },
+        { NEED_TIMED, "-accel qtest -qtest null", TIMED,
+          "mode=timed is not in this QEMU (a later stage of the series)" },
+    };
+    static int have[ARRAY_SIZE(probes)] = { -1, -1, -1 };
+    int i;
+
+    for (i = 0; i < ARRAY_SIZE(probes); i++) {
+        if (!(need & probes[i].need)) {
+            continue;
+        }
+        if (have[i] < 0) {
+            have[i] = device_built(probes[i].qemu, probes[i].dev);
+        }
+        if (!have[i]) {
+            return probes[i].why;
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    unsigned need;
+    GTestFunc fn;
+    GTestDataFunc data_fn;
+    const void *data;
+} StagedCase;
+
+static void staged_case(const void *opaque)
+{
+    const StagedCase *c = opaque;
+    const char *why = missing(c->need);
+
+    if (why) {
+        g_test_skip(why);
+    } else if (c->fn) {
+        c->fn();
+    } else {
+        c->data_fn(c->data);
+    }
+}
+
+/* A case that needs what @need says (NEED_*) */
+static void add_staged(const char *path, unsigned need, GTestFunc fn)
+{
+    StagedCase *c = g_new0(StagedCase, 1);
+
+    c->need = need;
+    c->fn = fn;
+    qtest_add_data_func(path, c, staged_case);
+}
+
+static void add_staged_data(const char *path, unsigned need,
+                            const void *data, GTestDataFunc fn)
+{
+    StagedCase *c = g_new0(StagedCase, 1);
+
+    c->need = need;
+    c->data_fn = fn;
+    c->data = data;
+    qtest_add_data_func(path, c, staged_case);
+}
+
 static void patch_pool(const char *pool, uint64_t off, const void *data,
                        size_t len)
 {
@@ -1905,8 +2011,9 @@ static void test_refused_config(const void *data)
     g_autofree char *good = pool_path("good.pool");
     g_autofree char *tool = pool_tool();
     g_autoptr(GString) skipped = g_string_new(NULL);
+    g_autoptr(GString) later = g_string_new(NULL);
     bool root_cases = data != NULL;
-    int i, nskipped = 0;
+    int i, nskipped = 0, nlater = 0;
 
     if (root_cases && geteuid() != 0) {
         g_test_skip("the read-only, other-user and full file system pool "
@@ -1935,6 +2042,11 @@ static void test_refused_config(const void *data)
         int status;
 
         if (refused_needs_root(refused[i].kind) != root_cases) {
+            continue;
+        }
+        if (strstr(refused[i].extra, "mode=timed") && missing(NEED_TIMED)) {
+            g_string_append_printf(later, " %s", refused[i].name);
+            nlater++;
             continue;
         }
         switch (refused[i].kind) {
@@ -2098,11 +2210,17 @@ static void test_refused_config(const void *data)
         }
     }
     unlink(good);
-    if (nskipped) {
+    if (nskipped || nlater) {
         /* the others passed; the case shows as skipped, with the rows */
-        g_autofree char *why = g_strdup_printf(
+        g_autofree char *tmpfs = g_strdup_printf(
             "could not mount a 16 MiB tmpfs, %d cases did not run:%s",
             nskipped, skipped->str);
+        g_autofree char *stage = g_strdup_printf(
+            "mode=timed is not in this QEMU (a later stage of the series), "
+            "%d cases did not run:%s", nlater, later->str);
+        g_autofree char *why = g_strdup_printf(
+            "%s%s%s", nskipped ? tmpfs : "", nskipped && nlater ? "; " : "",
+            nlater ? stage : "");
 
         g_test_skip(why);
     }
@@ -5523,8 +5641,10 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/hdm-reprogram", test_hdm_reprogram);
     qtest_add_func("/cxl-shm/hdm-reprogram-two", test_hdm_reprogram_two);
     qtest_add_func("/cxl-shm/doorbell", test_doorbell);
-    qtest_add_func("/cxl-shm/doorbell-concurrent", test_doorbell_concurrent);
-    qtest_add_func("/cxl-shm/doorbell-two-rings", test_doorbell_two_rings);
+    add_staged("/cxl-shm/doorbell-concurrent", NEED_TCG,
+               test_doorbell_concurrent);
+    add_staged("/cxl-shm/doorbell-two-rings", NEED_TCG,
+               test_doorbell_two_rings);
     qtest_add_func("/cxl-shm/refused-ops", test_refused_ops);
     qtest_add_func("/cxl-shm/doorbell-irq", test_doorbell_irq);
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
@@ -5541,21 +5661,23 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/memdev-hugetlbfs", test_memdev_hugetlbfs);
     qtest_add_func("/cxl-shm/memdev-refused", test_memdev_refused);
     qtest_add_func("/cxl-shm/cdat", test_cdat);
-    qtest_add_func("/cxl-shm/native-tcg", test_native_tcg);
-    qtest_add_func("/cxl-shm/atomics-tcg", test_atomics_tcg);
-    qtest_add_func("/cxl-shm/atomics-refused", test_atomics_refused);
-    qtest_add_func("/cxl-shm/fidelity-tcg", test_fidelity_tcg);
-    qtest_add_func("/cxl-shm/immediate-tcg", test_immediate_tcg);
-    qtest_add_func("/cxl-shm/wbinvd-dropped-pages",
-                   test_wbinvd_dropped_pages);
-    qtest_add_func("/cxl-shm/latency-icount", test_latency_icount);
-    qtest_add_func("/cxl-shm/record-replay-refused",
-                   test_record_replay_refused);
+    add_staged("/cxl-shm/native-tcg", NEED_TCG, test_native_tcg);
+    add_staged("/cxl-shm/atomics-tcg", NEED_TCG, test_atomics_tcg);
+    add_staged("/cxl-shm/atomics-refused", NEED_TCG, test_atomics_refused);
+    add_staged("/cxl-shm/fidelity-tcg", NEED_TCG, test_fidelity_tcg);
+    add_staged("/cxl-shm/immediate-tcg", NEED_TCG, test_immediate_tcg);
+    add_staged("/cxl-shm/wbinvd-dropped-pages", NEED_TCG,
+               test_wbinvd_dropped_pages);
+    add_staged("/cxl-shm/latency-icount", NEED_TCG | NEED_ICOUNT,
+               test_latency_icount);
+    add_staged("/cxl-shm/record-replay-refused",
+               NEED_TCG | NEED_ICOUNT | NEED_TIMED,
+               test_record_replay_refused);
     qtest_add_func("/cxl-shm/rejoin-rollback", test_rejoin_rollback);
     qtest_add_func("/cxl-shm/reset", test_reset);
-    qtest_add_func("/cxl-shm/reset-inside-doorbell",
-                   test_reset_inside_doorbell);
-    qtest_add_func("/cxl-shm/reset-from-vcpu", test_reset_from_vcpu);
+    add_staged("/cxl-shm/reset-inside-doorbell", NEED_TCG,
+               test_reset_inside_doorbell);
+    add_staged("/cxl-shm/reset-from-vcpu", NEED_TCG, test_reset_from_vcpu);
     qtest_add_func("/cxl-shm/mailbox", test_mailbox);
     qtest_add_func("/cxl-shm/mailbox-allowlist", test_mailbox_allowlist);
     qtest_add_func("/cxl-shm/conflict", test_conflict);
@@ -5569,17 +5691,18 @@ int main(int argc, char **argv)
                    test_stopped_peer_line_lock);
     qtest_add_func("/cxl-shm/stopped-peer-file-lock",
                    test_stopped_peer_file_lock);
-    qtest_add_func("/cxl-shm/stopped-peer-fence", test_stopped_peer_fence);
-    qtest_add_func("/cxl-shm/stopped-peer-vcpu", test_stopped_peer_vcpu);
+    add_staged("/cxl-shm/stopped-peer-fence", NEED_TCG,
+               test_stopped_peer_fence);
+    add_staged("/cxl-shm/stopped-peer-vcpu", NEED_TCG, test_stopped_peer_vcpu);
     qtest_add_func("/cxl-shm/pool-replaced", test_pool_replaced);
-    qtest_add_func("/cxl-shm/stopped-peer-vcpu-timed",
-                   test_stopped_peer_vcpu_timed);
+    add_staged("/cxl-shm/stopped-peer-vcpu-timed", NEED_TCG | NEED_TIMED,
+               test_stopped_peer_vcpu_timed);
     qtest_add_func("/cxl-shm/stopped-peer-doorbell",
                    test_stopped_peer_doorbell);
-    qtest_add_func("/cxl-shm/stopped-peer-fence-timed",
-                   test_stopped_peer_fence_timed);
-    qtest_add_func("/cxl-shm/stopped-peer-reset-timed",
-                   test_stopped_peer_reset_timed);
+    add_staged("/cxl-shm/stopped-peer-fence-timed", NEED_TCG | NEED_TIMED,
+               test_stopped_peer_fence_timed);
+    add_staged("/cxl-shm/stopped-peer-reset-timed", NEED_TIMED,
+               test_stopped_peer_reset_timed);
     qtest_add_func("/cxl-shm/stopped-peer-reset-load",
                    test_stopped_peer_reset_load);
     qtest_add_func("/cxl-shm/timed-split-rmw", test_timed_split_rmw);
@@ -5590,21 +5713,26 @@ int main(int argc, char **argv)
                    test_doorbell_reset_drops);
     qtest_add_data_func("/cxl-shm/hostile-registers/direct", "direct",
                         test_hostile_registers);
-    qtest_add_data_func("/cxl-shm/hostile-registers/timed", "timed",
-                        test_hostile_registers);
-    qtest_add_func("/cxl-shm/timed-noncoherent", test_timed_noncoherent);
-    qtest_add_func("/cxl-shm/timed-coherent", test_timed_coherent);
-    qtest_add_func("/cxl-shm/timed-filter-sets", test_timed_filter_sets);
-    qtest_add_func("/cxl-shm/timed-filter-mismatch",
-                   test_timed_filter_mismatch);
-    qtest_add_func("/cxl-shm/timed-atomics-tcg", test_timed_atomics_tcg);
-    qtest_add_func("/cxl-shm/timed-atomic-boundary",
-                   test_timed_atomic_boundary);
-    qtest_add_func("/cxl-shm/timed-latency-icount",
-                   test_timed_latency_icount);
+    add_staged_data("/cxl-shm/hostile-registers/timed", NEED_TIMED, "timed",
+                    test_hostile_registers);
+    add_staged("/cxl-shm/timed-noncoherent", NEED_TIMED,
+               test_timed_noncoherent);
+    add_staged("/cxl-shm/timed-coherent", NEED_TIMED, test_timed_coherent);
+    add_staged("/cxl-shm/timed-filter-sets", NEED_TIMED,
+               test_timed_filter_sets);
+    add_staged("/cxl-shm/timed-filter-mismatch", NEED_TIMED,
+               test_timed_filter_mismatch);
+    add_staged("/cxl-shm/timed-atomics-tcg", NEED_TCG | NEED_TIMED,
+               test_timed_atomics_tcg);
+    add_staged("/cxl-shm/timed-atomic-boundary", NEED_TCG | NEED_TIMED,
+               test_timed_atomic_boundary);
+    add_staged("/cxl-shm/timed-latency-icount",
+               NEED_TCG | NEED_ICOUNT | NEED_TIMED,
+               test_timed_latency_icount);
     if (g_test_perf()) {
-        qtest_add_func("/cxl-shm/bench", test_bench);
-        qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
+        add_staged("/cxl-shm/bench", NEED_TCG, test_bench);
+        add_staged("/cxl-shm/timed-bench", NEED_TCG | NEED_ICOUNT | NEED_TIMED,
+                   test_timed_bench);
     }
 
     ret = g_test_run();
