@@ -201,6 +201,8 @@ struct CXLShmState {
     CxlShmWriteback writeback;
     uint32_t evict_rate;
     uint64_t evict_seed;
+    char *test_kill_at;         /* x-test-kill-at: qtest only */
+    char *test_stop_at;         /* x-test-stop-at: qtest only */
 
     /* pool */
     int fd;

@@ -1196,26 +1196,19 @@ static void test_migration_refused(void)
 /*
  * A QEMU whose start is refused after it joined (-only-migratable: the
  * migration blocker fails at the end of realize), started in the
- * background with @env (NULL-terminated "VAR=value" strings, or NULL)
+ * background with @extra appended to the device's options (or NULL)
  */
-static GPid refused_start(const char *pool, int host_id, char **env)
+static GPid refused_start(const char *pool, int host_id, const char *extra)
 {
-    g_autofree char *dev = host_args(pool, host_id, NULL);
+    g_autofree char *dev = host_args(pool, host_id, extra);
     g_autofree char *cmd = g_strdup_printf(
         "%s -accel qtest -display none -S -qtest null -only-migratable %s",
         g_getenv("QTEST_QEMU_BINARY"), dev);
     g_auto(GStrv) argv = NULL;
-    g_auto(GStrv) envp = g_get_environ();
     GPid pid;
-    int i;
 
-    for (i = 0; env && env[i]; i++) {
-        g_auto(GStrv) kv = g_strsplit(env[i], "=", 2);
-
-        envp = g_environ_setenv(envp, kv[0], kv[1], TRUE);
-    }
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_async(NULL, argv, envp,
+    g_assert_true(g_spawn_async(NULL, argv, NULL,
                                 G_SPAWN_DO_NOT_REAP_CHILD |
                                 G_SPAWN_STDOUT_TO_DEV_NULL |
                                 G_SPAWN_STDERR_TO_DEV_NULL,
@@ -1263,7 +1256,7 @@ static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
 /*
  * A start refused after its join must not undo the pool a peer joined
  * in between (docs/failure-model.md).  Deterministic: the refused host
- * stops itself (test hook CXL_SHM_TEST_STOP_AT) just before it takes the
+ * stops itself (test hook x-test-stop-at) just before it takes the
  * pool lock to undo what it made; meanwhile host 1 joins the pool it
  * made (a missing file it created, a user's empty file it filled); then
  * it goes on and exits, and the pod must be intact.  Then the race as a
@@ -1273,8 +1266,7 @@ static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
 static void test_refused_start_race(void)
 {
     g_autofree char *pool = pool_path("refused-race.pool");
-    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
-                     NULL };
+    const char *stop = ",x-test-stop-at=abort-before-flock";
     int empty, round, status;
     GPid pid;
     Host b;
@@ -1315,21 +1307,18 @@ static void test_refused_start_race(void)
  * pool=PATH is checked at the join on the file the join opened, and the
  * memory backend opens PATH again: a file put at PATH in between (here
  * by the test, while the host is stopped right after its join, test hook
- * CXL_SHM_TEST_STOP_AT=after-join) is refused, with the error naming
+ * x-test-stop-at=after-join) is refused, with the error naming
  * it, and left as it was.  The old device mapped the other file and ran.
  */
 static void test_pool_replaced(void)
 {
     g_autofree char *pool = pool_path("replaced.pool");
     g_autofree char *other = pool_path("replaced.other");
-    g_autofree char *dev = host_args(pool, 0, NULL);
+    g_autofree char *dev = host_args(pool, 0, ",x-test-stop-at=after-join");
     g_autofree char *cmd = g_strdup_printf(
         "%s -accel qtest -display none -S -qtest null %s",
         g_getenv("QTEST_QEMU_BINARY"), dev);
     g_auto(GStrv) argv = NULL;
-    g_auto(GStrv) envp = g_environ_setenv(g_get_environ(),
-                                          "CXL_SHM_TEST_STOP_AT",
-                                          "after-join", TRUE);
     g_autofree char *err = NULL;
     char junk[4096], after[4096];
     struct stat st;
@@ -1347,7 +1336,7 @@ static void test_pool_replaced(void)
     g_assert_cmpint(pwrite(fd, junk, sizeof(junk), 0), ==, sizeof(junk));
     close(fd);
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
                                            G_SPAWN_DO_NOT_REAP_CHILD |
                                            G_SPAWN_STDOUT_TO_DEV_NULL,
                                            NULL, NULL, &pid, NULL, NULL,
@@ -1402,8 +1391,7 @@ static void stopped_peer_unwatch(void);
 static void test_refused_start_flock(void)
 {
     g_autofree char *pool = pool_path("refused-flock.pool");
-    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
-                     NULL };
+    const char *stop = ",x-test-stop-at=abort-before-flock";
     int fd, status;
     GPid pid;
     Host b;
@@ -1654,6 +1642,10 @@ static const struct {
       "Parameter 'writeback' does not accept value 'later'" },
     { "evict-rate", POOL_GOOD, "pool=%s,size=256M,evict-rate=100001",
       "property 'evict-rate' is 100001" },
+    /* a test hook naming no step (it used to be a warning only) */
+    { "test-hook-step", POOL_GOOD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4,x-test-kill-at=no-such-step", "property "
+      "'x-test-kill-at' is 'no-such-step' (allowed: one of after-open, " },
     { "memdev", POOL_GOOD, "pool=%s,size=256M,volatile-memdev=m0",
       "must not be set" },
     { "geometry-size", POOL_GOOD, "pool=%s,size=512M,coherent-size=64M,"
@@ -4974,6 +4966,36 @@ static void test_memdev_refused(void)
     unlink(pool);
 }
 
+/* --- issue 35 item 5: hooks, unplug, routing ------------------------- */
+
+/*
+ * The test-only fault points (x-test-kill-at, x-test-stop-at) are device
+ * properties that realize refuses unless the qtest accelerator runs: a
+ * QEMU under TCG given one is refused, saying so, before the pool is
+ * touched (it was an environment variable any QEMU obeyed or warned
+ * about).
+ */
+static void test_test_hook_refused(void)
+{
+    g_autofree char *pool = pool_path("hook.pool");
+    g_autofree char *dev = host_args(pool, 0, ",x-test-stop-at=after-join");
+    g_autofree char *cmd = g_strdup_printf(
+        "timeout 30 %s -accel tcg -display none -S %s",
+        g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    g_test_message("%s", err);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_nonnull(strstr(err, "property 'x-test-stop-at' is a test hook "
+                                 "(allowed only under the qtest "
+                                 "accelerator)"));
+    g_assert_false(g_file_test(pool, G_FILE_TEST_EXISTS));
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -5059,6 +5081,7 @@ int main(int argc, char **argv)
                    test_timed_atomic_boundary);
     qtest_add_func("/cxl-shm/timed-latency-icount",
                    test_timed_latency_icount);
+    qtest_add_func("/cxl-shm/test-hook-refused", test_test_hook_refused);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
         qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
