@@ -470,7 +470,7 @@ static bool pool_make_or_check(CXLShmState *s, const struct stat *st,
 /* This host's liveness lock: held for its whole life */
 static bool pool_lock_host(CXLShmState *s, Error **errp)
 {
-    int ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
+    int ret = qemu_lock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1, true);
 
     if (ret == -EAGAIN || ret == -EACCES) {
         error_setg(errp, "host-id %u is in use by a running QEMU on "
@@ -495,7 +495,7 @@ static bool pool_map_meta(CXLShmState *s, Error **errp)
     if (meta == MAP_FAILED) {
         error_setg_errno(errp, errno, "cannot map pool metadata of "
                          "'%s'", s->pool_path);
-        cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+        qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
         return false;
     }
     s->meta = meta;
@@ -751,7 +751,7 @@ void cxl_shm_pool_abort(CXLShmState *s)
     s->hdr = NULL;
     s->hosts = NULL;
     pool_undo_made(s);
-    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
     if (locked) {
         cxlpool_flock(s->fd, LOCK_UN);
     }
@@ -778,7 +778,7 @@ void cxl_shm_pool_leave(CXLShmState *s, bool unmap)
     smp_wmb();
     qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
     pool_test_kill(s, "leave-after-state");
-    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
     if (locked) {
         cxlpool_flock(s->fd, LOCK_UN);
     }
