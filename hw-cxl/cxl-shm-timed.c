@@ -746,8 +746,10 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
  * The device goes away (an unplug, or a failed realize): no new atomic
  * step hook call.  A vCPU may still be in an access or in a step (the
  * hook runs inside an RCU read-side section, and the MMIO path without
- * the BQL): the cache, the per-vCPU locks and the region go only in
- * cxl_shm_timed_release(), after a grace period.
+ * the BQL): the cache and the per-vCPU locks go only in
+ * cxl_shm_timed_release(), after a grace period; the region goes with
+ * the device (docs/devel/memory.rst: an I/O region is not destroyed
+ * before its owner).
  */
 static void cxl_shm_timed_fini(CXLShmState *s)
 {
@@ -784,7 +786,6 @@ static void cxl_shm_timed_release(CXLShmState *s)
             cxl_shm_lines_unlock(&s->lines, &t->held[i]);
         }
     }
-    object_unparent(OBJECT(&t->io));
     qemu_mutex_destroy(&t->lock);
     g_free(t->way);
     t->way = NULL;

@@ -4996,6 +4996,55 @@ static void test_test_hook_refused(void)
     g_assert_false(g_file_test(pool, G_FILE_TEST_EXISTS));
 }
 
+/*
+ * A device whose slot the guest powers off leaves nothing behind: its
+ * user-given memdev is free again once the device is gone (object-del
+ * succeeds; it stayed "in use" forever), in mode=direct and in
+ * mode=timed, and QEMU goes on and quits cleanly (in mode=direct the
+ * coherent store is in the pool).
+ */
+static void unplug_memdev(const char *mode)
+{
+    g_autofree char *pool = pool_path("unplug.pool");
+    QDict *rsp = NULL;
+    Host h;
+    int i;
+
+    memdev_start(&h, pool, 0, NULL, mode);
+    mem_wq(&h, 0x1000, 0x5a5a);
+    slot_power_off(&h);
+    /* the device's release comes after a grace period: up to 5 s */
+    for (i = 0; i < 500; i++) {
+        rsp = qtest_qmp(h.qts, "{'execute': 'object-del', "
+                        "'arguments': {'id': 'm'}}");
+        if (!qdict_haskey(rsp, "error")) {
+            break;
+        }
+        if (i == 499) {
+            g_test_message("object-del m: %s",
+                           qdict_get_str(qdict_get_qdict(rsp, "error"),
+                                         "desc"));
+        }
+        qobject_unref(rsp);
+        rsp = NULL;
+        g_usleep(10000);
+    }
+    g_assert_nonnull(rsp);
+    qobject_unref(rsp);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'query-status'}");
+    qtest_quit(h.qts);
+    if (!mode) {
+        g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x5a5a);
+    }
+    unlink(pool);
+}
+
+static void test_unplug_memdev(void)
+{
+    unplug_memdev(NULL);
+    unplug_memdev(",mode=timed");
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -5082,6 +5131,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/timed-latency-icount",
                    test_timed_latency_icount);
     qtest_add_func("/cxl-shm/test-hook-refused", test_test_hook_refused);
+    qtest_add_func("/cxl-shm/unplug-memdev", test_unplug_memdev);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
         qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
