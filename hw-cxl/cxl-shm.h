@@ -256,6 +256,7 @@ struct CXLShmState {
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
     MemoryRegion *native_mr;    /* hooked since a decoder first mapped */
+    Notifier route_notifier;    /* host bridge / switch decoder changes */
     uint64_t native_base;       /* the DPA of its offset 0 */
     bool atomics_ok;
 

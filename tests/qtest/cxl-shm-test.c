@@ -5045,6 +5045,163 @@ static void test_unplug_memdev(void)
     unplug_memdev(",mode=timed");
 }
 
+/* Base of the memory region called @name in the memory tree */
+static uint64_t find_region(QTestState *qts, const char *name)
+{
+    g_autofree char *mtree = qtest_hmp(qts, "info mtree");
+    g_autofree char *pat = g_strdup_printf(": %s\r", name);
+    const char *p = strstr(mtree, pat);
+    const char *line;
+    unsigned long long base = 0;
+
+    if (!p) {
+        g_free(pat);
+        pat = g_strdup_printf(": %s\n", name);
+        p = strstr(mtree, pat);
+    }
+    g_assert_nonnull(p);
+    for (line = p; line > mtree && line[-1] != '\n'; line--) {
+        /* find the start of the line */
+    }
+    while (*line == ' ') {
+        line++;
+    }
+    g_assert_cmpint(sscanf(line, "%llx-", &base), ==, 1);
+    return base;
+}
+
+/* The HDM decoder capability of the component registers at @cm */
+static uint64_t hdm_of(QTestState *qts, uint64_t cm)
+{
+    uint32_t hdr = qtest_readl(qts, cm);
+    int n = hdr >> 24, i;
+
+    g_assert_cmpint(hdr & 0xffff, ==, 1);
+    for (i = 1; i <= n; i++) {
+        uint32_t e = qtest_readl(qts, cm + 4 * i);
+
+        if ((e & 0xffff) == 5) {
+            return cm + (e >> 20);
+        }
+    }
+    g_assert_not_reached();
+}
+
+/* Is the device's memory mapped (CAPS.DIRECT, and in the memory tree)? */
+static bool route_mapped(Host *h)
+{
+    g_autofree char *mtree = qtest_hmp(h->qts, "info mtree");
+    bool direct = r32(h, A_CXLSHM_CAPS) & CAP_DIRECT;
+
+    g_assert_cmpint(direct, ==, !!strstr(mtree, "cxl-shm-direct"));
+    return direct;
+}
+
+/* Uncommit and commit the device's decoder 0 again */
+static void route_recommit(Host *h)
+{
+    uint64_t hdm = find_hdm(h->qts);
+
+    qtest_writel(h->qts, hdm + 0x20, 0);
+    qtest_writel(h->qts, hdm + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(h->qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+}
+
+/*
+ * The direct map follows the routing a guest access takes on hardware
+ * (and through the window's MMIO path, cxl_cfmws_find_device()): the
+ * fixed memory window's target host bridge, its HDM decoder, the root
+ * port, the device.  A device whose decoder is committed but which the
+ * window does not route to is not mapped, and the guest sees there what
+ * the window's MMIO path gives for an unrouted access (zeros), not the
+ * pool.  Here the window targets another host bridge (cxl.2).
+ */
+static void test_route_other_hb(void)
+{
+    g_autofree char *pool = pool_path("route-hb.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device pxb-cxl,bus_nr=20,bus=pcie.0,id=cxl.2 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-rp,port=0,bus=cxl.2,id=rp2,chassis=1,slot=1 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.2,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x1122334455667788ULL;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, true);
+    g_assert_false(route_mapped(&h));
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(h.qts);
+    unlink(pool);
+}
+
+/*
+ * A host bridge with two root ports decodes with its own HDM decoder: the
+ * device is mapped only while that decoder is committed and routes the
+ * range to the device's root port (port 0), not to the other (port 1).
+ * Committed bottom up, as Linux does: the device's decoder first, then
+ * the host bridge's; the device follows the bridge's commits and
+ * uncommits (patches-pending/0017's notifier).
+ */
+static void test_route_hb_decoder(void)
+{
+    g_autofree char *pool = pool_path("route-rp.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-rp,port=1,bus=cxl.1,id=rp1,chassis=0,slot=3 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x0102030405060708ULL, hb;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, true);
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+
+    /* the host bridge's decoder is not committed: nothing routes there */
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+
+    /* committed, but to the other root port */
+    hb = hdm_of(h.qts, find_region(h.qts, "cxl_host_reg") + 0x1000);
+    qtest_writel(h.qts, hb + 0x04, 0x2);
+    qtest_writel(h.qts, hb + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(h.qts, hb + 0x14, h.hpa >> 32);
+    qtest_writel(h.qts, hb + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(h.qts, hb + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(h.qts, hb + 0x24, 1);                  /* target: port 1 */
+    qtest_writel(h.qts, hb + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(h.qts, hb + 0x20) & (1 << 10), ==, 1 << 10);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    route_recommit(&h);
+    g_assert_false(route_mapped(&h));
+
+    /* routed to the device's root port: mapped, the pool's data */
+    qtest_writel(h.qts, hb + 0x20, 0);
+    qtest_writel(h.qts, hb + 0x24, 0);                  /* target: port 0 */
+    qtest_writel(h.qts, hb + 0x20, 1 << 9);
+    g_assert_true(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, v);
+
+    /* the bridge's decoder uncommitted: unmapped again */
+    qtest_writel(h.qts, hb + 0x20, 0);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(h.qts);
+    unlink(pool);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -5132,6 +5289,8 @@ int main(int argc, char **argv)
                    test_timed_latency_icount);
     qtest_add_func("/cxl-shm/test-hook-refused", test_test_hook_refused);
     qtest_add_func("/cxl-shm/unplug-memdev", test_unplug_memdev);
+    qtest_add_func("/cxl-shm/route-other-hb", test_route_other_hb);
+    qtest_add_func("/cxl-shm/route-hb-decoder", test_route_hb_decoder);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
         qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
