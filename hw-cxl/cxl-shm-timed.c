@@ -60,6 +60,7 @@
 #include "exec/memory.h"
 #include "exec/cpu-common.h"
 #include "exec/target_page.h"
+#include "exec/io-insn.h"
 #include "hw/boards.h"
 #include "system/cpu-timers.h"
 #include "system/tcg.h"
@@ -498,10 +499,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 static bool timed_may_retry(CPUState *cpu, CXLShmPiece *p, uint64_t dpa,
                             unsigned done, bool write)
 {
-    bool cont = p && cpu->mem_io_pc && p->ra == cpu->mem_io_pc &&
-                p->next == dpa;
+    uintptr_t insn = cpu_io_insn_id(cpu);
+    bool cont = p && insn && p->ra == insn && p->next == dpa;
 
-    return tcg_enabled() && cpu->mem_io_pc && !(cont && p->stored) &&
+    return tcg_enabled() && insn && !(cont && p->stored) &&
            !(write && done);
 }
 
@@ -531,9 +532,10 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     }
     if (cpu && cpu->cpu_index >= 0 &&
         (uint32_t)cpu->cpu_index < s->t.nr_held) {
+        uintptr_t insn = cpu_io_insn_id(cpu);
+
         piece = &s->t.piece[cpu->cpu_index];
-        cont = cpu->mem_io_pc && piece->ra == cpu->mem_io_pc &&
-               piece->next == dpa;
+        cont = insn && piece->ra == insn && piece->next == dpa;
     }
     for (;;) {
         busy = false;
@@ -597,7 +599,7 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     }
     if (piece) {
         /* the next piece of this access continues it */
-        piece->ra = cpu->mem_io_pc;
+        piece->ra = cpu_io_insn_id(cpu);
         piece->next = dpa + size;
         piece->stored = (cont && piece->stored) || write;
     }

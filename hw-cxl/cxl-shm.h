@@ -62,7 +62,7 @@ typedef struct CXLShmWay {
 
 /* mode=timed: a vCPU's last access piece (MMIO accesses come in pieces) */
 typedef struct CXLShmPiece {
-    uintptr_t ra;               /* the access's host return address */
+    uintptr_t ra;               /* the access's insn (cpu_io_insn_id()) */
     uint64_t next;              /* the DPA a next piece of it would be at */
     bool stored;                /* a piece of it stored */
 } CXLShmPiece;
