@@ -5202,6 +5202,94 @@ static void test_route_hb_decoder(void)
     unlink(pool);
 }
 
+/*
+ * Behind a switch the switch's upstream port decodes too: with the device
+ * below downstream port 0, committed bottom up, the device is not mapped
+ * while the upstream port's decoder is uncommitted (loads read zeros),
+ * mapped with the pool's data once it commits to port 0, unmapped when it
+ * is uncommitted.  The host bridge is a passthrough (one root port).
+ */
+#define SW_USP_BUS      13
+#define SW_DSP_BUS      14
+#define SW_DEV_BUS      15
+#define SW_USP_BAR0     0xe0800000ULL
+
+static void test_route_switch(void)
+{
+    g_autofree char *pool = pool_path("route-sw.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-upstream,bus=rp0,id=us0 "
+        "-device cxl-downstream,port=0,bus=us0,id=ds0,chassis=0,slot=4 "
+        "-device cxl-shm,bus=ds0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x1020304050607080ULL, hdm, sw;
+    QTestState *qts;
+    Host h;
+
+    h.qts = qts = qtest_init(args);
+    /* root port, upstream port, downstream port: buses and windows */
+    cfg_writel(qts, PXB_BUS, 0, 0x18,
+               PXB_BUS | (SW_USP_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, SW_USP_BUS, 0, 0x18,
+               SW_USP_BUS | (SW_DSP_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x18,
+               SW_DSP_BUS | (SW_DEV_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, PXB_BUS, 0, 0x20, 0xe0f0e000);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x20, 0xe0f0e000);
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x20, 0xe07fe000);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x10, SW_USP_BAR0);  /* its registers */
+    cfg_writel(qts, SW_USP_BUS, 0, 0x14, 0);
+    cfg_writel(qts, PXB_BUS, 0, 0x04, 0x6);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x04, 0x6);
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x04, 0x6);
+    g_assert_cmphex(cfg_readl(qts, SW_DEV_BUS, 0, 0), ==, 0x0d938086);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x10, BAR0_ADDR);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x14, 0);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x24, BAR5_ADDR);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x04, 0x6);
+    h.hpa = find_window(qts);
+
+    /* the device's decoder first, for the whole device */
+    hdm = find_hdm(qts);
+    qtest_writel(qts, hdm + 0x04, 0x2);
+    qtest_writel(qts, hdm + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(qts, hdm + 0x14, h.hpa >> 32);
+    qtest_writel(qts, hdm + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(qts, hdm + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(qts, hdm + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+
+    /* the switch's decoder uncommitted: nothing routes there */
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+
+    /* committed to downstream port 0: mapped, the pool's data */
+    sw = hdm_of(qts, SW_USP_BAR0 + 0x1000);
+    qtest_writel(qts, sw + 0x04, 0x2);
+    qtest_writel(qts, sw + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(qts, sw + 0x14, h.hpa >> 32);
+    qtest_writel(qts, sw + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(qts, sw + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(qts, sw + 0x24, 0);                    /* target: port 0 */
+    qtest_writel(qts, sw + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(qts, sw + 0x20) & (1 << 10), ==, 1 << 10);
+    g_assert_true(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, v);
+
+    /* uncommitted again: unmapped */
+    qtest_writel(qts, sw + 0x20, 0);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(qts);
+    unlink(pool);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -5291,6 +5379,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/unplug-memdev", test_unplug_memdev);
     qtest_add_func("/cxl-shm/route-other-hb", test_route_other_hb);
     qtest_add_func("/cxl-shm/route-hb-decoder", test_route_hb_decoder);
+    qtest_add_func("/cxl-shm/route-switch", test_route_switch);
     if (g_test_perf()) {
         qtest_add_func("/cxl-shm/bench", test_bench);
         qtest_add_func("/cxl-shm/timed-bench", test_timed_bench);
