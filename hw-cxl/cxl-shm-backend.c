@@ -156,10 +156,18 @@ mapped:
     return true;
 }
 
+/*
+ * After the device's last use of the pool's data (a failed realize, or
+ * the release after an unplug's grace period): the user's memdev is free
+ * for another user again (the parent's realize marked it mapped), or the
+ * backend made for pool=PATH goes.  Its region is the backend's own: the
+ * views that still hold it keep the backend alive until they go.
+ */
 void cxl_shm_drop_backend(CXLShmState *s)
 {
     if (s->backend && s->memdev) {
         /* the user's: the memdev link keeps its reference */
+        host_memory_backend_set_mapped(s->backend, false);
         s->parent_obj.hostmem = s->backend;
         s->backend = NULL;
         s->pool_mr = NULL;
@@ -255,6 +263,13 @@ bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     return true;
 }
 
+/*
+ * The image leaves the pool's region (the user's memdev, or the backend
+ * made for pool=PATH, both outlive it), and the twin goes.  The image's
+ * region is not unparented here: a RAM region must not be destroyed while
+ * something may still hold it (docs/devel/memory.rst), and what took a
+ * reference holds the device, its owner; it goes with the device.
+ */
 void cxl_shm_drop_image(CXLShmState *s)
 {
     if (!s->nc_size) {
@@ -262,7 +277,6 @@ void cxl_shm_drop_image(CXLShmState *s)
     }
     if (s->image) {
         memory_region_del_subregion(s->pool_mr, &s->image_mr);
-        object_unparent(OBJECT(&s->image_mr));
         s->image = NULL;
     }
     if (s->twin) {

@@ -5,14 +5,18 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * See cxl-shm-format.h and docs/pool-format.md.  No QEMU API beyond
- * qemu/osdep.h and qemu/atomic.h: host-tools build this file too.
+ * See cxl-shm-format.h and docs/pool-format.md.  Host-tools build this
+ * file too, against tests/unit/shim: QEMU's crc32c(), buffer_is_zero()
+ * and qemu_lock_fd_test() are all of QEMU it uses beyond qemu/osdep.h
+ * and qemu/atomic.h, and the shim implements them for the host tools.
  */
 
 #include "qemu/osdep.h"
 #include <sys/file.h>
 #include <sys/mman.h>
 #include "qemu/atomic.h"
+#include "qemu/crc32c.h"
+#include "qemu/cutils.h"
 #include "cxl-shm-format.h"
 
 G_STATIC_ASSERT(sizeof(CXLPoolHeader) == 0x50);
@@ -54,23 +58,10 @@ const char *cxlpool_host_state_name(uint32_t state)
     }
 }
 
-uint32_t cxlpool_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    int b;
-
-    while (len--) {
-        crc ^= *p++;
-        for (b = 0; b < 8; b++) {
-            crc = (crc >> 1) ^ (0x82f63b78 & -(crc & 1));
-        }
-    }
-    return crc ^ 0xffffffff;
-}
-
 uint32_t cxlpool_header_crc(const CXLPoolHeader *h)
 {
-    return cxlpool_crc32c(0xffffffff, h, offsetof(CXLPoolHeader, crc));
+    return crc32c(0xffffffff, (const uint8_t *)h,
+                  offsetof(CXLPoolHeader, crc));
 }
 
 void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
@@ -92,26 +83,13 @@ void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
     h->crc = cxlpool_header_crc(h);
 }
 
-static bool all_zero(const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        if (p[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
 CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
                            const CXLPoolGeometry *want)
 {
     if (!h || file_size < CXLPOOL_META_SIZE) {
         return CXLPOOL_ERR_TOO_SMALL;
     }
-    if (all_zero(h, sizeof(*h))) {
+    if (buffer_is_zero(h, sizeof(*h))) {
         /* cxlpool_allocate first, cxlpool_write_header last */
         return CXLPOOL_ERR_NO_HEADER;
     }
@@ -267,34 +245,10 @@ int cxlpool_fd_is_path(int fd, const char *path, struct stat *st)
            ps.st_dev == st->st_dev && ps.st_ino == st->st_ino;
 }
 
-int cxlpool_host_lock(int fd, uint32_t host, short type)
-{
-    struct flock fl = {
-        .l_whence = SEEK_SET,
-        .l_start = CXLPOOL_LOCK_OFFSET + host,
-        .l_len = 1,
-        .l_type = type,
-    };
-
-    if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
 bool cxlpool_host_locked(int fd, uint32_t host)
 {
-    struct flock fl = {
-        .l_whence = SEEK_SET,
-        .l_start = CXLPOOL_LOCK_OFFSET + host,
-        .l_len = 1,
-        .l_type = F_WRLCK,
-    };
-
-    if (fcntl(fd, F_OFD_GETLK, &fl) < 0) {
-        return true;    /* cannot tell: assume alive */
-    }
-    return fl.l_type != F_UNLCK;
+    /* -EAGAIN: held; another error: cannot tell, so assume alive */
+    return qemu_lock_fd_test(fd, CXLPOOL_HOST_LOCK(host), 1, true) != 0;
 }
 
 uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,

@@ -30,6 +30,8 @@
 #define CXLPOOL_VERSIONS_OFFSET 0xa0000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_TURNS_OFFSET    0xb0000     /* CXLSHM_NR_LOCKS x 8 bytes */
 #define CXLPOOL_LOCK_OFFSET     0x100000    /* liveness byte of each host */
+/* A host holds its byte with an exclusive qemu_lock_fd() (an OFD lock) */
+#define CXLPOOL_HOST_LOCK(host) (CXLPOOL_LOCK_OFFSET + (host))
 #define CXLPOOL_LINE            CXLSHM_LINE
 #define CXLPOOL_MAX_HOSTS       CXLSHM_MAX_HOSTS
 
@@ -132,8 +134,7 @@ typedef enum CXLPoolError {
 
 const char *cxlpool_host_state_name(uint32_t state);
 
-/* CRC-32C as QEMU's crc32c(): cxlpool_crc32c(0xffffffff, buf, len) */
-uint32_t cxlpool_crc32c(uint32_t crc, const void *buf, size_t len);
+/* QEMU's crc32c(0xffffffff, ...) of the header's bytes before its crc */
 uint32_t cxlpool_header_crc(const CXLPoolHeader *h);
 
 /* A header for @g, its checksum set */
@@ -172,9 +173,6 @@ int cxlpool_flock(int fd, int op);
  * stat'ed.  *st is @fd's stat.
  */
 int cxlpool_fd_is_path(int fd, const char *path, struct stat *st);
-
-/* OFD lock on the liveness byte of @host: F_WRLCK takes, F_UNLCK drops */
-int cxlpool_host_lock(int fd, uint32_t host, short type);
 
 /* true if some process holds the liveness byte of @host (or cannot tell) */
 bool cxlpool_host_locked(int fd, uint32_t host);

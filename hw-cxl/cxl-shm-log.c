@@ -20,9 +20,6 @@
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
 #include "hw/core/cpu.h"
-#include "exec/target_page.h"
-#include "exec/translation-block.h"
-#include "system/tcg.h"
 #include "qapi/qapi-events-cxl.h"
 #include "cxl-shm.h"
 #include "trace.h"
@@ -45,28 +42,6 @@ uint64_t cxl_shm_set_insn_pc(uint64_t pc)
 
     cxl_shm_insn_pc = pc;
     return old;
-}
-
-/*
- * The guest linear PC of the access to the device @cpu is making, or 0:
- * TCG records each instruction's start (for an x86 TB translated
- * PC-relative, the offset in the page of the PC the TB runs at, as
- * x86_restore_state_to_opc() takes it); under an accelerator that runs
- * the guest natively the device cannot know it
- */
-uint64_t cxl_shm_access_pc(CPUState *cpu)
-{
-    uint64_t data[8] = { 0 };   /* more than any target's insn_start */
-    uint64_t page = qemu_target_page_mask();
-
-    if (!cpu || !tcg_enabled() || !cpu->cc->get_pc || !cpu->mem_io_pc ||
-        !cpu_unwind_state_data(cpu, cpu->mem_io_pc, data)) {
-        return 0;
-    }
-    if (cpu->tcg_cflags & CF_PCREL) {
-        return (cpu->cc->get_pc(cpu) & page) | (data[0] & ~page);
-    }
-    return data[0];
 }
 
 /* The PC an event of this thread names: false if none is known */

@@ -42,3 +42,9 @@ bool cxl_shm_require_parallel_atomics(Error **errp)
     }
     return true;
 }
+
+/* Without TCG's accessors the device names no guest PC in its events */
+uint64_t cxl_shm_access_pc(CPUState *cpu)
+{
+    return 0;
+}

@@ -16,6 +16,7 @@
 #include "qemu/main-loop.h"
 #include "hw/core/cpu.h"
 #include "system/cache-maint.h"
+#include "exec/io-insn.h"
 #include "system/tcg.h"
 #include "cxl-shm.h"
 #include "trace.h"
@@ -336,4 +337,20 @@ void cxl_shm_native_hook(MemoryRegion *mr, CXLShmState *s)
 bool cxl_shm_require_parallel_atomics(Error **errp)
 {
     return tcg_require_parallel_atomics("cxl-shm", errp);
+}
+
+/*
+ * The guest PC of the access to the device @cpu is making, or 0: TCG
+ * knows it (cpu_io_insn_pc()); under an accelerator that runs the guest
+ * natively the device cannot know it (nor in a QEMU without the
+ * TCG path: cxl-shm-native-stub.c)
+ */
+uint64_t cxl_shm_access_pc(CPUState *cpu)
+{
+    vaddr pc;
+
+    if (!cpu || !tcg_enabled() || !cpu_io_insn_pc(cpu, &pc)) {
+        return 0;
+    }
+    return pc;
 }

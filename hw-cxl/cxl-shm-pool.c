@@ -31,59 +31,56 @@
 #include "trace.h"
 
 /*
- * Test-only: with CXL_SHM_TEST_KILL_AT=<step> in its environment, this
- * QEMU kills itself with SIGKILL at that step of joining, leaving or
- * resetting, so that tests can check what the next start makes of a
- * pool left at each step (tests/qtest/kill-steps.sh); with
- * CXL_SHM_TEST_STOP_AT=<step> it stops itself there (SIGSTOP), so that a
- * test can run another host while this one waits at the step and then
- * let it go on (SIGCONT).  Only under the qtest accelerator; ignored
- * (with a warning) anywhere else.
+ * Test-only fault points: with x-test-kill-at=<step> this QEMU kills
+ * itself with SIGKILL at that step of joining, leaving or resetting, so
+ * that tests can check what the next start makes of a pool left at each
+ * step (tests/qtest/kill-steps.sh); with x-test-stop-at=<step> it stops
+ * itself there (SIGSTOP), so that a test can run another host while this
+ * one waits at the step and then let it go on (SIGCONT).  The properties
+ * are refused unless the qtest accelerator runs, and so is a step name
+ * that is not one of these.
  */
 static const char *const pool_test_steps[] = {
     "after-open", "after-flock", "after-allocate", "after-header",
     "after-host-lock", "after-generation", "after-slot-claim",
     "after-join", "leave-after-flock", "leave-after-state",
     "reset-after-flock", "reset-after-generation", "abort-before-flock",
+    NULL,
 };
 
-static void pool_test_kill(const char *step)
+static void pool_test_kill(CXLShmState *s, const char *step)
 {
-    const char *at = g_getenv("CXL_SHM_TEST_KILL_AT");
-    const char *stop = g_getenv("CXL_SHM_TEST_STOP_AT");
-
-    if (at && qtest_enabled() && strcmp(at, step) == 0) {
+    if (s->test_kill_at && strcmp(s->test_kill_at, step) == 0) {
         raise(SIGKILL);
     }
-    if (stop && qtest_enabled() && strcmp(stop, step) == 0) {
+    if (s->test_stop_at && strcmp(s->test_stop_at, step) == 0) {
         raise(SIGSTOP);
     }
 }
 
-static void pool_test_step_check(const char *var)
+static bool pool_test_step_check(const char *prop, const char *at,
+                                 Error **errp)
 {
-    const char *at = g_getenv(var);
+    g_autofree char *steps = NULL;
     int i;
 
     if (!at) {
-        return;
+        return true;
     }
     if (!qtest_enabled()) {
-        warn_report("%s is ignored outside qtest", var);
-        return;
+        error_setg(errp, "property '%s' is a test hook (allowed only "
+                   "under the qtest accelerator)", prop);
+        return false;
     }
-    for (i = 0; i < ARRAY_SIZE(pool_test_steps); i++) {
+    for (i = 0; pool_test_steps[i]; i++) {
         if (strcmp(at, pool_test_steps[i]) == 0) {
-            return;
+            return true;
         }
     }
-    warn_report("%s=%s names no step", var, at);
-}
-
-static void pool_test_kill_check(void)
-{
-    pool_test_step_check("CXL_SHM_TEST_KILL_AT");
-    pool_test_step_check("CXL_SHM_TEST_STOP_AT");
+    steps = g_strjoinv(", ", (char **)pool_test_steps);
+    error_setg(errp, "property '%s' is '%s' (allowed: one of %s)", prop,
+               at, steps);
+    return false;
 }
 
 /* Create the pool in the empty file s->fd: size first, header last */
@@ -109,7 +106,7 @@ static bool pool_create(CXLShmState *s, Error **errp)
                          s->pool_path);
         return false;
     }
-    pool_test_kill("after-allocate");
+    pool_test_kill(s, "after-allocate");
     ret = cxlpool_write_header(s->fd, &g,
                                qemu_clock_get_ns(QEMU_CLOCK_HOST));
     if (ret < 0) {
@@ -117,7 +114,7 @@ static bool pool_create(CXLShmState *s, Error **errp)
                          "of '%s'", s->pool_path);
         return false;
     }
-    pool_test_kill("after-header");
+    pool_test_kill(s, "after-header");
     trace_cxl_shm_pool_create(s->pool_path, s->size, s->coherent_size,
                               s->max_hosts);
     return true;
@@ -288,7 +285,7 @@ static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
                          "memdev '%s'", s->pool_path);
         return false;
     }
-    pool_test_kill("after-open");
+    pool_test_kill(s, "after-open");
     if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
         error_setg_errno(errp, errno, "cannot lock pool '%s'",
                          s->pool_path);
@@ -343,7 +340,7 @@ static bool pool_open_path(CXLShmState *s, struct stat *st, bool *created,
             error_prepend(errp, "cannot open pool: ");
             return false;
         }
-        pool_test_kill("after-open");
+        pool_test_kill(s, "after-open");
         if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
             error_setg_errno(errp, errno, "cannot lock pool '%s'",
                              s->pool_path);
@@ -473,7 +470,7 @@ static bool pool_make_or_check(CXLShmState *s, const struct stat *st,
 /* This host's liveness lock: held for its whole life */
 static bool pool_lock_host(CXLShmState *s, Error **errp)
 {
-    int ret = cxlpool_host_lock(s->fd, s->host_id, F_WRLCK);
+    int ret = qemu_lock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1, true);
 
     if (ret == -EAGAIN || ret == -EACCES) {
         error_setg(errp, "host-id %u is in use by a running QEMU on "
@@ -485,7 +482,7 @@ static bool pool_lock_host(CXLShmState *s, Error **errp)
                          "pool '%s'", s->host_id, s->pool_path);
         return false;
     }
-    pool_test_kill("after-host-lock");
+    pool_test_kill(s, "after-host-lock");
     return true;
 }
 
@@ -498,7 +495,7 @@ static bool pool_map_meta(CXLShmState *s, Error **errp)
     if (meta == MAP_FAILED) {
         error_setg_errno(errp, errno, "cannot map pool metadata of "
                          "'%s'", s->pool_path);
-        cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+        qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
         return false;
     }
     s->meta = meta;
@@ -528,12 +525,12 @@ static void pool_claim_slot(CXLShmState *s)
     me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     me->leave_time_ns = 0;
     qatomic_set(&me->generation, s->generation);
-    pool_test_kill("after-generation");
+    pool_test_kill(s, "after-generation");
     /* other hosts must see the new generation once they see "live" */
     smp_wmb();
     qatomic_set(&me->state, CXLPOOL_HOST_LIVE);
     s->joined = true;
-    pool_test_kill("after-slot-claim");
+    pool_test_kill(s, "after-slot-claim");
 }
 
 /*
@@ -567,13 +564,16 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     struct stat st;
     bool created = false;
 
-    pool_test_kill_check();
+    if (!pool_test_step_check("x-test-kill-at", s->test_kill_at, errp) ||
+        !pool_test_step_check("x-test-stop-at", s->test_stop_at, errp)) {
+        return false;
+    }
     s->made = CXLSHM_MADE_NOTHING;
     if (s->memdev ? !pool_open_memdev(s, &st, errp)
                   : !pool_open_path(s, &st, &created, errp)) {
         return false;
     }
-    pool_test_kill("after-flock");
+    pool_test_kill(s, "after-flock");
     if (!pool_check_file(s, &st, created, errp) ||
         !pool_make_or_check(s, &st, created, errp) ||
         !pool_lock_host(s, errp) ||
@@ -586,7 +586,7 @@ bool cxl_shm_pool_join(CXLShmState *s, Error **errp)
     pool_setup_lines(s);
     cxlpool_flock(s->fd, LOCK_UN);
     trace_cxl_shm_pool_join(s->pool_path, s->host_id, s->generation);
-    pool_test_kill("after-join");
+    pool_test_kill(s, "after-join");
     return true;
 }
 
@@ -634,12 +634,12 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
         return;
     }
     locked = pool_flock_bounded(s, "rejoined");
-    pool_test_kill("reset-after-flock");
+    pool_test_kill(s, "reset-after-flock");
     me = &s->hosts[s->host_id];
     s->generation = qatomic_read(&me->generation) + 1;
     me->join_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     qatomic_set(&me->generation, s->generation);
-    pool_test_kill("reset-after-generation");
+    pool_test_kill(s, "reset-after-generation");
     qatomic_set(&s->lines.generation, s->generation);
     cxl_shm_lines_recover_own(&s->lines);
     if (locked) {
@@ -711,7 +711,7 @@ void cxl_shm_pool_abort(CXLShmState *s)
     if (!s->joined) {
         return;
     }
-    pool_test_kill("abort-before-flock");
+    pool_test_kill(s, "abort-before-flock");
     /*
      * Bounded (a refused start may come at run time, under the BQL): a
      * process that keeps the lock is joining, leaving or resetting on
@@ -741,7 +741,7 @@ void cxl_shm_pool_abort(CXLShmState *s)
     s->hdr = NULL;
     s->hosts = NULL;
     pool_undo_made(s);
-    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
     if (locked) {
         cxlpool_flock(s->fd, LOCK_UN);
     }
@@ -761,14 +761,14 @@ void cxl_shm_pool_leave(CXLShmState *s, bool unmap)
     }
     cxl_shm_pool_sync_stats(s);
     locked = pool_flock_bounded(s, "left");
-    pool_test_kill("leave-after-flock");
+    pool_test_kill(s, "leave-after-flock");
     me = &s->hosts[s->host_id];
     me->leave_time_ns = qemu_clock_get_ns(QEMU_CLOCK_HOST);
     /* the leave time is valid once the state says "left" */
     smp_wmb();
     qatomic_set(&me->state, CXLPOOL_HOST_LEFT);
-    pool_test_kill("leave-after-state");
-    cxlpool_host_lock(s->fd, s->host_id, F_UNLCK);
+    pool_test_kill(s, "leave-after-state");
+    qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
     if (locked) {
         cxlpool_flock(s->fd, LOCK_UN);
     }

@@ -61,6 +61,7 @@
 #include "exec/memory.h"
 #include "exec/cpu-common.h"
 #include "exec/target_page.h"
+#include "exec/io-insn.h"
 #include "hw/boards.h"
 #include "system/cpu-timers.h"
 #include "system/tcg.h"
@@ -494,10 +495,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 static bool timed_may_retry(CPUState *cpu, CXLShmPiece *p, uint64_t dpa,
                             unsigned done, bool write)
 {
-    bool cont = p && cpu->mem_io_pc && p->ra == cpu->mem_io_pc &&
-                p->next == dpa;
+    uintptr_t insn = cpu_io_insn_id(cpu);
+    bool cont = p && insn && p->ra == insn && p->next == dpa;
 
-    return tcg_enabled() && cpu->mem_io_pc && !(cont && p->stored) &&
+    return tcg_enabled() && insn && !(cont && p->stored) &&
            !(write && done);
 }
 
@@ -527,9 +528,10 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     }
     if (cpu && cpu->cpu_index >= 0 &&
         (uint32_t)cpu->cpu_index < s->t.nr_held) {
+        uintptr_t insn = cpu_io_insn_id(cpu);
+
         piece = &s->t.piece[cpu->cpu_index];
-        cont = cpu->mem_io_pc && piece->ra == cpu->mem_io_pc &&
-               piece->next == dpa;
+        cont = insn && piece->ra == insn && piece->next == dpa;
     }
     for (;;) {
         busy = false;
@@ -594,7 +596,7 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
     }
     if (piece) {
         /* the next piece of this access continues it */
-        piece->ra = cpu->mem_io_pc;
+        piece->ra = cpu_io_insn_id(cpu);
         piece->next = dpa + size;
         piece->stored = (cont && piece->stored) || write;
     }
@@ -741,8 +743,10 @@ static bool cxl_shm_timed_init(CXLShmState *s, Error **errp)
  * The device goes away (an unplug, or a failed realize): no new atomic
  * step hook call.  A vCPU may still be in an access or in a step (the
  * hook runs inside an RCU read-side section, and the MMIO path without
- * the BQL): the cache, the per-vCPU locks and the region go only in
- * cxl_shm_timed_release(), after a grace period.
+ * the BQL): the cache and the per-vCPU locks go only in
+ * cxl_shm_timed_release(), after a grace period; the region goes with
+ * the device (docs/devel/memory.rst: an I/O region is not destroyed
+ * before its owner).
  */
 static void cxl_shm_timed_fini(CXLShmState *s)
 {
@@ -777,7 +781,6 @@ static void cxl_shm_timed_release(CXLShmState *s)
             cxl_shm_lines_unlock(&s->lines, &t->held[i]);
         }
     }
-    object_unparent(OBJECT(&t->io));
     qemu_mutex_destroy(&t->lock);
     g_free(t->way);
     t->way = NULL;

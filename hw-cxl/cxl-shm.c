@@ -577,6 +577,9 @@ static const Property cxl_shm_props[] = {
                        CxlShmWriteback),
     DEFINE_PROP_UINT32("evict-rate", CXLShmState, evict_rate, 0),
     DEFINE_PROP_UINT64("evict-seed", CXLShmState, evict_seed, 1),
+    /* test-only fault points (cxl-shm-pool.c), refused outside qtest */
+    DEFINE_PROP_STRING("x-test-kill-at", CXLShmState, test_kill_at),
+    DEFINE_PROP_STRING("x-test-stop-at", CXLShmState, test_stop_at),
     /* mode=timed: docs/device.md says where each default comes from */
     DEFINE_PROP_SIZE("cache-size", CXLShmState, t.cache_size,
                      CXLSHM_TIMED_CACHE),

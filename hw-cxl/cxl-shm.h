@@ -61,7 +61,7 @@ typedef struct CXLShmWay {
 
 /* mode=timed: a vCPU's last access piece (MMIO accesses come in pieces) */
 typedef struct CXLShmPiece {
-    uintptr_t ra;               /* the access's host return address */
+    uintptr_t ra;               /* the access's insn (cpu_io_insn_id()) */
     uint64_t next;              /* the DPA a next piece of it would be at */
     bool stored;                /* a piece of it stored */
 } CXLShmPiece;
@@ -196,6 +196,8 @@ struct CXLShmState {
     CxlShmWriteback writeback;
     uint32_t evict_rate;
     uint64_t evict_seed;
+    char *test_kill_at;         /* x-test-kill-at: qtest only */
+    char *test_stop_at;         /* x-test-stop-at: qtest only */
 
     /* pool */
     int fd;
@@ -249,6 +251,7 @@ struct CXLShmState {
     CXLShmDirect direct[CXLSHM_MAX_DECODERS];
     bool native_registered[CXLSHM_MAX_DECODERS];
     MemoryRegion *native_mr;    /* hooked since a decoder first mapped */
+    Notifier route_notifier;    /* host bridge / switch decoder changes */
     uint64_t native_base;       /* the DPA of its offset 0 */
     bool atomics_ok;
 

@@ -1388,26 +1388,19 @@ static void test_migration_refused(void)
 /*
  * A QEMU whose start is refused after it joined (-only-migratable: the
  * migration blocker fails at the end of realize), started in the
- * background with @env (NULL-terminated "VAR=value" strings, or NULL)
+ * background with @extra appended to the device's options (or NULL)
  */
-static GPid refused_start(const char *pool, int host_id, char **env)
+static GPid refused_start(const char *pool, int host_id, const char *extra)
 {
-    g_autofree char *dev = host_args(pool, host_id, NULL);
+    g_autofree char *dev = host_args(pool, host_id, extra);
     g_autofree char *cmd = g_strdup_printf(
         "%s -accel qtest -display none -S -qtest null -only-migratable %s",
         g_getenv("QTEST_QEMU_BINARY"), dev);
     g_auto(GStrv) argv = NULL;
-    g_auto(GStrv) envp = g_get_environ();
     GPid pid;
-    int i;
 
-    for (i = 0; env && env[i]; i++) {
-        g_auto(GStrv) kv = g_strsplit(env[i], "=", 2);
-
-        envp = g_environ_setenv(envp, kv[0], kv[1], TRUE);
-    }
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_async(NULL, argv, envp,
+    g_assert_true(g_spawn_async(NULL, argv, NULL,
                                 G_SPAWN_DO_NOT_REAP_CHILD |
                                 G_SPAWN_STDOUT_TO_DEV_NULL |
                                 G_SPAWN_STDERR_TO_DEV_NULL,
@@ -1455,7 +1448,7 @@ static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
 /*
  * A start refused after its join must not undo the pool a peer joined
  * in between (docs/failure-model.md).  Deterministic: the refused host
- * stops itself (test hook CXL_SHM_TEST_STOP_AT) just before it takes the
+ * stops itself (test hook x-test-stop-at) just before it takes the
  * pool lock to undo what it made; meanwhile host 1 joins the pool it
  * made (a missing file it created, a user's empty file it filled); then
  * it goes on and exits, and the pod must be intact.  Then the race as a
@@ -1465,8 +1458,7 @@ static void refused_pod_intact(const char *pool, Host *b, uint64_t v)
 static void test_refused_start_race(void)
 {
     g_autofree char *pool = pool_path("refused-race.pool");
-    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
-                     NULL };
+    const char *stop = ",x-test-stop-at=abort-before-flock";
     int empty, round, status;
     GPid pid;
     Host b;
@@ -1507,21 +1499,18 @@ static void test_refused_start_race(void)
  * pool=PATH is checked at the join on the file the join opened, and the
  * memory backend opens PATH again: a file put at PATH in between (here
  * by the test, while the host is stopped right after its join, test hook
- * CXL_SHM_TEST_STOP_AT=after-join) is refused, with the error naming
+ * x-test-stop-at=after-join) is refused, with the error naming
  * it, and left as it was.  The old device mapped the other file and ran.
  */
 static void test_pool_replaced(void)
 {
     g_autofree char *pool = pool_path("replaced.pool");
     g_autofree char *other = pool_path("replaced.other");
-    g_autofree char *dev = host_args(pool, 0, NULL);
+    g_autofree char *dev = host_args(pool, 0, ",x-test-stop-at=after-join");
     g_autofree char *cmd = g_strdup_printf(
         "%s -accel qtest -display none -S -qtest null %s",
         g_getenv("QTEST_QEMU_BINARY"), dev);
     g_auto(GStrv) argv = NULL;
-    g_auto(GStrv) envp = g_environ_setenv(g_get_environ(),
-                                          "CXL_SHM_TEST_STOP_AT",
-                                          "after-join", TRUE);
     g_autofree char *err = NULL;
     char junk[4096], after[4096];
     struct stat st;
@@ -1539,7 +1528,7 @@ static void test_pool_replaced(void)
     g_assert_cmpint(pwrite(fd, junk, sizeof(junk), 0), ==, sizeof(junk));
     close(fd);
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
                                            G_SPAWN_DO_NOT_REAP_CHILD |
                                            G_SPAWN_STDOUT_TO_DEV_NULL,
                                            NULL, NULL, &pid, NULL, NULL,
@@ -1594,8 +1583,7 @@ static void stopped_peer_unwatch(void);
 static void test_refused_start_flock(void)
 {
     g_autofree char *pool = pool_path("refused-flock.pool");
-    char *stop[] = { (char *)"CXL_SHM_TEST_STOP_AT=abort-before-flock",
-                     NULL };
+    const char *stop = ",x-test-stop-at=abort-before-flock";
     int fd, status;
     GPid pid;
     Host b;
@@ -1952,6 +1940,10 @@ static const struct {
       "Parameter 'writeback' does not accept value 'later'" },
     { "evict-rate", POOL_GOOD, "pool=%s,size=256M,evict-rate=100001",
       "property 'evict-rate' is 100001" },
+    /* a test hook naming no step (it used to be a warning only) */
+    { "test-hook-step", POOL_GOOD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4,x-test-kill-at=no-such-step", "property "
+      "'x-test-kill-at' is 'no-such-step' (allowed: one of after-open, " },
     { "memdev", POOL_GOOD, "pool=%s,size=256M,volatile-memdev=m0",
       "must not be set" },
     { "geometry-size", POOL_GOOD, "pool=%s,size=512M,coherent-size=64M,"
@@ -5627,6 +5619,334 @@ static void test_memdev_refused(void)
     unlink(pool);
 }
 
+/* --- issue 35 item 5: hooks, unplug, routing ------------------------- */
+
+/*
+ * The test-only fault points (x-test-kill-at, x-test-stop-at) are device
+ * properties that realize refuses unless the qtest accelerator runs: a
+ * QEMU under TCG given one is refused, saying so, before the pool is
+ * touched (it was an environment variable any QEMU obeyed or warned
+ * about).
+ */
+static void test_test_hook_refused(void)
+{
+    g_autofree char *pool = pool_path("hook.pool");
+    g_autofree char *dev = host_args(pool, 0, ",x-test-stop-at=after-join");
+    g_autofree char *cmd = g_strdup_printf(
+        "timeout 30 %s -accel tcg -display none -S %s",
+        g_getenv("QTEST_QEMU_BINARY"), dev);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    int status;
+
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+    g_test_message("%s", err);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_nonnull(strstr(err, "property 'x-test-stop-at' is a test hook "
+                                 "(allowed only under the qtest "
+                                 "accelerator)"));
+    g_assert_false(g_file_test(pool, G_FILE_TEST_EXISTS));
+}
+
+/*
+ * A device whose slot the guest powers off leaves nothing behind: its
+ * user-given memdev is free again once the device is gone (object-del
+ * succeeds; it stayed "in use" forever), in mode=direct and in
+ * mode=timed, and QEMU goes on and quits cleanly (in mode=direct the
+ * coherent store is in the pool).
+ */
+static void unplug_memdev(const char *mode)
+{
+    g_autofree char *pool = pool_path("unplug.pool");
+    QDict *rsp = NULL;
+    Host h;
+    int i;
+
+    memdev_start(&h, pool, 0, NULL, mode);
+    mem_wq(&h, 0x1000, 0x5a5a);
+    slot_power_off(&h);
+    /* the device's release comes after a grace period: up to 5 s */
+    for (i = 0; i < 500; i++) {
+        rsp = qtest_qmp(h.qts, "{'execute': 'object-del', "
+                        "'arguments': {'id': 'm'}}");
+        if (!qdict_haskey(rsp, "error")) {
+            break;
+        }
+        if (i == 499) {
+            g_test_message("object-del m: %s",
+                           qdict_get_str(qdict_get_qdict(rsp, "error"),
+                                         "desc"));
+        }
+        qobject_unref(rsp);
+        rsp = NULL;
+        g_usleep(10000);
+    }
+    g_assert_nonnull(rsp);
+    qobject_unref(rsp);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'query-status'}");
+    qtest_quit(h.qts);
+    if (!mode) {
+        g_assert_cmphex(pool_rq(pool, 0x1000), ==, 0x5a5a);
+    }
+    unlink(pool);
+}
+
+static void test_unplug_memdev(void)
+{
+    unplug_memdev(NULL);
+}
+
+static void test_unplug_memdev_timed(void)
+{
+    unplug_memdev(",mode=timed");
+}
+
+/* Base of the memory region called @name in the memory tree */
+static uint64_t find_region(QTestState *qts, const char *name)
+{
+    g_autofree char *mtree = qtest_hmp(qts, "info mtree");
+    g_autofree char *pat = g_strdup_printf(": %s\r", name);
+    const char *p = strstr(mtree, pat);
+    const char *line;
+    unsigned long long base = 0;
+
+    if (!p) {
+        g_free(pat);
+        pat = g_strdup_printf(": %s\n", name);
+        p = strstr(mtree, pat);
+    }
+    g_assert_nonnull(p);
+    for (line = p; line > mtree && line[-1] != '\n'; line--) {
+        /* find the start of the line */
+    }
+    while (*line == ' ') {
+        line++;
+    }
+    g_assert_cmpint(sscanf(line, "%llx-", &base), ==, 1);
+    return base;
+}
+
+/* The HDM decoder capability of the component registers at @cm */
+static uint64_t hdm_of(QTestState *qts, uint64_t cm)
+{
+    uint32_t hdr = qtest_readl(qts, cm);
+    int n = hdr >> 24, i;
+
+    g_assert_cmpint(hdr & 0xffff, ==, 1);
+    for (i = 1; i <= n; i++) {
+        uint32_t e = qtest_readl(qts, cm + 4 * i);
+
+        if ((e & 0xffff) == 5) {
+            return cm + (e >> 20);
+        }
+    }
+    g_assert_not_reached();
+}
+
+/* Is the device's memory mapped (CAPS.DIRECT, and in the memory tree)? */
+static bool route_mapped(Host *h)
+{
+    g_autofree char *mtree = qtest_hmp(h->qts, "info mtree");
+    bool direct = r32(h, A_CXLSHM_CAPS) & CAP_DIRECT;
+
+    g_assert_cmpint(direct, ==, !!strstr(mtree, "cxl-shm-direct"));
+    return direct;
+}
+
+/* Uncommit and commit the device's decoder 0 again */
+static void route_recommit(Host *h)
+{
+    uint64_t hdm = find_hdm(h->qts);
+
+    qtest_writel(h->qts, hdm + 0x20, 0);
+    qtest_writel(h->qts, hdm + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(h->qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+}
+
+/*
+ * The direct map follows the routing a guest access takes on hardware
+ * (and through the window's MMIO path, cxl_cfmws_find_device()): the
+ * fixed memory window's target host bridge, its HDM decoder, the root
+ * port, the device.  A device whose decoder is committed but which the
+ * window does not route to is not mapped, and the guest sees there what
+ * the window's MMIO path gives for an unrouted access (zeros), not the
+ * pool.  Here the window targets another host bridge (cxl.2).
+ */
+static void test_route_other_hb(void)
+{
+    g_autofree char *pool = pool_path("route-hb.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device pxb-cxl,bus_nr=20,bus=pcie.0,id=cxl.2 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-rp,port=0,bus=cxl.2,id=rp2,chassis=1,slot=1 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.2,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x1122334455667788ULL;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, true);
+    g_assert_false(route_mapped(&h));
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(h.qts);
+    unlink(pool);
+}
+
+/*
+ * A host bridge with two root ports decodes with its own HDM decoder: the
+ * device is mapped only while that decoder is committed and routes the
+ * range to the device's root port (port 0), not to the other (port 1).
+ * Committed bottom up, as Linux does: the device's decoder first, then
+ * the host bridge's; the device follows the bridge's commits and
+ * uncommits (patches-pending/0017's notifier).
+ */
+static void test_route_hb_decoder(void)
+{
+    g_autofree char *pool = pool_path("route-rp.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-rp,port=1,bus=cxl.1,id=rp1,chassis=0,slot=3 "
+        "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x0102030405060708ULL, hb;
+    Host h;
+
+    h.qts = qtest_init(args);
+    host_enable(&h, true);
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+
+    /* the host bridge's decoder is not committed: nothing routes there */
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+
+    /* committed, but to the other root port */
+    hb = hdm_of(h.qts, find_region(h.qts, "cxl_host_reg") + 0x1000);
+    qtest_writel(h.qts, hb + 0x04, 0x2);
+    qtest_writel(h.qts, hb + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(h.qts, hb + 0x14, h.hpa >> 32);
+    qtest_writel(h.qts, hb + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(h.qts, hb + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(h.qts, hb + 0x24, 1);                  /* target: port 1 */
+    qtest_writel(h.qts, hb + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(h.qts, hb + 0x20) & (1 << 10), ==, 1 << 10);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    route_recommit(&h);
+    g_assert_false(route_mapped(&h));
+
+    /* routed to the device's root port: mapped, the pool's data */
+    qtest_writel(h.qts, hb + 0x20, 0);
+    qtest_writel(h.qts, hb + 0x24, 0);                  /* target: port 0 */
+    qtest_writel(h.qts, hb + 0x20, 1 << 9);
+    g_assert_true(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, v);
+
+    /* the bridge's decoder uncommitted: unmapped again */
+    qtest_writel(h.qts, hb + 0x20, 0);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(h.qts);
+    unlink(pool);
+}
+
+/*
+ * Behind a switch the switch's upstream port decodes too: with the device
+ * below downstream port 0, committed bottom up, the device is not mapped
+ * while the upstream port's decoder is uncommitted (loads read zeros),
+ * mapped with the pool's data once it commits to port 0, unmapped when it
+ * is uncommitted.  The host bridge is a passthrough (one root port).
+ */
+#define SW_USP_BUS      13
+#define SW_DSP_BUS      14
+#define SW_DEV_BUS      15
+#define SW_USP_BAR0     0xe0800000ULL
+
+static void test_route_switch(void)
+{
+    g_autofree char *pool = pool_path("route-sw.pool");
+    g_autofree char *args = g_strdup_printf(
+        "%s-machine q35,cxl=on -m 128M -nodefaults "
+        "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
+        "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
+        "-device cxl-upstream,bus=rp0,id=us0 "
+        "-device cxl-downstream,port=0,bus=us0,id=ds0,chassis=0,slot=4 "
+        "-device cxl-shm,bus=ds0,id=shm0,pool=%s,size=%llu,"
+        "coherent-size=%llu,host-id=0,max-hosts=4 "
+        "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE);
+    uint64_t v = 0x1020304050607080ULL, hdm, sw;
+    QTestState *qts;
+    Host h;
+
+    h.qts = qts = qtest_init(args);
+    /* root port, upstream port, downstream port: buses and windows */
+    cfg_writel(qts, PXB_BUS, 0, 0x18,
+               PXB_BUS | (SW_USP_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, SW_USP_BUS, 0, 0x18,
+               SW_USP_BUS | (SW_DSP_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x18,
+               SW_DSP_BUS | (SW_DEV_BUS << 8) | (SW_DEV_BUS << 16));
+    cfg_writel(qts, PXB_BUS, 0, 0x20, 0xe0f0e000);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x20, 0xe0f0e000);
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x20, 0xe07fe000);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x10, SW_USP_BAR0);  /* its registers */
+    cfg_writel(qts, SW_USP_BUS, 0, 0x14, 0);
+    cfg_writel(qts, PXB_BUS, 0, 0x04, 0x6);
+    cfg_writel(qts, SW_USP_BUS, 0, 0x04, 0x6);
+    cfg_writel(qts, SW_DSP_BUS, 0, 0x04, 0x6);
+    g_assert_cmphex(cfg_readl(qts, SW_DEV_BUS, 0, 0), ==, 0x0d938086);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x10, BAR0_ADDR);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x14, 0);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x24, BAR5_ADDR);
+    cfg_writel(qts, SW_DEV_BUS, 0, 0x04, 0x6);
+    h.hpa = find_window(qts);
+
+    /* the device's decoder first, for the whole device */
+    hdm = find_hdm(qts);
+    qtest_writel(qts, hdm + 0x04, 0x2);
+    qtest_writel(qts, hdm + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(qts, hdm + 0x14, h.hpa >> 32);
+    qtest_writel(qts, hdm + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(qts, hdm + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(qts, hdm + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(qts, hdm + 0x20) & (1 << 10), ==, 1 << 10);
+    patch_pool(pool, META_SIZE + 0x1000, &v, sizeof(v));
+
+    /* the switch's decoder uncommitted: nothing routes there */
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+
+    /* committed to downstream port 0: mapped, the pool's data */
+    sw = hdm_of(qts, SW_USP_BAR0 + 0x1000);
+    qtest_writel(qts, sw + 0x04, 0x2);
+    qtest_writel(qts, sw + 0x10, h.hpa & 0xf0000000);
+    qtest_writel(qts, sw + 0x14, h.hpa >> 32);
+    qtest_writel(qts, sw + 0x18, POOL_SIZE & 0xf0000000);
+    qtest_writel(qts, sw + 0x1c, POOL_SIZE >> 32);
+    qtest_writel(qts, sw + 0x24, 0);                    /* target: port 0 */
+    qtest_writel(qts, sw + 0x20, 1 << 9);
+    g_assert_cmphex(qtest_readl(qts, sw + 0x20) & (1 << 10), ==, 1 << 10);
+    g_assert_true(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, v);
+
+    /* uncommitted again: unmapped */
+    qtest_writel(qts, sw + 0x20, 0);
+    g_assert_false(route_mapped(&h));
+    g_assert_cmphex(mem_rq(&h, 0x1000), ==, 0);
+    qtest_quit(qts);
+    unlink(pool);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -5729,6 +6049,13 @@ int main(int argc, char **argv)
     add_staged("/cxl-shm/timed-latency-icount",
                NEED_TCG | NEED_ICOUNT | NEED_TIMED,
                test_timed_latency_icount);
+    qtest_add_func("/cxl-shm/test-hook-refused", test_test_hook_refused);
+    qtest_add_func("/cxl-shm/unplug-memdev", test_unplug_memdev);
+    add_staged("/cxl-shm/unplug-memdev-timed", NEED_TIMED,
+               test_unplug_memdev_timed);
+    qtest_add_func("/cxl-shm/route-other-hb", test_route_other_hb);
+    qtest_add_func("/cxl-shm/route-hb-decoder", test_route_hb_decoder);
+    qtest_add_func("/cxl-shm/route-switch", test_route_switch);
     if (g_test_perf()) {
         add_staged("/cxl-shm/bench", NEED_TCG, test_bench);
         add_staged("/cxl-shm/timed-bench", NEED_TCG | NEED_ICOUNT | NEED_TIMED,
