@@ -3,6 +3,7 @@
 # patches/, and the export refuses a project where one is not named: a file
 # split out of another, or a new patch, must be given a place in the series
 # before it can be exported.  Runs on a copy of the project's files.
+# covers: scripts/series.py
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
