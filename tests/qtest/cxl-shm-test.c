@@ -5633,7 +5633,7 @@ static void test_test_hook_refused(void)
     g_autofree char *pool = pool_path("hook.pool");
     g_autofree char *dev = host_args(pool, 0, ",x-test-stop-at=after-join");
     g_autofree char *cmd = g_strdup_printf(
-        "timeout 30 %s -accel tcg -display none -S %s",
+        "timeout 30 %s -accel tcg,thread=multi -smp 2 -display none -S %s",
         g_getenv("QTEST_QEMU_BINARY"), dev);
     g_autofree char *out = NULL;
     g_autofree char *err = NULL;
@@ -6025,9 +6025,11 @@ int main(int argc, char **argv)
                test_stopped_peer_reset_timed);
     qtest_add_func("/cxl-shm/stopped-peer-reset-load",
                    test_stopped_peer_reset_load);
-    qtest_add_func("/cxl-shm/timed-split-rmw", test_timed_split_rmw);
-    qtest_add_func("/cxl-shm/timed-split-timeout", test_timed_split_timeout);
-    qtest_add_func("/cxl-shm/wbinvd-cursor", test_wbinvd_cursor);
+    add_staged("/cxl-shm/timed-split-rmw", NEED_TCG | NEED_TIMED,
+               test_timed_split_rmw);
+    add_staged("/cxl-shm/timed-split-timeout", NEED_TCG | NEED_TIMED,
+               test_timed_split_timeout);
+    add_staged("/cxl-shm/wbinvd-cursor", NEED_TCG, test_wbinvd_cursor);
     qtest_add_func("/cxl-shm/doorbell-full", test_doorbell_full);
     qtest_add_func("/cxl-shm/doorbell-reset-drops",
                    test_doorbell_reset_drops);
