@@ -138,14 +138,19 @@ git -C "$WORK" checkout -q -f -B series upstream
 git -C "$WORK" clean -fdxq
 # the patches upstream has already, that its release lacks: the base
 mapfile -t BASEP < <("${PY[@]}" base "$TOP")
-for p in "${BASEP[@]}"; do
+# am PATCH WHY: apply patches/PATCH with its own author and date, or stop
+# saying it does not apply WHY
+am() {
     if ! (cd "$WORK" && env -u GIT_AUTHOR_NAME -u GIT_AUTHOR_EMAIL -u GIT_AUTHOR_DATE \
-              git am -q --committer-date-is-author-date --whitespace=nowarn "$TOP/patches/$p") \
+              git am -q --committer-date-is-author-date --whitespace=nowarn "$TOP/patches/$1") \
               >"$LOGDIR/series-am.log" 2>&1; then
         cat "$LOGDIR/series-am.log" >&2
         git -C "$WORK" am --abort 2>/dev/null || true
-        die "patches/$p (a base line of hw-cxl/series.manifest) does not apply to upstream QEMU $QEMU_VERSION"
+        die "patches/$1 $2"
     fi
+}
+for p in "${BASEP[@]}"; do
+    am "$p" "(a base line of hw-cxl/series.manifest) does not apply to upstream QEMU $QEMU_VERSION"
 done
 git -C "$WORK" tag -f base >/dev/null
 msg=$SERIES/step.msg
@@ -155,14 +160,7 @@ for step in "${PLAN[@]}"; do
     i=${step%% *} p=${step#* }
     [ "$p" != - ] || p=
     if [ -n "$p" ]; then
-        # the patch keeps its own author and date
-        if ! (cd "$WORK" && env -u GIT_AUTHOR_NAME -u GIT_AUTHOR_EMAIL -u GIT_AUTHOR_DATE \
-                  git am -q --committer-date-is-author-date --whitespace=nowarn "$TOP/patches/$p") \
-                  >"$LOGDIR/series-am.log" 2>&1; then
-            cat "$LOGDIR/series-am.log" >&2
-            git -C "$WORK" am --abort 2>/dev/null || true
-            die "patches/$p does not apply to upstream QEMU $QEMU_VERSION after the series' steps before it (step $i of hw-cxl/series.manifest)"
-        fi
+        am "$p" "does not apply to upstream QEMU $QEMU_VERSION after the series' steps before it (step $i of hw-cxl/series.manifest)"
     fi
     added=()
     [ -z "$p" ] || mapfile -t added < <(git -C "$WORK" diff --name-only --diff-filter=A HEAD~1 HEAD)
