@@ -2417,6 +2417,69 @@ static void test_cdat(void)
 }
 
 /*
+ * A reset returns the CXL device DVSEC to its power-on values (CXL r3.1
+ * 8.1.3: Mem_Enable and the other writable fields default to 0).  A
+ * guest that enabled memory decoding and rebooted found Mem_Enable still
+ * set beside the reset HDM decoders, and Linux then refused the device
+ * ("Range register decodes outside platform defined CXL ranges"): a
+ * system_reset left the host without its region.
+ */
+static uint64_t dvsec_find(QTestState *qts)
+{
+    uint64_t dev = ECAM_BASE + (DEV_BUS << 20);
+    uint32_t off = 0x100, hdr;
+
+    while (off) {
+        hdr = qtest_readl(qts, dev + off);
+        if ((hdr & 0xffff) == 0x23 &&
+            (qtest_readl(qts, dev + off + 4) & 0xffff) == 0x1e98 &&
+            (qtest_readw(qts, dev + off + 8)) == 0) {
+            return dev + off;
+        }
+        off = hdr >> 20;
+    }
+    g_assert_not_reached();
+}
+
+static void reset_dvsec_setup(Host *h)
+{
+    host_enable(h, false);
+    cfg_writel(h->qts, 0, 0, 0x64, ECAM_BASE >> 32);
+    cfg_writel(h->qts, 0, 0, 0x60, (uint32_t)ECAM_BASE | 1);
+}
+
+static void test_reset_dvsec(void)
+{
+    g_autofree char *pool = pool_path("reset-dvsec.pool");
+    uint64_t d;
+    uint16_t ctrl;
+    Host h;
+
+    host_start(&h, pool, 0, false);
+    reset_dvsec_setup(&h);
+    d = dvsec_find(h.qts);
+    ctrl = qtest_readw(h.qts, d + 0x0c);
+    g_assert_cmphex(ctrl & 0x4, ==, 0);                 /* Mem_Enable */
+    /* what Linux's cxl_pci does on a first boot, and a range base */
+    qtest_writew(h.qts, d + 0x0c, ctrl | 0x4);
+    qtest_writel(h.qts, d + 0x20, 0x1);                 /* range 1 base hi */
+    qtest_writel(h.qts, d + 0x24, 0x10000000);          /* range 1 base lo */
+    g_assert_cmphex(qtest_readw(h.qts, d + 0x0c), ==, ctrl | 0x4);
+    g_assert_cmphex(qtest_readl(h.qts, d + 0x20), ==, 0x1);
+
+    qtest_qmp_assert_success(h.qts, "{'execute': 'system_reset'}");
+    reset_dvsec_setup(&h);
+    g_assert_cmphex(dvsec_find(h.qts), ==, d);
+    g_assert_cmphex(qtest_readw(h.qts, d + 0x0c), ==, ctrl);
+    g_assert_cmphex(qtest_readl(h.qts, d + 0x20), ==, 0);
+    g_assert_cmphex(qtest_readl(h.qts, d + 0x24), ==, 0);
+    /* the read-only fields are as before: the range's size is still there */
+    g_assert_cmphex(qtest_readl(h.qts, d + 0x1c) & 0xf0000000, ==,
+                    POOL_SIZE & 0xf0000000);
+    qtest_quit(h.qts);
+}
+
+/*
  * Native cache maintenance under TCG.  A 64 KiB firmware (no BIOS runs)
  * enters protected mode with PAE paging whose tables the test writes:
  * linear 0x200000 -> the non-coherent area, 0x400000 -> the coherent
@@ -5981,6 +6044,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/memdev-hugetlbfs", test_memdev_hugetlbfs);
     qtest_add_func("/cxl-shm/memdev-refused", test_memdev_refused);
     qtest_add_func("/cxl-shm/cdat", test_cdat);
+    qtest_add_func("/cxl-shm/reset-dvsec", test_reset_dvsec);
     add_staged("/cxl-shm/native-tcg", NEED_TCG, test_native_tcg);
     add_staged("/cxl-shm/atomics-tcg", NEED_TCG, test_atomics_tcg);
     add_staged("/cxl-shm/atomics-refused", NEED_TCG, test_atomics_refused);
