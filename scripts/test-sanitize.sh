@@ -91,7 +91,8 @@ if [ $INTEGRATION = 1 ]; then
     export LD_PRELOAD=$shim ASAN_OPTIONS=$ASAN_OPTIONS:verify_asan_link_order=0
     for t in "$TOP"/tests/integration/[0-9]*.sh; do
         n=$(basename "$t" .sh)
-        [ -z "$PATTERN" ] || [[ $n == *$PATTERN* ]] || continue
+        # the names scripts/test.sh prints: int-32-stopped-peer
+        [ -z "$PATTERN" ] || [[ int-$n == *$PATTERN* ]] || continue
         if timeout 1800 bash "$t" >"$R/int-$n.log" 2>&1; then
             passed=$((passed + 1)); echo "PASS  int-$n"
         else
@@ -100,5 +101,7 @@ if [ $INTEGRATION = 1 ]; then
         ! new_reports "int-$n" || failed=$((failed + 1))
     done
 fi
+[ -z "$PATTERN" ] || [ $((passed + failed)) -gt 0 ] || {
+    failed=1; echo "FAIL  no test matches '$PATTERN'"; }
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
