@@ -20,21 +20,6 @@
 #define LOCK_SPINS              256     /* tries before a lock is busy */
 #define LIVENESS_EVERY          16      /* busy locks between owner checks */
 
-static inline uint64_t tag_make(uint32_t host, int slot, uint64_t gen)
-{
-    return CXLPOOL_TAG(host, slot, gen);
-}
-
-static inline uint32_t tag_host(uint64_t tag)
-{
-    return CXLPOOL_TAG_HOST(tag);
-}
-
-static inline int tag_slot(uint64_t tag)
-{
-    return CXLPOOL_TAG_SLOT(tag);
-}
-
 typedef CXLShmLineLock Held;
 
 /*
@@ -277,8 +262,8 @@ static int slot_claim(CXLShmLines *l)
 /* A dead writer's unfinished pool write: put the old line back */
 static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
 {
-    uint32_t host = tag_host(tag);
-    int slot = tag_slot(tag);
+    uint32_t host = CXLPOOL_TAG_HOST(tag);
+    int slot = CXLPOOL_TAG_SLOT(tag);
     CXLShmUndo *u;
     uint64_t off;
 
@@ -306,7 +291,7 @@ static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
 
 static bool owner_alive(CXLShmLines *l, uint64_t tag)
 {
-    uint32_t host = tag_host(tag);
+    uint32_t host = CXLPOOL_TAG_HOST(tag);
 
     if (host == l->host_id) {
         /*
@@ -318,8 +303,8 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
          */
         return CXLPOOL_TAG_GEN(tag) ==
                CXLPOOL_TAG_GEN(qatomic_read(&l->generation)) ||
-               (tag_slot(tag) < CXLSHM_UNDO_SLOTS &&
-                qatomic_read(&l->slot_busy[tag_slot(tag)]));
+               (CXLPOOL_TAG_SLOT(tag) < CXLSHM_UNDO_SLOTS &&
+                qatomic_read(&l->slot_busy[CXLPOOL_TAG_SLOT(tag)]));
     }
     return !l->owner_alive || l->owner_alive(l->opaque, host,
                                              CXLPOOL_TAG_GEN(tag));
@@ -450,7 +435,8 @@ static bool turn_mine(CXLShmLines *l, uint64_t *turn)
  * nothing held, otherwise; this host then waits its turn (see above).
  * Never sleeps, never waits for another process.
  */
-static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h, bool queue)
+bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset, Held *h,
+                           bool queue)
 {
     static __thread unsigned fails;
     uint64_t *turn, old = 0;
@@ -458,7 +444,7 @@ static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h, bool queue)
 
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
+    h->tag = CXLPOOL_TAG(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
     turn = word_turn(l, h->word);
     for (spins = 0; spins < LOCK_SPINS; spins++) {
@@ -479,7 +465,7 @@ static bool lock_page(CXLShmLines *l, uint64_t offset, Held *h, bool queue)
      * over and its write rolled back; liveness costs a system call, so
      * another host's is looked at every LIVENESS_EVERY failures only.
      */
-    if (old && (tag_host(old) == l->host_id ||
+    if (old && (CXLPOOL_TAG_HOST(old) == l->host_id ||
                 ++fails % LIVENESS_EVERY == 0) &&
         !owner_alive(l, old) &&
         qatomic_cmpxchg(h->word, old, h->tag) == old) {
@@ -510,10 +496,11 @@ won:
     return true;
 }
 
-static void unlock_page(CXLShmLines *l, Held *h)
+void cxl_shm_lines_unlock(CXLShmLines *l, Held *h)
 {
     word_release(l, h->word);
     qatomic_store_release(&l->slot_busy[h->slot], 0);
+    h->word = NULL;
 }
 
 /*
@@ -649,13 +636,13 @@ static Held *lock_line(CXLShmLines *l, uint64_t offset, Held *held,
     if (held && held->word && held->word == page_lock(l, offset)) {
         return held;
     }
-    return lock_page(l, offset, local, true) ? local : NULL;
+    return cxl_shm_lines_trylock(l, offset, local, true) ? local : NULL;
 }
 
 static void unlock_line(CXLShmLines *l, Held *h, Held *local)
 {
     if (h == local) {
-        unlock_page(l, local);
+        cxl_shm_lines_unlock(l, local);
     }
 }
 
@@ -792,7 +779,7 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
                 continue;
             }
             if (!h.word) {
-                if (!lock_page(l, off, &h, true)) {
+                if (!cxl_shm_lines_trylock(l, off, &h, true)) {
                     /* busy: the page's lines are done again next time */
                     return page;
                 }
@@ -807,7 +794,7 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
             if (whole || sync) {
                 page_keep_in_sync(l, page);
             }
-            unlock_page(l, &h);
+            cxl_shm_lines_unlock(l, &h);
         } else if (whole) {
             smp_rmb();  /* the comparisons before the second read */
             if (qatomic_read(ver) == v0) {
@@ -855,18 +842,6 @@ bool cxl_shm_lines_one(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     return true;
 }
 
-bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset,
-                           CXLShmLineLock *h, bool queue)
-{
-    return lock_page(l, offset, h, queue);
-}
-
-void cxl_shm_lines_unlock(CXLShmLines *l, CXLShmLineLock *h)
-{
-    unlock_page(l, h);
-    h->word = NULL;
-}
-
 bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
                                uint64_t offset)
 {
@@ -881,11 +856,11 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
     if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
-        if (!lock_page(l, offset, &h, false)) {
+        if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
             return false;
         }
         line_one_locked(l, &h, op, offset, false, n);
-        unlock_page(l, &h);
+        cxl_shm_lines_unlock(l, &h);
     }
     if (op != CXLSHM_LINE_WRITEBACK) {
         n->fetched++;
@@ -916,11 +891,11 @@ bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
-    if (!lock_page(l, offset, &h, false)) {
+    if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
         return false;
     }
     media_write_locked(l, &h, offset, data);
-    unlock_page(l, &h);
+    cxl_shm_lines_unlock(l, &h);
     return true;
 }
 
@@ -964,8 +939,8 @@ static void load_lines(CXLShmLines *l, uint64_t page, uint64_t stop,
 static bool load_page_busy(CXLShmLines *l, uint64_t *word, uint64_t tag,
                            uint64_t page, uint64_t stop)
 {
-    uint32_t host = tag_host(tag);
-    int slot = tag_slot(tag);
+    uint32_t host = CXLPOOL_TAG_HOST(tag);
+    int slot = CXLPOOL_TAG_SLOT(tag);
     CXLShmUndo *u = NULL, snap;
     uint64_t armed = 0, uoff = 0;
 
@@ -992,7 +967,7 @@ static bool lock_raw(CXLShmLines *l, uint64_t offset, Held *h)
 {
     h->word = page_lock(l, offset);
     h->slot = slot_claim(l);
-    h->tag = tag_make(l->host_id, h->slot, qatomic_read(&l->generation));
+    h->tag = CXLPOOL_TAG(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
     if (qatomic_cmpxchg(h->word, 0, h->tag) == 0) {
         return true;
@@ -1062,11 +1037,11 @@ void cxl_shm_lines_recover_own(CXLShmLines *l)
          * (cxl_shm_host_reset()); an atomic's lock a vCPU left held is
          * given back by mode=timed's reset after this.
          */
-        if (old && tag_host(old) == l->host_id &&
+        if (old && CXLPOOL_TAG_HOST(old) == l->host_id &&
             CXLPOOL_TAG_GEN(old) != CXLPOOL_TAG_GEN(l->generation) &&
-            !(tag_slot(old) < CXLSHM_UNDO_SLOTS &&
-              qatomic_read(&l->slot_busy[tag_slot(old)]))) {
-            uint64_t mine = tag_make(l->host_id, 0, l->generation);
+            !(CXLPOOL_TAG_SLOT(old) < CXLSHM_UNDO_SLOTS &&
+              qatomic_read(&l->slot_busy[CXLPOOL_TAG_SLOT(old)]))) {
+            uint64_t mine = CXLPOOL_TAG(l->host_id, 0, l->generation);
 
             /* take it over, roll the dead writer back, then free it */
             if (qatomic_cmpxchg(word, old, mine) == old) {
