@@ -269,6 +269,14 @@ static bool pool_header_may_come(CXLShmState *s, const struct stat *st)
            pool_head_is_zero(s->fd) == 1;
 }
 
+/* The flock is given up and the pool file closed (a refused start) */
+static void pool_close(CXLShmState *s)
+{
+    cxlpool_flock(s->fd, LOCK_UN);
+    qemu_close(s->fd);
+    s->fd = -1;
+}
+
 /*
  * memdev: the backend has opened (and, when it was missing or empty,
  * created and sized) the pool file.  Take a descriptor of that file, not
@@ -289,7 +297,8 @@ static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
     if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
         error_setg_errno(errp, errno, "cannot lock pool '%s'",
                          s->pool_path);
-        goto fail;
+        pool_close(s);
+        return false;
     }
     ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
     if (ret < 0) {
@@ -301,19 +310,8 @@ static bool pool_open_memdev(CXLShmState *s, struct stat *st, Error **errp)
     } else {
         return true;
     }
-    cxlpool_flock(s->fd, LOCK_UN);
-fail:
-    qemu_close(s->fd);
-    s->fd = -1;
+    pool_close(s);
     return false;
-}
-
-/* The flock is given up and the pool file closed (a refused start) */
-static void pool_close(CXLShmState *s)
-{
-    cxlpool_flock(s->fd, LOCK_UN);
-    qemu_close(s->fd);
-    s->fd = -1;
 }
 
 /*
@@ -344,8 +342,7 @@ static bool pool_open_path(CXLShmState *s, struct stat *st, bool *created,
         if (cxlpool_flock(s->fd, LOCK_EX) < 0) {
             error_setg_errno(errp, errno, "cannot lock pool '%s'",
                              s->pool_path);
-            qemu_close(s->fd);
-            s->fd = -1;
+            pool_close(s);
             return false;
         }
         ret = cxlpool_fd_is_path(s->fd, s->pool_path, st);
