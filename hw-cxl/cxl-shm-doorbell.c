@@ -334,16 +334,19 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
 
 /*
  * DB_OFFSET, DB_LEN or DB_CTRL (@addr, 8-byte aligned), as the guest last
- * wrote it
+ * wrote it, or DB_LINES
  */
 uint64_t cxl_shm_db_reg(CXLShmState *s, uint64_t addr)
 {
+    CXLShmDoorbell *d = &s->db;
     uint64_t v;
 
-    qemu_mutex_lock(&s->db.lock);
-    v = addr == A_CXLSHM_DB_LEN ? s->db.regs.len :
-        addr == A_CXLSHM_DB_CTRL ? s->db.regs.ctrl : s->db.regs.offset;
-    qemu_mutex_unlock(&s->db.lock);
+    qemu_mutex_lock(&d->lock);
+    v = addr == A_CXLSHM_DB_LEN ? d->regs.len :
+        addr == A_CXLSHM_DB_CTRL ? d->regs.ctrl :
+        addr == A_CXLSHM_DB_LINES ? (d->refused ? 0 : d->lines) :
+        d->regs.offset;
+    qemu_mutex_unlock(&d->lock);
     return v;
 }
 
@@ -436,16 +439,6 @@ uint32_t cxl_shm_db_status(CXLShmState *s)
     return st;
 }
 
-uint64_t cxl_shm_db_lines(CXLShmState *s)
-{
-    uint64_t v;
-
-    qemu_mutex_lock(&s->db.lock);
-    v = s->db.refused ? 0 : s->db.lines;
-    qemu_mutex_unlock(&s->db.lock);
-    return v;
-}
-
 void cxl_shm_db_init(CXLShmState *s)
 {
     CXLShmDoorbell *d = &s->db;
@@ -464,7 +457,9 @@ void cxl_shm_db_init(CXLShmState *s)
 /*
  * Wait until the thread has left the op it runs (it looks between two
  * attempts, each of which is bounded: no line engine call waits for
- * another host) and runs none until cxl_shm_db_resume()
+ * another host) and runs none until cxl_shm_db_resume(); the ops queued
+ * and the one running are dropped (what the running one did stays done).
+ * Returns with d->lock held.
  */
 static void db_park(CXLShmDoorbell *d)
 {
@@ -474,23 +469,20 @@ static void db_park(CXLShmDoorbell *d)
     while (!d->idle && !d->stop) {
         qemu_cond_wait(&d->cond, &d->lock);
     }
-    qemu_mutex_unlock(&d->lock);
+    d->head = d->tail;
+    d->epoch++;
 }
 
 /*
- * A device reset: the ops queued and the one running are dropped (what
- * the running one did stays done), the registers cleared; the thread
- * goes on with ops rung from now on.
+ * A device reset: the ops queued and the one running are dropped, the
+ * registers cleared; the thread goes on with ops rung from now on.
  */
 void cxl_shm_db_reset(CXLShmState *s)
 {
     CXLShmDoorbell *d = &s->db;
 
     db_park(d);
-    qemu_mutex_lock(&d->lock);
-    d->head = d->tail;
-    d->regs.offset = d->regs.len = 0;
-    d->regs.ctrl = 0;
+    d->regs = (CXLShmDoorbellRegs) { 0 };
     d->irq_due = 0;
     timer_del(d->irq_timer);
     d->lines = 0;
@@ -498,7 +490,6 @@ void cxl_shm_db_reset(CXLShmState *s)
     d->refused = 0;
     d->overflow = false;
     d->ready_ns = 0;
-    d->epoch++;
     qatomic_set(&d->park, false);
     qemu_cond_broadcast(&d->cond);
     qemu_mutex_unlock(&d->lock);
@@ -511,13 +502,8 @@ void cxl_shm_db_reset(CXLShmState *s)
  */
 void cxl_shm_db_pause(CXLShmState *s)
 {
-    CXLShmDoorbell *d = &s->db;
-
-    db_park(d);
-    qemu_mutex_lock(&d->lock);
-    d->head = d->tail;
-    d->epoch++;
-    qemu_mutex_unlock(&d->lock);
+    db_park(&s->db);
+    qemu_mutex_unlock(&s->db.lock);
 }
 
 void cxl_shm_db_resume(CXLShmState *s)
@@ -557,14 +543,9 @@ void cxl_shm_db_stop(CXLShmState *s)
  */
 void cxl_shm_db_fini(CXLShmState *s)
 {
-    CXLShmDoorbell *d = &s->db;
-
-    qemu_mutex_lock(&d->lock);
-    qatomic_set(&d->stop, true);
-    qemu_cond_broadcast(&d->cond);
-    qemu_mutex_unlock(&d->lock);
-    qemu_thread_join(&d->thread);
-    timer_del(d->irq_timer);
+    cxl_shm_db_stop(s);
+    qemu_thread_join(&s->db.thread);
+    timer_del(s->db.irq_timer);
 }
 
 void cxl_shm_db_free(CXLShmState *s)

@@ -91,7 +91,6 @@ void cxl_shm_db_free(CXLShmState *s);
 void cxl_shm_db_write(CXLShmState *s, uint64_t addr, uint32_t val);
 uint64_t cxl_shm_db_reg(CXLShmState *s, uint64_t addr);
 uint32_t cxl_shm_db_status(CXLShmState *s);
-uint64_t cxl_shm_db_lines(CXLShmState *s);
 void cxl_shm_db_reset(CXLShmState *s);
 void cxl_shm_db_pause(CXLShmState *s);
 void cxl_shm_db_resume(CXLShmState *s);

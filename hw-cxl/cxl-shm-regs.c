@@ -71,13 +71,11 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         return hi ? s->evict_rate : (s->wb_deferred ? 0 : 1);
     case A_CXLSHM_DB_OFFSET:
     case A_CXLSHM_DB_LEN:
+    case A_CXLSHM_DB_LINES:
         v = cxl_shm_db_reg(s, addr & ~7ULL);
         break;
     case A_CXLSHM_DB_OP:                            /* and DB_STATUS */
         return hi ? cxl_shm_db_status(s) : 0;
-    case A_CXLSHM_DB_LINES:
-        v = cxl_shm_db_lines(s);
-        break;
     case A_CXLSHM_DB_CTRL:
         return hi ? 0 : cxl_shm_db_reg(s, A_CXLSHM_DB_CTRL);
     case A_CXLSHM_HOST_LIVE: {
@@ -179,10 +177,4 @@ void cxl_shm_regs_init(CXLShmState *s)
     memory_region_enable_lockless_io(&s->regs);
     pci_register_bar(PCI_DEVICE(s), CXLSHM_BAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
-}
-
-/* A device reset clears the doorbell registers and drops its ops */
-void cxl_shm_regs_reset(CXLShmState *s)
-{
-    cxl_shm_db_reset(s);
 }

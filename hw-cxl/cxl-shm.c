@@ -203,8 +203,6 @@ static void cxl_shm_live_add(CXLShmState *s)
     qemu_mutex_unlock(&cxl_shm_live_lock);
 }
 
-
-
 /* The mode's teardown, in two steps around a grace period */
 static void cxl_shm_mode_fini(CXLShmState *s)
 {
@@ -431,7 +429,7 @@ static void cxl_shm_reset_work(CPUState *cpu, run_on_cpu_data data)
     object_unref(OBJECT(s));
 }
 
-/* Reset, enter phase: the doorbell registers (local state only) */
+/* Reset, enter phase: the doorbell's registers and ops (local state only) */
 static void cxl_shm_reset_enter(Object *obj, ResetType type)
 {
     CXLShmState *s = CXL_SHM(obj);
@@ -440,7 +438,7 @@ static void cxl_shm_reset_enter(Object *obj, ResetType type)
     if (sc->parent_phases.enter) {
         sc->parent_phases.enter(obj, type);
     }
-    cxl_shm_regs_reset(s);
+    cxl_shm_db_reset(s);
 }
 
 /*
@@ -476,7 +474,6 @@ static void cxl_shm_reset_hold(Object *obj, ResetType type)
     }
     s->reset_once = true;
 }
-
 
 /*
  * The latency properties: settable at run time (qom-set), checked, and

@@ -343,7 +343,6 @@ void cxl_shm_icount_advance(int64_t ns);
 /* cxl-shm-regs.c */
 uint32_t cxl_shm_caps(CXLShmState *s);
 void cxl_shm_regs_init(CXLShmState *s);
-void cxl_shm_regs_reset(CXLShmState *s);
 
 /* cxl-shm-map.c */
 bool cxl_shm_mapped(CXLShmState *s);
