@@ -207,55 +207,33 @@ static uint64_t ld_bytes(const uint8_t *p, unsigned size)
 {
     uint64_t v = 0;
 
-    switch (size) {
-    case 1:
-        return qatomic_read(p);
-    case 2:
-        if (!((uintptr_t)p & 1)) {
-            return qatomic_read((const uint16_t *)p);
-        }
-        break;
-    case 4:
-        if (!((uintptr_t)p & 3)) {
-            return qatomic_read((const uint32_t *)p);
-        }
-        break;
-    case 8:
-        if (!((uintptr_t)p & 7)) {
-            return qatomic_read((const uint64_t *)p);
-        }
-        break;
+    if (!is_power_of_2(size) || ((uintptr_t)p & (size - 1))) {
+        memcpy(&v, p, size);    /* unaligned (not from TCG): not atomic */
+    } else if (size == 1) {
+        v = qatomic_read(p);
+    } else if (size == 2) {
+        v = qatomic_read((const uint16_t *)p);
+    } else if (size == 4) {
+        v = qatomic_read((const uint32_t *)p);
+    } else {
+        v = qatomic_read((const uint64_t *)p);
     }
-    memcpy(&v, p, size);    /* unaligned (not from TCG): not atomic */
     return v;
 }
 
 static void st_bytes(uint8_t *p, unsigned size, uint64_t v)
 {
-    switch (size) {
-    case 1:
+    if (!is_power_of_2(size) || ((uintptr_t)p & (size - 1))) {
+        memcpy(p, &v, size);
+    } else if (size == 1) {
         qatomic_set(p, v);
-        return;
-    case 2:
-        if (!((uintptr_t)p & 1)) {
-            qatomic_set((uint16_t *)p, v);
-            return;
-        }
-        break;
-    case 4:
-        if (!((uintptr_t)p & 3)) {
-            qatomic_set((uint32_t *)p, v);
-            return;
-        }
-        break;
-    case 8:
-        if (!((uintptr_t)p & 7)) {
-            qatomic_set((uint64_t *)p, v);
-            return;
-        }
-        break;
+    } else if (size == 2) {
+        qatomic_set((uint16_t *)p, v);
+    } else if (size == 4) {
+        qatomic_set((uint32_t *)p, v);
+    } else {
+        qatomic_set((uint64_t *)p, v);
     }
-    memcpy(p, &v, size);
 }
 
 /* A load of a line whose pool copy is newer than this host's */
