@@ -65,6 +65,11 @@ void cxl_shm_unmap(CXLShmState *s, int which)
     trace_cxl_shm_direct_unmap(s->host_id, which);
 }
 
+/* A 64-bit field of HDM decoder @dec (LO, HI): its bits 28-63 */
+#define HDM_REG64(dec, reg)                                                 \
+    (((uint64_t)ldl_le_p((dec) + R_CXL_HDM_DECODER0_##reg##_HI) << 32) |   \
+     (ldl_le_p((dec) + R_CXL_HDM_DECODER0_##reg##_LO) & 0xf0000000))
+
 /*
  * Do the HDM decoders of a host bridge or switch (@cache_mem) send all of
  * [base, base + size) to one port (*@port)?  A guest access takes the
@@ -85,15 +90,10 @@ static bool cxl_shm_hdm_route(uint32_t *cache_mem, hwaddr base,
 
     for (i = 0; i < count; i++) {
         uint32_t *dec = cache_mem + i * hdm_inc;
-        uint64_t lo, hi, dbase, dsize, targets;
+        uint64_t dbase = HDM_REG64(dec, BASE), dsize = HDM_REG64(dec, SIZE);
+        uint64_t targets;
         uint32_t ctrl;
 
-        lo = ldl_le_p(dec + R_CXL_HDM_DECODER0_BASE_LO);
-        hi = ldl_le_p(dec + R_CXL_HDM_DECODER0_BASE_HI);
-        dbase = (hi << 32) | (lo & 0xf0000000);
-        lo = ldl_le_p(dec + R_CXL_HDM_DECODER0_SIZE_LO);
-        hi = ldl_le_p(dec + R_CXL_HDM_DECODER0_SIZE_HI);
-        dsize = (hi << 32) | (lo & 0xf0000000);
         if (base + size <= dbase || base >= dbase + dsize) {
             continue;
         }
@@ -185,26 +185,17 @@ static void cxl_shm_map(CXLShmState *s, int which)
     uint64_t dpa = 0, base = 0, size = 0, map_size;
     MemoryRegionSection sec;
     const char *why;
-    uint32_t ctrl = 0, lo, hi;
+    uint32_t ctrl = 0;
     int i, iw = 0;
 
     for (i = 0; i <= which; i++) {
-        uint64_t skip;
+        uint32_t *dec = cache_mem + i * hdm_inc;
 
-        lo = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_BASE_LO + i * hdm_inc);
-        hi = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_BASE_HI + i * hdm_inc);
-        base = ((uint64_t)hi << 32) | (lo & 0xf0000000);
-        lo = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_SIZE_LO + i * hdm_inc);
-        hi = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_SIZE_HI + i * hdm_inc);
-        size = ((uint64_t)hi << 32) | (lo & 0xf0000000);
-        lo = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_DPA_SKIP_LO +
-                      i * hdm_inc);
-        hi = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_DPA_SKIP_HI +
-                      i * hdm_inc);
-        skip = ((uint64_t)hi << 32) | (lo & 0xf0000000);
-        ctrl = ldl_le_p(cache_mem + R_CXL_HDM_DECODER0_CTRL + i * hdm_inc);
+        base = HDM_REG64(dec, BASE);
+        size = HDM_REG64(dec, SIZE);
+        ctrl = ldl_le_p(dec + R_CXL_HDM_DECODER0_CTRL);
         iw = FIELD_EX32(ctrl, CXL_HDM_DECODER0_CTRL, IW);
-        dpa += skip;
+        dpa += HDM_REG64(dec, DPA_SKIP);
         if (i < which) {
             int ways = cxl_interleave_ways_dec(iw, NULL);
 
