@@ -19,6 +19,7 @@
 #include "qemu/osdep.h"
 #include "qemu/timer.h"
 #include "qemu/host-utils.h"
+#include "qemu/cutils.h"
 #include "hw/core/cpu.h"
 #include "qapi/qapi-events-cxl.h"
 #include "cxl-shm.h"
@@ -108,15 +109,11 @@ static bool cxl_shm_event_allow(CXLShmState *s, CXLShmEventKind kind,
     return ok;
 }
 
-static char *cxl_shm_hex(const uint8_t *p, size_t len)
+/* A line as an event carries it: 128 hex digits */
+static char *cxl_shm_hex(const uint8_t *p)
 {
-    char *h = g_malloc(len * 2 + 1);
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        snprintf(h + 2 * i, 3, "%02x", p[i]);
-    }
-    return h;
+    return g_string_free(qemu_hexdump_line(NULL, p, CXLPOOL_LINE, 0, 0),
+                         false);
 }
 
 /* Line engine callback: one writeback that overwrote another host's data */
@@ -132,9 +129,9 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
     if (!cxl_shm_event_allow(s, CXLSHM_EVENT_CONFLICT, &missed)) {
         return;
     }
-    base = cxl_shm_hex(c->base, CXLPOOL_LINE);
-    theirs = cxl_shm_hex(c->theirs, CXLPOOL_LINE);
-    mine = cxl_shm_hex(c->mine, CXLPOOL_LINE);
+    base = cxl_shm_hex(c->base);
+    theirs = cxl_shm_hex(c->theirs);
+    mine = cxl_shm_hex(c->mine);
     qapi_event_send_cxl_shm_conflict(s->qom_path, s->host_id, s->generation,
                                      c->offset, c->mask, ctpop64(c->mask),
                                      base, theirs, mine, has_pc, pc, missed);
@@ -150,8 +147,8 @@ void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
     if (!cxl_shm_event_allow(s, CXLSHM_EVENT_STALE_READ, &missed)) {
         return;
     }
-    was = cxl_shm_hex(stale, CXLPOOL_LINE);
-    now = cxl_shm_hex(current, CXLPOOL_LINE);
+    was = cxl_shm_hex(stale);
+    now = cxl_shm_hex(current);
     qapi_event_send_cxl_shm_stale_read(s->qom_path, s->host_id,
                                        s->generation, off,
                                        QEMU_ALIGN_DOWN(off, CXLPOOL_LINE),
