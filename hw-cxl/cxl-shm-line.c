@@ -332,11 +332,6 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
 #define TURN_EXPIRE_US          5000
 #define TURN_LAST_SHIFT         32
 
-static uint64_t *word_turn(CXLShmLines *l, const uint64_t *word)
-{
-    return l->turns ? &l->turns[word - l->locks] : NULL;
-}
-
 /* Whose turn is it, by word @t: a host, or -1 for anyone */
 static int turn_holder(uint64_t t)
 {
@@ -446,7 +441,7 @@ bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset, Held *h,
     h->slot = slot_claim(l);
     h->tag = CXLPOOL_TAG(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
-    turn = word_turn(l, h->word);
+    turn = l->turns ? &l->turns[h->word - l->locks] : NULL;
     for (spins = 0; spins < LOCK_SPINS; spins++) {
         old = qatomic_read(h->word);
         if (old) {
@@ -868,33 +863,25 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
     return true;
 }
 
-/* The media write of one line, its lock @h held */
-static void media_write_locked(CXLShmLines *l, Held *h, uint64_t offset,
-                               const uint8_t *data)
-{
-    uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
-
-    memcpy(src, data, CXLSHM_LINE);
-    if (offset >= l->coherent_size) {
-        memcpy(old, l->pool + offset, CXLSHM_LINE);
-        /* the version moves: every host's twin of the page is now old */
-        pool_write(l, h, offset, src, old, false);
-    } else {
-        /* no undo log: see rollback(); a death here may tear the line */
-        write8((uint64_t *)(l->pool + offset), src);
-    }
-}
-
 bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data)
 {
+    uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
     if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
         return false;
     }
-    media_write_locked(l, &h, offset, data);
+    memcpy(src, data, CXLSHM_LINE);
+    if (offset >= l->coherent_size) {
+        memcpy(old, l->pool + offset, CXLSHM_LINE);
+        /* the version moves: every host's twin of the page is now old */
+        pool_write(l, &h, offset, src, old, false);
+    } else {
+        /* no undo log: see rollback(); a death here may tear the line */
+        write8((uint64_t *)(l->pool + offset), src);
+    }
     cxl_shm_lines_unlock(l, &h);
     return true;
 }
