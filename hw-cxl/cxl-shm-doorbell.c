@@ -5,20 +5,17 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * A DB_OP write queues the op in a ring and returns: nothing runs inside
- * the MemoryRegionOps callback but the queueing.  The device's doorbell
- * thread runs the ops one at a time, in the order of their DB_OP writes,
- * without the BQL, 1 MiB at a time; a line another host holds makes it
- * try again a little later (never a wait for that host), so a device
- * reset, an unplug or quit stops it within one piece.  DB_STATUS reads
- * busy until the last op rung has completed and its latency has passed
- * in the guest's time (under -icount QEMU_CLOCK_VIRTUAL, exactly; else
- * the host's clock, which the guest's TSC follows), then the status of
- * the last op completed; DB_LINES is that op's line count
- * (docs/interfaces.md, section 1).
- *
- * The first part of this file, the register decode and checks, has no
- * QEMU dependency (the fuzz target builds it with CXLSHM_DB_DECODE_ONLY).
+ * A DB_OP write queues the op in a ring and returns (an op of one piece
+ * rung with nothing queued runs in the write, if no line of it is busy:
+ * db_inline()).  The device's doorbell thread runs the ops one at a
+ * time, in the order of their DB_OP writes, without the BQL, 1 MiB at a
+ * time; a line another host holds makes it try again a little later
+ * (never a wait for that host), so a device reset, an unplug or quit
+ * stops it within one piece.  DB_STATUS reads busy until the last op
+ * rung has completed and its latency has passed (cxl_shm_now()), then
+ * the status of the last op completed; DB_LINES is that op's line count
+ * (docs/interfaces.md, section 1).  The register decode and checks come
+ * first, without QEMU (cxl-shm-doorbell.h, CXLSHM_DB_DECODE_ONLY).
  */
 
 #include "qemu/osdep.h"
@@ -102,13 +99,6 @@ CXLShmLineOp cxl_shm_db_line_op(uint32_t op)
 /* An op of at most this many bytes may run in its DB_OP write */
 #define DB_INLINE_MAX           DB_CHUNK
 
-/* The clock an op's latency passes on (as cxl_shm_charge_ns()'s) */
-static int64_t db_now(void)
-{
-    return icount_enabled() ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL)
-                            : get_clock();
-}
-
 static const char *const op_names[] = {
     [CXLSHM_OP_WRITEBACK] = "writeback",
     [CXLSHM_OP_INVALIDATE] = "invalidate",
@@ -117,7 +107,7 @@ static const char *const op_names[] = {
 
 /*
  * DB_CTRL.IRQ: the ops completing from now on raise the doorbell's MSI-X
- * vector once the guest may see them complete, at @ready (db_now()):
+ * vector once the guest may see them complete, at @ready (cxl_shm_now()):
  * a timer of the main loop raises it there, under the BQL, which no
  * thread that completes an op holds or takes (the vCPU of an inline op
  * runs without it, the doorbell's thread never takes it).  d->lock held.
@@ -146,7 +136,7 @@ static void db_irq(void *opaque)
     qemu_mutex_lock(&d->lock);
     raise = d->irq_due && !d->stop &&
             (d->regs.ctrl & R_CXLSHM_DB_CTRL_IRQ_MASK);
-    if (raise && d->irq_due > db_now()) {
+    if (raise && d->irq_due > cxl_shm_now()) {
         timer_mod_ns(d->irq_timer, d->irq_due);
     } else {
         d->irq_due = 0;
@@ -386,7 +376,7 @@ static void db_ring_locked(CXLShmState *s, uint32_t op)
                          0, st);
         /* it completes now, or with the last op queued (its message) */
         if (d->head == d->tail) {
-            db_irq_owe(d, MAX(d->ready_ns, db_now()));
+            db_irq_owe(d, MAX(d->ready_ns, cxl_shm_now()));
         }
         return;
     }
@@ -402,7 +392,7 @@ static void db_ring_locked(CXLShmState *s, uint32_t op)
     e->len = d->regs.len;
     e->lines = 0;
     e->ns = 0;
-    e->rung_ns = db_now();
+    e->rung_ns = cxl_shm_now();
     e->epoch = d->epoch;
     d->refused = 0;
     if (d->head == d->tail && !d->park && !d->stop &&
@@ -426,7 +416,7 @@ uint32_t cxl_shm_db_status(CXLShmState *s)
     uint32_t st;
 
     qemu_mutex_lock(&d->lock);
-    if (d->head != d->tail || db_now() < d->ready_ns) {
+    if (d->head != d->tail || cxl_shm_now() < d->ready_ns) {
         st = CXLSHM_DB_BUSY;
     } else if (d->overflow) {
         /* said once, then the last op's status again */
@@ -446,7 +436,7 @@ void cxl_shm_db_init(CXLShmState *s)
 
     qemu_mutex_init(&d->lock);
     qemu_cond_init(&d->cond);
-    /* on the clock DB_STATUS's latency passes on (db_now()) */
+    /* on the clock DB_STATUS's latency passes on (cxl_shm_now()) */
     d->irq_timer = timer_new_ns(icount_enabled() ? QEMU_CLOCK_VIRTUAL
                                                  : QEMU_CLOCK_REALTIME,
                                 db_irq, s);

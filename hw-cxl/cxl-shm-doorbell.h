@@ -58,7 +58,7 @@ typedef struct CXLShmDbOp {
     uint64_t lines;             /* lines moved before the thread took it */
     int64_t ns;                 /* latency charged before that */
     uint64_t pc;                /* the guest PC of the DB_OP write */
-    int64_t rung_ns;            /* db_now() at the DB_OP write */
+    int64_t rung_ns;            /* cxl_shm_now() at the DB_OP write */
     unsigned epoch;             /* the device reset it was rung after */
 } CXLShmDbOp;
 
@@ -73,7 +73,7 @@ typedef struct CXLShmDoorbell {
     uint32_t status;            /* of the last op completed */
     uint32_t refused;           /* the last ring's, refused at once, or 0 */
     uint64_t lines;             /* DB_LINES of the last op completed */
-    int64_t ready_ns;           /* its latency has passed (db_now()) */
+    int64_t ready_ns;           /* its latency has passed (cxl_shm_now()) */
     int64_t irq_due;            /* an MSI-X owed at this time, or 0 */
     QEMUTimer *irq_timer;       /* raises it, in the main loop */
     unsigned epoch;             /* device resets */

@@ -166,6 +166,17 @@ void cxl_shm_pass_time(int64_t ns)
     wait_overrun_at = now;
 }
 
+/*
+ * The clock latency passes on: guest time under -icount, else the host's
+ * (which the guest's clocks follow); the bandwidth queue of mode=timed
+ * and the doorbell's completions are kept in it
+ */
+int64_t cxl_shm_now(void)
+{
+    return icount_enabled() ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL)
+                            : get_clock();
+}
+
 /* Where this thread's charges go instead of passing (cxl_shm_charge_to()) */
 static __thread int64_t *charge_sink;
 

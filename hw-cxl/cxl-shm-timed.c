@@ -74,13 +74,6 @@
 #define TIMED_CACHE_MAX         (1 * GiB)
 #define TIMED_WAYS_MAX          64
 
-/* Clock the charges and the bandwidth queue are kept in */
-static int64_t timed_now(void)
-{
-    return icount_enabled() ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL)
-                            : get_clock();
-}
-
 /* Lines moved over the device's link: wait while it is busy */
 void cxl_shm_timed_moved(CXLShmState *s, Cost *c)
 {
@@ -91,7 +84,7 @@ void cxl_shm_timed_moved(CXLShmState *s, Cost *c)
         return;
     }
     xfer = c->moved * 64000 / s->bandwidth_mbs;    /* ns for 64 B at MB/s */
-    now = timed_now();
+    now = cxl_shm_now();
     start = MAX(now, t->busy_until);
     t->busy_until = start + xfer;
     c->ns += start - now;

@@ -286,6 +286,7 @@ uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);
 void cxl_shm_charge_to(int64_t *sink);
 void cxl_shm_pass_time(int64_t ns);
+int64_t cxl_shm_now(void);
 
 void cxl_shm_calibrate_wait(void);
 void cxl_shm_charge(CXLShmState *s, uint64_t lines);
