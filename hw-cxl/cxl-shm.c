@@ -154,13 +154,6 @@ static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
     return true;
 }
 
-static bool cxl_shm_no_swap(void)
-{
-    struct sysinfo si;
-
-    return sysinfo(&si) == 0 && si.totalswap == 0;
-}
-
 /*
  * The devices of this QEMU that are in their pod, for one exit notifier
  * that makes them leave at exit.  A notifier per device could not be
@@ -224,6 +217,7 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     CXLShmState *s = CXL_SHM(pci_dev);
     CXLShmClass *sc = CXL_SHM_GET_CLASS(s);
     CXLType3Dev *ct3d = &s->parent_obj;
+    struct sysinfo si;
 
     s->fd = -1;
     if (!cxl_shm_check_props(s, errp)) {
@@ -276,7 +270,8 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
 
     s->nr_queues = MACHINE(qdev_get_machine())->smp.max_cpus;
     s->queues = g_new0(CXLShmQueue, s->nr_queues);
-    s->skip_unresident = cxl_shm_no_swap();
+    /* without swap, a page the image does not have was never written */
+    s->skip_unresident = sysinfo(&si) == 0 && si.totalswap == 0;
     /* on hugetlbfs a page the pool mapping lacks was never written */
     s->pool_hugetlbfs = s->fd >= 0 && qemu_fd_getpagesize(s->fd) !=
                                       qemu_real_host_page_size();
