@@ -8,45 +8,26 @@
  *
  * In mode=timed a committed HDM decoder maps an I/O region over its
  * range instead of the pool's RAM, so every guest load and store of the
- * device reaches cxl_shm_timed_read/write (docs/device.md, "Timed mode"):
- *
- * - A per-host cache model (cache-size, cache-ways, 64-byte lines, LRU)
- *   decides hit or miss.  In the non-coherent area the data of a cached
- *   line is the host's image; a miss fetches the line from the pool
- *   (image and twin := pool), a store dirties its line whatever the
- *   value, and the eviction of a dirty line writes it back, whole.
- *   Writeback / invalidate / flush, from the doorbell and from clwb /
- *   clflushopt / clflush, act on the cached lines.
- * - The coherent window's data is the pool itself.  A snoop filter in the
- *   pool's metadata, shared by the hosts, tracks which hosts hold each
- *   line and which one holds it modified: a store back-invalidates the
- *   other holders, a read of a line another host modified is a snoop, and
- *   a full filter set evicts its oldest entry from every host holding it.
- *   A host's cached copy of a coherent line counts as a hit only while
- *   the filter still lists the host.  Set i of the filter is guarded by
- *   line lock i, the lock of the pool pages that hash to it; stores take
- *   it, so a store and another host's atomic never interleave.
- * - Atomics on the coherent window: TCG runs them as a load and a store
- *   in an exclusive step (tcg_atomic_step_active()); the load takes the
- *   line's lock and the end of the step (the step hook) releases it, so
- *   the pair is atomic across hosts.
- * - Latency: hit, miss, writeback, back-invalidate and snoop costs, and
- *   a bandwidth limit (bandwidth-mbs) charged per line moved, summed per
- *   access and charged once the locks are released: under -icount in
- *   guest time, exactly (icount_advance_ns()), else as a wait on the
- *   host's ticks.
- * - Stale reads: a load that hits a non-coherent line whose pool copy
- *   changed since this host fetched it (another host wrote it back) is
- *   counted, traced, and reported (CXL_SHM_STALE_READ) once per fetch
- *   of the line.
+ * device reaches timed_access().  A per-host cache model (cache-size,
+ * cache-ways, LRU) holds lines of both areas: a non-coherent line's data
+ * is the host's image, fetched from the pool on a miss and written back
+ * whole when it is evicted dirty; the coherent window's data is the pool
+ * itself, and a snoop filter in the pool's metadata, shared by the
+ * hosts, decides hits, snoops and back-invalidates there.  An access's
+ * costs are summed and charged once its locks are released.
+ * docs/device.md, "Timed mode", describes each outcome and its cost.
  *
  * Locking: t->lock (this host's cache) is taken before any line lock;
  * every access runs under it, without the BQL (the region does not ask
  * for global locking: memory_region_enable_lockless_io()), and so does
  * a host reset (cxl_shm_host_reset()).  Line locks are only tried, never
- * waited for.  The only line lock held while t->lock is taken is an
- * atomic's, between its load and its store, while this QEMU's other
- * vCPUs are stopped (an exclusive step).
+ * waited for.  Set i of the snoop filter is guarded by line lock i,
+ * which every store takes, so a store never lands inside another host's
+ * atomic: an atomic's load (tcg_atomic_step_active()) takes its line's
+ * lock, and the end of the exclusive step (timed_step_done()) releases
+ * it.  The only line lock held while t->lock is taken is an atomic's,
+ * between its load and its store, while this QEMU's other vCPUs are
+ * stopped.
  */
 
 #include "qemu/osdep.h"
