@@ -148,18 +148,12 @@ static void db_irq(void *opaque)
     }
 }
 
-/* Is the thread to leave the op it runs (a reset or the unplug)? */
-static bool db_leave(CXLShmDoorbell *d)
-{
-    return qatomic_read(&d->stop) || qatomic_read(&d->park);
-}
-
 /*
  * Run one accepted op: its lines, each busy one tried again until it is
- * free or the thread is asked to leave (the op then ends where it got,
- * as if the rest of the range were still being worked on when the device
- * was reset).  Returns whether it got to its end; *@lines: the lines it
- * moved.
+ * free or the thread is asked to leave, for a reset (d->park) or the
+ * unplug (d->stop): the op then ends where it got, as if the rest of the
+ * range were still being worked on when the device was reset.  Returns
+ * whether it got to its end; *@lines: the lines it moved.
  */
 static bool db_run(CXLShmState *s, const CXLShmDbOp *op, CXLShmLineCount *n,
                    uint64_t *lines)
@@ -169,7 +163,7 @@ static bool db_run(CXLShmState *s, const CXLShmDbOp *op, CXLShmLineCount *n,
     unsigned wait_us = DB_RETRY_MIN_US;
 
     cxl_shm_set_insn_pc(op->pc);
-    while (from < end && !db_leave(d)) {
+    while (from < end && !qatomic_read(&d->stop) && !qatomic_read(&d->park)) {
         uint64_t len = MIN(end - from, DB_CHUNK);
         uint64_t got = cxl_shm_range(s, cxl_shm_db_line_op(op->op), from,
                                      len, n);

@@ -45,16 +45,6 @@ uint64_t cxl_shm_set_insn_pc(uint64_t pc)
     return old;
 }
 
-/* The PC an event of this thread names: false if none is known */
-static bool cxl_shm_event_pc(uint64_t *pc)
-{
-    *pc = cxl_shm_insn_pc;
-    if (*pc == CXLSHM_PC_ACCESS) {
-        *pc = cxl_shm_access_pc(current_cpu);
-    }
-    return *pc != 0;
-}
-
 void cxl_shm_events_init(CXLShmState *s)
 {
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
@@ -121,8 +111,8 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
 {
     CXLShmState *s = opaque;
     g_autofree char *base = NULL, *theirs = NULL, *mine = NULL;
-    uint64_t missed, pc;
-    bool has_pc = cxl_shm_event_pc(&pc);
+    uint64_t missed, pc = cxl_shm_insn_pc == CXLSHM_PC_ACCESS ?
+                          cxl_shm_access_pc(current_cpu) : cxl_shm_insn_pc;
 
     trace_cxl_shm_conflict(s->host_id, s->generation, c->offset, c->mask,
                            pc);
@@ -134,7 +124,7 @@ void cxl_shm_conflict(void *opaque, const CXLShmConflict *c)
     mine = cxl_shm_hex(c->mine);
     qapi_event_send_cxl_shm_conflict(s->qom_path, s->host_id, s->generation,
                                      c->offset, c->mask, ctpop64(c->mask),
-                                     base, theirs, mine, has_pc, pc, missed);
+                                     base, theirs, mine, pc != 0, pc, missed);
 }
 
 void cxl_shm_stale_read(CXLShmState *s, uint64_t off, unsigned size,
