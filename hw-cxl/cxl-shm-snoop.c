@@ -70,7 +70,7 @@ void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i)
  * access to that line misses); lock held.
  */
 int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
-              uint64_t off, Cost *c)
+                      uint64_t off, Cost *c)
 {
     uint32_t i, victim = 0;
     uint64_t oldest = 0, holders;

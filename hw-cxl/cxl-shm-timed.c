@@ -72,8 +72,7 @@ void cxl_shm_timed_moved(CXLShmState *s, Cost *c)
     c->moved = 0;
 }
 
-/* Per-vCPU line lock of an atomic in progress */
-
+/* Per-vCPU line lock of an atomic in progress (NULL: not a vCPU's) */
 static CXLShmLineLock *held_of(CXLShmState *s, CPUState *cpu)
 {
     if (!cpu || cpu->cpu_index < 0 ||
@@ -478,8 +477,7 @@ static MemTxResult timed_access(CXLShmState *s, uint64_t dpa, unsigned size,
         *val = 0;               /* outside the device: reads as zero */
         return MEMTX_OK;
     }
-    if (cpu && cpu->cpu_index >= 0 &&
-        (uint32_t)cpu->cpu_index < s->t.nr_held) {
+    if (held_of(s, cpu)) {      /* a vCPU of this machine */
         uintptr_t insn = cpu_io_insn_id(cpu);
 
         piece = &s->t.piece[cpu->cpu_index];

@@ -114,11 +114,6 @@ typedef enum CXLShmPoolMade {
     CXLSHM_MADE_IN_ZEROS,       /* in a zero-filled file (a new memdev's) */
 } CXLShmPoolMade;
 
-/*
- * What mode=direct (cxl-shm-direct.c) and mode=timed (cxl-shm-timed*.c)
- * each do their own way; chosen once, from the mode property, before
- * the pool is touched (s->mode_ops).  The hooks that may be NULL say so.
- */
 /* The events a device emits, each rate-limited (cxl-shm-log.c) */
 typedef enum CXLShmEventKind {
     CXLSHM_EVENT_CONFLICT,
@@ -135,6 +130,11 @@ typedef struct CXLShmEventLimit {
     uint64_t missed;            /* suppressed since the last one sent */
 } CXLShmEventLimit;
 
+/*
+ * What mode=direct (cxl-shm-direct.c) and mode=timed (cxl-shm-timed*.c)
+ * each do their own way; chosen once, from the mode property, before
+ * the pool is touched (s->mode_ops).  The hooks that may be NULL say so.
+ */
 typedef struct CXLShmModeOps {
     /* the decoders map the pool's RAM (guest accesses do not trap) */
     bool maps_ram;
