@@ -89,6 +89,9 @@ if [ $INTEGRATION = 1 ]; then
     cc -shared -fPIC -O2 -Wall -o "$shim" "$TOP/tests/asan-nodeepbind.c" -ldl \
         || die "could not build $shim"
     export LD_PRELOAD=$shim ASAN_OPTIONS=$ASAN_OPTIONS:verify_asan_link_order=0
+    # the launcher's time limits of each test, 4 times as long: guests on
+    # the sanitized QEMU run several times slower (tests/integration/lib.sh)
+    export CXLPOD_TIME_SCALE=4
     for t in "$TOP"/tests/integration/[0-9]*.sh; do
         n=$(basename "$t" .sh)
         # the names scripts/test.sh prints: int-32-stopped-peer

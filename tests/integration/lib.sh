@@ -12,7 +12,27 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
 # pod ARGS... : run the launcher with a fresh work dir (and pool) under $WORK
-pod() { rm -rf "$WORK/pod"; "$CXLPOD_LAUNCH" -w "$WORK/pod" "$@"; }
+# pod ARGS... : the launcher on a fresh work dir.  CXLPOD_TIME_SCALE=K
+# (scripts/test-sanitize.sh sets it: its QEMU runs several times slower)
+# multiplies the launcher's --timeout and --boot-timeout by K.
+pod() {
+    local a k=${CXLPOD_TIME_SCALE:-1} args=()
+    while [ $# -gt 0 ]; do
+        a=$1; shift
+        case $a in
+        --timeout|--boot-timeout)
+            args+=("$a" "$(($1 * k))"); shift ;;
+        --timeout=*|--boot-timeout=*)
+            args+=("${a%%=*}=$((${a#*=} * k))") ;;
+        --)
+            args+=("$a" "$@"); break ;;
+        *)
+            args+=("$a") ;;
+        esac
+    done
+    rm -rf "$WORK/pod"
+    "$CXLPOD_LAUNCH" -w "$WORK/pod" "${args[@]}"
+}
 
 # out I : what guest I's job printed in the last pod run
 out() { cat "$WORK/pod/host$1.out"; }
