@@ -153,6 +153,10 @@ for ((h = 0; h < N; h++)); do
 done
 jq -e '[.results[] | select(.status == "ok")] | length == 4' < <(grep '^{' "$WORK/run.out" | tail -n1) >/dev/null \
     || fail "not every host ok in the --json line"
+# the pod's up: every host's QEMU start to UP, at or after every region ready
+jq -e '(.all_up_s | type) == "number" and .all_up_s >= .all_ready_s
+       and .all_up_s >= ([.results[].up_s] | max)' < <(grep '^{' "$WORK/run.out" | tail -n1) >/dev/null \
+    || fail "all_up_s of the --json line is not the pod's time to every host up: $(grep '^{' "$WORK/run.out" | tail -n1 | jq -c '{all_ready_s, all_up_s, up_s: [.results[].up_s]}')"
 pass "4 host-userland guests: names, routes, isolation, a host-built dynamic program, python, ssh between guests"
 
 # a program missing in the guests: rc=127 and the launcher says why
