@@ -116,7 +116,7 @@ void pod_prepare_ssh(const struct opts *o)
      * The same pairs as ecdsa nistp256 keys, which the guests use first:
      * OpenSSL's P-256 code is several times faster under TCG than
      * OpenSSH's own ed25519 and curve25519 (docs/benchmarks.md section
-     * 6, "ssh between guests")
+     * 6, "ssh and mpirun between guests")
      */
     ensure_key(keygen, idec, "ecdsa", "cxlpod-pod-user");
     ensure_key(keygen, hkec, "ecdsa", "cxlpod-pod-host");
