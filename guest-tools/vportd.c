@@ -117,23 +117,32 @@ static bool read_line(int fd, const sigset_t *set, char *line, size_t size)
  * is answered), READY NONCE back, then GO from the proxy, after which the
  * stream is the client's.  An earlier CMD that was still reading the port
  * when this client came may eat some HELLOs (it dies of them), so only a
- * HELLO read here is answered; lines before GO are dropped.
+ * HELLO read here is answered; other lines before GO are dropped.  A
+ * client may also go after our READY without its GO (a proxy killed by a
+ * timeout): the next client's HELLO carries another NONCE and is answered
+ * in turn; repeats of the NONCE already answered are dropped, so a client
+ * gets one READY.
  */
 static void handshake(int fd, const sigset_t *set)
 {
-	char line[128], reply[160];
+	const size_t hl = strlen(VPORT_HELLO) + 1;
+	char line[128], nonce[128] = "", reply[160];
 
 	for (;;) {
-		if (!read_line(fd, set, line, sizeof(line)) ||
-		    strncmp(line, VPORT_HELLO " ", strlen(VPORT_HELLO) + 1))
+		if (!read_line(fd, set, line, sizeof(line)))
 			continue;
-		snprintf(reply, sizeof(reply), VPORT_READY " %s\n", line + strlen(VPORT_HELLO) + 1);
-		if (write(fd, reply, strlen(reply)) < 0)
-			continue;
-		while (read_line(fd, set, line, sizeof(line))) {
-			if (!strcmp(line, VPORT_GO))
+		if (!strcmp(line, VPORT_GO)) {
+			if (nonce[0])
 				return;
+			continue;
 		}
+		if (strncmp(line, VPORT_HELLO " ", hl) || !line[hl] ||
+		    !strcmp(line + hl, nonce))
+			continue;
+		snprintf(nonce, sizeof(nonce), "%s", line + hl);
+		snprintf(reply, sizeof(reply), VPORT_READY " %s\n", nonce);
+		if (write(fd, reply, strlen(reply)) < 0)
+			nonce[0] = '\0';
 	}
 }
 

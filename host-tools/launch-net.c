@@ -306,9 +306,19 @@ static void prepare_host_config(const struct opts *o, struct host *h)
         g_string_append_printf(b, "CXLPOD_NET_ADDR=%s\nCXLPOD_NET_MAC=%s\n", a, m);
     }
     if (o->userland == USERLAND_HOST) {
+        const char *legacy = getenv("CXLPOD_SSH_LEGACY");
+
         g_string_append(b, "CXLPOD_WORK=");
         shell_quote(b, o->jobdir);
         g_string_append(b, "\n");
+        /*
+         * The guests' ssh: "fast" (P-256 keys and key exchange, connection
+         * sharing, no ~/.bashrc for commands; docs/launcher.md), or with
+         * CXLPOD_SSH_LEGACY=1 the settings before it, the baseline of
+         * scripts/bench-pod.sh's ssh benchmark
+         */
+        g_string_append_printf(b, "CXLPOD_SSH=%s\n",
+                               legacy && !strcmp(legacy, "1") ? "legacy" : "fast");
     }
     g_string_append_printf(b, "CXLPOD_SERVE=%d\n", h->serve ? 1 : 0);
     write_file(h->hp.config, b->str, 0644);
@@ -493,6 +503,9 @@ void add_pod_args(GPtrArray *a, const struct opts *o, int host,
         g_autofree char *id = g_build_filename(dir, "id_ed25519", NULL);
         g_autofree char *idpub = g_build_filename(dir, "id_ed25519.pub", NULL);
         g_autofree char *hk = g_build_filename(dir, "ssh_host_ed25519_key", NULL);
+        g_autofree char *idec = g_build_filename(dir, "id_ecdsa", NULL);
+        g_autofree char *idecpub = g_build_filename(dir, "id_ecdsa.pub", NULL);
+        g_autofree char *hkec = g_build_filename(dir, "ssh_host_ecdsa_key", NULL);
         g_autofree char *kh = g_build_filename(dir, "known_hosts", NULL);
         g_autofree char *ssh = qemu_opt_escape(hp->ssh);
 
@@ -517,6 +530,9 @@ void add_pod_args(GPtrArray *a, const struct opts *o, int host,
         fwcfg(a, "ssh-id", id);
         fwcfg(a, "ssh-id.pub", idpub);
         fwcfg(a, "ssh-hostkey", hk);
+        fwcfg(a, "ssh-id-ecdsa", idec);
+        fwcfg(a, "ssh-id-ecdsa.pub", idecpub);
+        fwcfg(a, "ssh-hostkey-ecdsa", hkec);
         fwcfg(a, "ssh-known-hosts", kh);
     }
 }

@@ -347,6 +347,17 @@ int report(const struct opts *o, enum accel accel, double wall,
     } else {
         add_null(b, "all_ready_s");
     }
+    /* the same to the last up marker (pod network, host userland) */
+    double all_up = pod_has_net(o) ? 0 : -1;
+    for (int i = 0; i < o->nhosts && all_up >= 0; i++) {
+        const struct host *h = &g_hosts[i];
+        all_up = h->t_up <= 0 ? -1 : MAX(all_up, h->t_up - g_pod_t0);
+    }
+    if (all_up >= 0) {
+        add_num(b, "all_up_s", all_up, 2);
+    } else {
+        add_null(b, "all_up_s");
+    }
 
     for (int i = 0; i < o->nhosts; i++) {
         struct host *h = &g_hosts[i];

@@ -33,7 +33,8 @@ static char *pubkey_of(const char *pubfile)
         return NULL;
     }
     g_auto(GStrv) w = g_strsplit_set(g_strstrip(s), " \t", 3);
-    if (!w[0] || !w[1] || !g_str_has_prefix(w[0], "ssh-")) {
+    if (!w[0] || !w[1] || !(g_str_has_prefix(w[0], "ssh-") ||
+                            g_str_has_prefix(w[0], "ecdsa-sha2-"))) {
         return NULL;
     }
     return g_strdup_printf("%s %s", w[0], w[1]);
@@ -46,7 +47,8 @@ static char *pubkey_of(const char *pubfile)
  * private key without its public half, or two that do not match, is a
  * key clash: refused with the file names.
  */
-static void ensure_key(const char *keygen, const char *key, const char *comment)
+static void ensure_key(const char *keygen, const char *key, const char *type,
+                       const char *comment)
 {
     g_autofree char *pub = g_strdup_printf("%s.pub", key);
     bool have_key = path_exists(key), have_pub = path_exists(pub);
@@ -70,8 +72,9 @@ static void ensure_key(const char *keygen, const char *key, const char *comment)
             "the pod makes a new pair)", have_key ? key : pub,
             have_key ? pub : key);
     }
-    const char *argv[] = { keygen, "-q", "-t", "ed25519", "-N", "", "-C",
-                           comment, "-f", key, NULL };
+    /* -b 256: an ecdsa key is nistp256 (ed25519 ignores -b) */
+    const char *argv[] = { keygen, "-q", "-t", type, "-b", "256", "-N", "",
+                           "-C", comment, "-f", key, NULL };
     run_or_die(argv, "making the pod's ssh keys");
 }
 
@@ -94,6 +97,9 @@ void pod_prepare_ssh(const struct opts *o)
     g_autofree char *id = g_build_filename(dir, "id_ed25519", NULL);
     g_autofree char *hk = g_build_filename(dir, "ssh_host_ed25519_key", NULL);
     g_autofree char *hkpub = g_strdup_printf("%s.pub", hk);
+    g_autofree char *idec = g_build_filename(dir, "id_ecdsa", NULL);
+    g_autofree char *hkec = g_build_filename(dir, "ssh_host_ecdsa_key", NULL);
+    g_autofree char *hkecpub = g_strdup_printf("%s.pub", hkec);
     g_autofree char *kh = g_build_filename(dir, "known_hosts", NULL);
     g_autofree char *cfg = g_build_filename(dir, "config", NULL);
 
@@ -104,22 +110,35 @@ void pod_prepare_ssh(const struct opts *o)
     if (g_mkdir_with_parents(dir, 0700) < 0) {
         die(EXIT_USAGE, "cannot create %s: %s", dir, strerror(errno));
     }
-    ensure_key(keygen, id, "cxlpod-pod-user");
-    ensure_key(keygen, hk, "cxlpod-pod-host");
+    ensure_key(keygen, id, "ed25519", "cxlpod-pod-user");
+    ensure_key(keygen, hk, "ed25519", "cxlpod-pod-host");
+    /*
+     * The same pairs as ecdsa nistp256 keys, which the guests use first:
+     * OpenSSL's P-256 code is several times faster under TCG than
+     * OpenSSH's own ed25519 and curve25519 (docs/benchmarks.md section
+     * 6, "ssh and mpirun between guests")
+     */
+    ensure_key(keygen, idec, "ecdsa", "cxlpod-pod-user");
+    ensure_key(keygen, hkec, "ecdsa", "cxlpod-pod-host");
 
-    /* one host key for the whole pod: every name and address of it */
-    g_autofree char *hostpub = pubkey_of(hkpub);
-    if (!hostpub) {
-        die(EXIT_USAGE, "ssh key clash: %s is not a public key", hkpub);
-    }
-    GString *k = g_string_new(NULL);
+    /* one host key of each type for the whole pod: every name and address */
+    GString *names = g_string_new(NULL);
     for (int i = 0; i < o->nhosts; i++) {
         g_autofree char *a = pod_addr(i, false);
-        g_string_append_printf(k, "%shost%d,%s", i ? "," : "", i, a);
+        g_string_append_printf(names, "%shost%d,%s", i ? "," : "", i, a);
     }
-    g_string_append_printf(k, " %s\n", hostpub);
+    GString *k = g_string_new(NULL);
+    const char *pubs[] = { hkpub, hkecpub };
+    for (size_t i = 0; i < G_N_ELEMENTS(pubs); i++) {
+        g_autofree char *hostpub = pubkey_of(pubs[i]);
+        if (!hostpub) {
+            die(EXIT_USAGE, "ssh key clash: %s is not a public key", pubs[i]);
+        }
+        g_string_append_printf(k, "%s %s\n", names->str, hostpub);
+    }
     write_file(kh, k->str, 0644);
     g_string_free(k, TRUE);
+    g_string_free(names, TRUE);
 
     /* the host side: `ssh -F WORKDIR/ssh/config hostI` (cxlpod-launch ssh) */
     char exe[PATH_MAX];
@@ -128,6 +147,7 @@ void pod_prepare_ssh(const struct opts *o)
     g_autofree char *qexe = ssh_quote(n > 0 ? exe : PROG);
     g_autofree char *qwd = ssh_quote(o->workdir);
     g_autofree char *qid = ssh_quote(id);
+    g_autofree char *qidec = ssh_quote(idec);
     g_autofree char *qkh = ssh_quote(kh);
     g_autofree char *cm = g_build_filename(dir, "cm-%h", NULL);
     /* ssh binds "ControlPath.XXXXXXXXXXXXXXXX" for host31: stay under 108 */
@@ -143,7 +163,12 @@ void pod_prepare_ssh(const struct opts *o)
         "Host host*\n"
         "    User root\n"
         "    IdentityFile %s\n"
+        "    IdentityFile %s\n"
         "    IdentitiesOnly yes\n"
+        "    KexAlgorithms ecdh-sha2-nistp256,curve25519-sha256,"
+        "curve25519-sha256@libssh.org\n"
+        "    HostKeyAlgorithms ecdsa-sha2-nistp256,ssh-ed25519\n"
+        "    GSSAPIAuthentication no\n"
         "    UserKnownHostsFile %s\n"
         "    StrictHostKeyChecking yes\n"
         "    ProxyCommand %s proxy %s %%h\n"
@@ -155,7 +180,7 @@ void pod_prepare_ssh(const struct opts *o)
         "    ServerAliveInterval 10\n"
         "    ServerAliveCountMax 6\n"
         "    LogLevel ERROR\n",
-        o->workdir, qid, qkh, qexe, qwd, qcm);
+        o->workdir, qidec, qid, qkh, qexe, qwd, qcm);
     write_file(cfg, c, 0644);
 }
 

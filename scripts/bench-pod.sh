@@ -21,10 +21,23 @@
 #          until the last one is ready, then the pod is interrupted.
 #          --ipod-arg ARG (repeatable) passes ARG to that launcher run,
 #          e.g. --ipod-arg --boot-parallel=0 for all at once
+#   ssh    for each N of --ssh-hosts (default 4): an N-host host-userland
+#          pod (--mem 512M) with the guests' ssh settings of before
+#          (CXLPOD_SSH_LEGACY=1, the baseline), then one with today's; in
+#          each, host 0's job (the others serve) times, once every peer
+#          answers: a fresh ssh connection host0 -> host1 running `true`
+#          (--ssh-reps times, median; in today's pod also with the key
+#          exchange and keys of before, then with ~/.bashrc read, each
+#          alone), `mpirun -np N hostname` across the N guests (to its
+#          first line and to its end), then ssh again (a later
+#          connection: today's rides the connection mpirun's ssh left
+#          open) and mpirun again; and the pod's time to every host up
+#          (all_up_s) and to every region ready (all_ready_s)
 #
 #   bash scripts/bench-pod.sh [--no-build] [--rounds R] [--hosts N]
-#                             [--mem SIZE] [--skip boot,net,pod,ipod]
-#                             [--ipod-arg ARG]... [--workdir DIR] [--dry-run]
+#                             [--mem SIZE] [--skip boot,net,pod,ipod,ssh]
+#                             [--ipod-arg ARG]... [--ssh-hosts N[,N...]]
+#                             [--ssh-reps R] [--workdir DIR] [--dry-run]
 #
 # --dry-run builds and boots nothing: it checks the arguments, the tools and
 # every pod's launcher options (cxlpod-launch --dry-run), in a temporary
@@ -36,6 +49,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 BUILD_ALL=1 ROUNDS=3 NPOD=32 PODMEM=384M SKIP="" DRY=0 WGIVEN=
+SSH_HOSTS=4 SSH_REPS=5
 IPOD_ARGS=()
 W=$BUILD/bench-pod
 while [ $# -gt 0 ]; do
@@ -48,6 +62,8 @@ while [ $# -gt 0 ]; do
         --skip) [ $# -ge 2 ] || die "--skip needs a list"; SKIP=$2; shift 2 ;;
         --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; WGIVEN=1; shift 2 ;;
         --ipod-arg) [ $# -ge 2 ] || die "--ipod-arg needs an argument"; IPOD_ARGS+=("$2"); shift 2 ;;
+        --ssh-hosts) [ $# -ge 2 ] || die "--ssh-hosts needs a list"; SSH_HOSTS=$2; shift 2 ;;
+        --ssh-reps) [ $# -ge 2 ] || die "--ssh-reps needs a number"; SSH_REPS=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
@@ -55,7 +71,11 @@ done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
 [[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 32 ] || die "--hosts wants 1..32"
 for k in ${SKIP//,/ }; do
-    case $k in boot|net|pod|ipod) ;; *) die "--skip: '$k' is not boot, net, pod or ipod" ;; esac
+    case $k in boot|net|pod|ipod|ssh) ;; *) die "--skip: '$k' is not boot, net, pod, ipod or ssh" ;; esac
+done
+[[ $SSH_REPS =~ ^[1-9][0-9]*$ ]] || die "--ssh-reps wants a positive number"
+for n in ${SSH_HOSTS//,/ }; do
+    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 32 ] || die "--ssh-hosts wants numbers 2..32"
 done
 [ $BUILD_ALL = 0 ] || bash "$TOP/scripts/build-all.sh"
 L=$BUILD/meson/host-tools/cxlpod-launch
@@ -213,6 +233,88 @@ if ! skip ipod && [ $DRY = 0 ]; then
           load_before:$load0, load:$load}' <<<"$j")"
 fi
 
+# ---------------------------------------------------------------- ssh
+if ! skip ssh; then
+    # host 0's job, in bash (EPOCHREALTIME: no process per timestamp)
+    cat >"$W/proj/ssh-bench.sh" <<'EOF'
+N=$1 R=$2
+us() { echo "${EPOCHREALTIME/./}"; }
+fresh=(-o ControlMaster=no -o ControlPath=none)
+H=host0; for j in $(seq 1 $((N - 1))); do H=$H,host$j; done
+# every peer answers (fresh connections, none kept)
+for j in $(seq 1 $((N - 1))); do
+    for t in $(seq 1 600); do ssh "${fresh[@]}" host$j true 2>/dev/null && break; sleep 0.5; done
+done
+for i in $(seq 1 "$R"); do
+    a=$(us); ssh "${fresh[@]}" host1 true; rc=$?; b=$(us)
+    echo "SSH_FIRST $(( (b - a) / 1000 )) $rc"
+done
+# today's settings step by step, new connections each (a pod with them
+# only): the key exchange and keys of before (curve25519, ed25519), and
+# ~/.bashrc read, as bash read it for every ssh command before
+if grep -q '^ *ControlMaster auto' ~/.ssh/config; then
+    old=(-o KexAlgorithms=curve25519-sha256 -o HostKeyAlgorithms=ssh-ed25519
+         -o PubkeyAcceptedAlgorithms=ssh-ed25519)
+    for i in $(seq 1 "$R"); do
+        a=$(us); ssh "${fresh[@]}" "${old[@]}" host1 true; rc=$?; b=$(us)
+        echo "STEP_X25519 $(( (b - a) / 1000 )) $rc"
+        a=$(us); ssh "${fresh[@]}" host1 '. ~/.bashrc; true'; rc=$?; b=$(us)
+        echo "STEP_BASHRC $(( (b - a) / 1000 )) $rc"
+    done
+fi
+# mpirun_t TAG: mpirun -np N hostname: ms to its first line, to its end,
+# and how many lines name a host
+# (a pipe: the guest's /dev has no /dev/fd for bash's <(...))
+mpirun_t() {
+    local a
+    a=$(us)
+    mpirun -np "$N" --host "$H" hostname 2>&1 | {
+        first="" n=0
+        while IFS= read -r l; do
+            [ -n "$first" ] || first=$(us)
+            case $l in host[0-9]*) n=$((n + 1)) ;; *) echo "mpirun: $l" ;; esac
+        done
+        b=$(us)
+        echo "$1 $(( (${first:-$b} - a) / 1000 )) $(( (b - a) / 1000 )) $n"
+    }
+}
+mpirun_t MPI_FIRST
+for i in $(seq 1 "$R"); do
+    a=$(us); ssh host1 true; rc=$?; b=$(us)
+    echo "SSH_NEXT $(( (b - a) / 1000 )) $rc"
+done
+mpirun_t MPI_NEXT
+EOF
+    for n in ${SSH_HOSTS//,/ }; do
+        echo "bash ssh-bench.sh $n $SSH_REPS" >"$W/proj/ssh-job-$n.sh"
+        for cfg in legacy fast; do
+            log "ssh: $n host-userland guests, the guests' ssh $cfg"
+            leg=0; [ $cfg = fast ] || leg=1
+            CXLPOD_SSH_LEGACY=$leg launch -q -w "$W/ssh-$cfg-$n" -n "$n" --userland host --mem 512M \
+                --timeout 1500 --boot-timeout 900 --json --job-host "0:$W/proj/ssh-job-$n.sh" \
+                >"$W/ssh-$cfg-$n.out" 2>"$W/ssh-$cfg-$n.err" \
+                || die "the $n-host ssh benchmark pod ($cfg) failed; see $W/ssh-$cfg-$n.err"
+            [ $DRY = 0 ] || continue
+            o=$W/ssh-$cfg-$n.out
+            j=$(grep '^{' "$o" | tail -n1)
+            # med TAG: the median of TAG's times that succeeded (rc 0)
+            med() { sed -n "s/^\[host0\] $1 \([0-9]*\) 0\$/\1/p" "$o" | sort -n |
+                    awk '{a[NR] = $1} END {print NR ? a[int((NR + 1) / 2)] : "null"}'; }
+            mf() { sed -n "s/^\[host0\] $1 \([0-9]*\) \([0-9]*\) \([0-9]*\)\$/{\"first_ms\":\1,\"end_ms\":\2,\"lines\":\3}/p" "$o" |
+                   head -n1 | grep . || echo null; }
+            rec "$(jq -c --arg cfg "$cfg" --argjson n "$n" --argjson sf "$(med SSH_FIRST)" \
+                --argjson sn "$(med SSH_NEXT)" --argjson sx "$(med STEP_X25519)" \
+                --argjson sb "$(med STEP_BASHRC)" --argjson m1 "$(mf MPI_FIRST)" \
+                --argjson m2 "$(mf MPI_NEXT)" --arg load "$(load)" \
+                '{bench:"ssh", cfg:$cfg, hosts:$n, ssh_first_ms:$sf, ssh_next_ms:$sn,
+                  step_x25519_ms:$sx, step_bashrc_ms:$sb,
+                  mpi_first:$m1, mpi_next:$m2, all_ready_s:.all_ready_s, all_up_s:.all_up_s,
+                  up_s_max:([.results[].up_s] | max), boot_s_max:([.results[].boot_s] | max),
+                  load:$load}' <<<"$j")"
+        done
+    done
+fi
+
 # ---------------------------------------------------------------- table
 if [ $DRY = 1 ]; then
     log "dry run: arguments, tools and every pod's launcher options are fine; nothing booted"
@@ -247,4 +349,26 @@ jq -r '.[] | select(.bench == "ipod") |
   "  QEMU CPU time until then \(.cpu_s) s, \(.cpu_s_per_guest * 100 | round / 100) s per guest",
   "  QEMU memory, peak: RSS \(.peak_rss_mib | round) MiB (\(.rss_per_guest_mib | round) per guest), PSS \(.peak_pss_mib | round) MiB (\(.pss_per_guest_mib | round) per guest)",
   "  load average before / after: \(.load_before) / \(.load)"' "$W/results.json"
+jq -r '
+  def x(a; b): if (a | type) == "number" and (b | type) == "number" and b > 0
+               then "\(a / b * 100 | round / 100)x" else "-" end;
+  def pad(n): tostring | if length < n then . + " " * (n - length) else . end;
+  def row(name; a; b; r): "  \(name | pad(50)) \(a // "-" | pad(8)) \(b // "-" | pad(8)) \(r)";
+  map(select(.bench == "ssh")) | group_by(.hosts)[]
+  | (map(select(.cfg == "legacy"))[0] // {}) as $o | (map(select(.cfg == "fast"))[0] // {}) as $f
+  | ($f.hosts // $o.hosts) as $n
+  | "ssh and mpirun, \($n) host-userland guests (legacy: CXLPOD_SSH_LEGACY=1, the baseline):",
+    row("figure"; "legacy"; "fast"; "legacy/fast"),
+    row("ssh host0 -> host1 true, new connection, ms"; $o.ssh_first_ms; $f.ssh_first_ms; x($o.ssh_first_ms; $f.ssh_first_ms)),
+    row("  the same, key exchange and keys of before, ms"; null; $f.step_x25519_ms; ""),
+    row("  the same, ~/.bashrc read, ms"; null; $f.step_bashrc_ms; ""),
+    row("ssh host0 -> host1 true, later, ms"; $o.ssh_next_ms; $f.ssh_next_ms; x($o.ssh_next_ms; $f.ssh_next_ms)),
+    row("mpirun -np \($n) hostname, first line, ms"; $o.mpi_first.first_ms; $f.mpi_first.first_ms; x($o.mpi_first.first_ms; $f.mpi_first.first_ms)),
+    row("mpirun -np \($n) hostname, end, ms"; $o.mpi_first.end_ms; $f.mpi_first.end_ms; x($o.mpi_first.end_ms; $f.mpi_first.end_ms)),
+    row("mpirun again, first line, ms"; $o.mpi_next.first_ms; $f.mpi_next.first_ms; x($o.mpi_next.first_ms; $f.mpi_next.first_ms)),
+    row("mpirun again, end, ms"; $o.mpi_next.end_ms; $f.mpi_next.end_ms; x($o.mpi_next.end_ms; $f.mpi_next.end_ms)),
+    row("every region ready (all_ready_s), s"; $o.all_ready_s; $f.all_ready_s; ""),
+    row("every host up (all_up_s), s"; $o.all_up_s; $f.all_up_s; ""),
+    row("  up / ready (target at most 1.3x)"; x($o.all_up_s; $o.all_ready_s); x($f.all_up_s; $f.all_ready_s); ""),
+    "  load average after each pod: \($o.load // "-") / \($f.load // "-")"' "$W/results.json"
 echo "results: $W/results.json"

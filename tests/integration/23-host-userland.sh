@@ -103,6 +103,14 @@ for t in \$(seq 1 60); do
 done
 echo "ssh \$next -> \$r"
 [ -n "\$r" ] || echo "ssh error: \$(cat /tmp/ssh.err)"
+# the first ssh left a shared connection; a fresh one (-S none) uses the
+# P-256 key exchange and host key
+echo "mux=\$(ssh -O check \$next 2>&1)"
+echo "kex=\$(ssh -S none -v \$next true 2>&1 | sed -n 's/.*kex: algorithm: //p; s/.*Server host key: \([^ ]*\) .*/hostkey \1/p' | tr '\n' ' ')"
+# an ssh command gets the pod's environment, not ~/.bashrc (this guest's
+# layer of it: the write stays in the guest)
+echo 'export CXLPOD_BASHRC_READ=yes' >>/root/.bashrc
+echo "bashrc=\$(ssh host\$me 'echo \${CXLPOD_BASHRC_READ:-no} \$SHLVL \$CXLPOD_HOST_ID')"
 ls /root/.ssh | tr '\n' ' ' | sed 's/^/rootssh=/'; echo
 # this machine's secrets are not the guests'
 echo "hostkey=[\$(cat /etc/ssh/ssh_host_*_key 2>/dev/null | head -c 40)]"
@@ -133,7 +141,10 @@ for ((h = 0; h < N; h++)); do
     expect_line $h "^tokens: host $h saw all $N tokens\$"
     expect_line $h '^python tokens ok$'
     expect_line $h "^ssh host$next -> $next host$next /dev/dax0\.0\$"
-    expect_line $h '^rootssh=config id_ed25519 id_ed25519.pub $'
+    expect_line $h '^mux=Master running'
+    expect_line $h '^kex=ecdh-sha2-nistp256 hostkey ecdsa-sha2-nistp256 $'
+    expect_line $h "^bashrc=no 2 $h\$"
+    expect_line $h '^rootssh=config id_ecdsa id_ecdsa.pub id_ed25519 id_ed25519.pub $'
     if [ "$(id -u)" = 0 ]; then
         expect_line $h '^hostkey=\[\]$'
         expect_line $h '^roothash=\*$'
@@ -142,6 +153,10 @@ for ((h = 0; h < N; h++)); do
 done
 jq -e '[.results[] | select(.status == "ok")] | length == 4' < <(grep '^{' "$WORK/run.out" | tail -n1) >/dev/null \
     || fail "not every host ok in the --json line"
+# the pod's up: every host's QEMU start to UP, at or after every region ready
+jq -e '(.all_up_s | type) == "number" and .all_up_s >= .all_ready_s
+       and .all_up_s >= ([.results[].up_s] | max)' < <(grep '^{' "$WORK/run.out" | tail -n1) >/dev/null \
+    || fail "all_up_s of the --json line is not the pod's time to every host up: $(grep '^{' "$WORK/run.out" | tail -n1 | jq -c '{all_ready_s, all_up_s, up_s: [.results[].up_s]}')"
 pass "4 host-userland guests: names, routes, isolation, a host-built dynamic program, python, ssh between guests"
 
 # a program missing in the guests: rc=127 and the launcher says why

@@ -8,7 +8,8 @@
 #   - without them the corruption is detected (exit 3), on every rank
 #     that read another host's vector.
 # While host 0's job waits, this script logs into host 2 from the host
-# with `cxlpod-launch ssh` and checks who answers.
+# with `cxlpod-launch ssh` and checks who answers, also after a client
+# that left in the middle of the port's handshake.
 . "$(dirname "$0")/lib.sh"
 
 N=4
@@ -85,6 +86,27 @@ rcb=0; wait $pb || rcb=$?
 [ -n "$queued" ] || { touch "$PROJ/go"; fail "the second ssh client never waited behind the first's open session (second: rc $rcb, '$(cat "$WORK/second.out")')"; }
 [ $rca = 0 ] && [ $rcb = 0 ] && [ "$(cat "$WORK/first.out")" = first ] && [ "$(cat "$WORK/second.out")" = second ] \
     || { touch "$PROJ/go"; fail "two unshared ssh connections to host 2 answered '$(cat "$WORK/first.out")' (rc $rca) and '$(cat "$WORK/second.out")' (rc $rcb)"; }
+# a client that goes after the guest's ready, without its go (a proxy
+# killed by a timeout): the next client is still served
+timeout 150 python3 - "$WORK/pod/host2.ssh" <<'PY' || { touch "$PROJ/go"; fail "the stale client got no ready from host 2"; }
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.settimeout(0.5)
+buf = b""
+while b"cxlpod-vport-ready-2 00000000deadbeef\n" not in buf:
+    s.sendall(b"cxlpod-vport-hello-2 00000000deadbeef\n")
+    try:
+        d = s.recv(256)
+    except socket.timeout:
+        continue
+    if not d:
+        sys.exit("host 2's ssh port closed before its ready")
+    buf += d
+s.close()
+PY
+got=$(timeout 100 ssh -F "$WORK/pod/ssh/config" -S none host2 hostname </dev/null 2>&1) || true
+[ "$got" = host2 ] || { touch "$PROJ/go"; fail "after a client left without its go, ssh to host 2 answered '$got'"; }
 touch "$PROJ/go"
 wait $LP || { cat "$WORK/run.err"; out 0; fail "the MPI pod failed"; }
 cat "$WORK/run.err"     # the launcher's progress: boot and job times

@@ -33,7 +33,11 @@ expect "bench-scale.sh --hosts x is refused" 1 'numbers separated by commas' bas
 expect "bench-pod.sh --dry-run" 0 'dry run: .*nothing booted' bash "$S/bench-pod.sh" --dry-run
 expect "bench-pod.sh --dry-run --hosts 4 --skip boot,net --ipod-arg --boot-parallel=0" 0 'dry run' \
     bash "$S/bench-pod.sh" --dry-run --hosts 4 --skip boot,net --ipod-arg --boot-parallel=0
-expect "bench-pod.sh --skip frob is refused" 1 "'frob' is not boot, net, pod or ipod" bash "$S/bench-pod.sh" --dry-run --skip frob
+expect "bench-pod.sh --skip frob is refused" 1 "'frob' is not boot, net, pod, ipod or ssh" bash "$S/bench-pod.sh" --dry-run --skip frob
+expect "bench-pod.sh --dry-run --skip boot,net,pod,ipod --ssh-hosts 4,8 --ssh-reps 3" 0 'ssh: 8 host-userland guests, the guests. ssh fast' \
+    bash "$S/bench-pod.sh" --dry-run --skip boot,net,pod,ipod --ssh-hosts 4,8 --ssh-reps 3
+expect "bench-pod.sh --ssh-hosts 1 is refused" 1 'wants numbers 2..32' bash "$S/bench-pod.sh" --dry-run --ssh-hosts 1
+expect "bench-pod.sh --ssh-reps 0 is refused" 1 'wants a positive number' bash "$S/bench-pod.sh" --dry-run --ssh-reps 0
 expect "bench-pod.sh --hosts 99 is refused" 1 'wants 1..32' bash "$S/bench-pod.sh" --dry-run --hosts 99
 
 expect "bench-timed.sh --dry-run" 0 'has the timed-bench case' bash "$S/bench-timed.sh" --dry-run
