@@ -14,15 +14,18 @@ pass() { echo "ok: $*"; }
 # pod ARGS... : run the launcher with a fresh work dir (and pool) under $WORK
 # pod ARGS... : the launcher on a fresh work dir.  CXLPOD_TIME_SCALE=K
 # (scripts/test-sanitize.sh sets it: its QEMU runs several times slower)
-# multiplies the launcher's --timeout and --boot-timeout by K.
+# multiplies the launcher's --timeout and --boot-timeout by K (the boot
+# timeout's default, 180 s, too).
 pod() {
-    local a k=${CXLPOD_TIME_SCALE:-1} args=()
+    local a k=${CXLPOD_TIME_SCALE:-1} args=() boot=0
     while [ $# -gt 0 ]; do
         a=$1; shift
         case $a in
         --timeout|--boot-timeout)
+            [ "$a" = --timeout ] || boot=1
             args+=("$a" "$(($1 * k))"); shift ;;
         --timeout=*|--boot-timeout=*)
+            [ "${a%%=*}" = --timeout ] || boot=1
             args+=("${a%%=*}=$((${a#*=} * k))") ;;
         --)
             args+=("$a" "$@"); break ;;
@@ -30,6 +33,7 @@ pod() {
             args+=("$a") ;;
         esac
     done
+    [ "$k" = 1 ] || [ $boot = 1 ] || args=(--boot-timeout $((180 * k)) "${args[@]}")
     rm -rf "$WORK/pod"
     "$CXLPOD_LAUNCH" -w "$WORK/pod" "${args[@]}"
 }
