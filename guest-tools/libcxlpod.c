@@ -28,7 +28,7 @@ _Static_assert(CXLPOD_CAP_NATIVE_OPS == R_CXLSHM_CAPS_NATIVE_MASK &&
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define BAR5_SIZE 4096
+#define BAR5_SIZE CXLSHM_REGS_SIZE
 
 /* the doorbell's lock, shared by the processes of the system (doorbell()) */
 #define DB_SHARED_MAGIC 0x43584442u /* "CXDB" */
@@ -344,6 +344,15 @@ static int try_pci(cxlpod *p, const char *bdf)
 		p->regs = NULL;
 		close(fd);
 		return fail(ENODEV, "%s: BAR5 magic 0x%08x, not a cxl-shm device", bdf, magic);
+	}
+	uint32_t version = rd32(p, A_CXLSHM_VERSION);
+	if (version != CXLSHM_VERSION_VALUE) {
+		munmap(m, BAR5_SIZE);
+		p->regs = NULL;
+		close(fd);
+		return fail(ENODEV, "%s: cxl-shm register block version %u, this libcxlpod "
+			    "knows version %u only: use the guest tools built with that QEMU",
+			    bdf, version, CXLSHM_VERSION_VALUE);
 	}
 	p->bar_fd = fd;
 	snprintf(p->lock_path, sizeof(p->lock_path), "%s", path);
@@ -1054,15 +1063,24 @@ int cxlpod_max_hosts(cxlpod *p, unsigned *n)
 	*n = p->info.max_hosts;
 	return 0;
 }
+int cxlpod_hosts_live_map(cxlpod *p, uint64_t *words, unsigned nwords)
+{
+	if (!p || !words)
+		return fail(EINVAL, "NULL argument");
+	for (unsigned w = 0; w < nwords; w++) {
+		if (p->backend != CXLPOD_BACKEND_DEVICE) {
+			unsigned n = p->nhosts_env > 64 * w ? p->nhosts_env - 64 * w : 0;
+			words[w] = n >= 64 ? ~0ull : ((1ull << n) - 1);
+		} else {
+			words[w] = w < CXLSHM_HOST_LIVE_WORDS ?
+				rd64(p, A_CXLSHM_HOST_LIVE_WORD(w)) : 0;
+		}
+	}
+	return 0;
+}
 int cxlpod_hosts_live(cxlpod *p, uint64_t *bitmap)
 {
-	if (!p || !bitmap)
-		return fail(EINVAL, "NULL argument");
-	if (p->backend != CXLPOD_BACKEND_DEVICE)
-		*bitmap = p->nhosts_env >= 64 ? ~0ull : ((1ull << p->nhosts_env) - 1);
-	else
-		*bitmap = rd64(p, A_CXLSHM_HOST_LIVE);
-	return 0;
+	return cxlpod_hosts_live_map(p, bitmap, 1);
 }
 int cxlpod_host_state(cxlpod *p, unsigned host, enum cxlpod_host_state *state, uint64_t *gen)
 {

@@ -311,40 +311,65 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
 }
 
 /*
- * Turns: an optional word beside each lock word (CXLShmLines::turns)
- * that makes a contended lock go round the hosts that want it, so that
- * each of them wins it in turn however fast the others retry.  Bits
- * 0-31: the hosts that have been failing to take the lock for more than
- * TURN_AFTER_US and are still retrying; bits 32-39: the host that took
- * it last, + 1 (0: none yet).  A free lock whose word lists waiters may
- * be taken only by the first of them after the last holder, in host
- * order, round the table.  Only a caller that will try again asks for
- * a turn (not a timer or a mailbox command that tries once).  Until a
- * host has waited that long, whoever
- * comes first takes a free lock: a lock handed only in turn would stay
- * free while the host whose turn it is waits for a CPU.  A waiter that
- * stops retrying (stopped, reset, died) keeps its turn for
- * TURN_EXPIRE_US at most: a host that finds the lock free and the word
+ * Turns: an optional entry of CXLShmLines::turn_words words beside each
+ * lock word (CXLShmLines::turns) that makes a contended lock go round
+ * the hosts that want it, so that each of them wins it in turn however
+ * fast the others retry.  The first turn_words - 1 words are a bitmap
+ * (bit h % 64 of word h / 64 for host h) of the hosts that have been
+ * failing to take the lock for more than TURN_AFTER_US and are still
+ * retrying; the last word is the host that took it last, + 1 (0: none
+ * yet).  A free lock whose entry lists waiters may be taken only by the
+ * first of them after the last holder, in host order, round the table.
+ * Only a caller that will try again asks for a turn (not a timer or a
+ * mailbox command that tries once).  Until a host has waited that long,
+ * whoever comes first takes a free lock: a lock handed only in turn
+ * would stay free while the host whose turn it is waits for a CPU.  A
+ * waiter that stops retrying (stopped, reset, died) keeps its turn for
+ * TURN_EXPIRE_US at most: a host that finds the lock free and the entry
  * unchanged for that long drops it, and it joins again when it has
- * waited long again.
+ * waited long again.  Each word is changed on its own (compare-and-swap
+ * of one bit, or a store of the last holder): a reader that sees a
+ * waiter's bit and an older last holder at once may pick another waiter
+ * than the holder will, which only delays the lock, never hands it to
+ * two hosts (the lock word decides).
  */
 #define TURN_AFTER_US           100
 #define TURN_EXPIRE_US          5000
-#define TURN_LAST_SHIFT         32
+#define TURN_WORDS_MAX          (CXLSHM_MAX_HOSTS / 64 + 2)
 
-/* Whose turn is it, by word @t: a host, or -1 for anyone */
-static int turn_holder(uint64_t t)
+static uint64_t *word_turn(CXLShmLines *l, const uint64_t *word)
 {
-    uint32_t waiters = (uint32_t)t;
-    uint32_t last = (t >> TURN_LAST_SHIFT) & 0xff;
-    uint32_t rot;
+    return l->turns ? &l->turns[(word - l->locks) * l->turn_words] : NULL;
+}
 
-    if (!waiters) {
-        return -1;
+/* A copy of the entry at @turn, word by word */
+static void turn_read(const CXLShmLines *l, const uint64_t *turn,
+                      uint64_t *t)
+{
+    uint32_t i;
+
+    for (i = 0; i < l->turn_words; i++) {
+        t[i] = qatomic_read(&turn[i]);
     }
-    last %= CXLSHM_MAX_HOSTS;   /* the host after the last holder */
-    rot = (waiters >> last) | (last ? waiters << (32 - last) : 0);
-    return (ctz32(rot) + last) % CXLSHM_MAX_HOSTS;
+}
+
+/* Whose turn is it, by the copy @t of an entry: a host, or -1 for anyone */
+static int turn_holder(const CXLShmLines *l, const uint64_t *t)
+{
+    uint32_t nw = l->turn_words - 1;
+    uint32_t start = t[nw] % (nw * 64);     /* after the last holder */
+    uint32_t w = start / 64, k;
+    uint64_t bits = t[w] & (~0ULL << (start % 64));
+
+    /* round the bitmap from @start; the first word again at the end */
+    for (k = 0; k <= nw; k++) {
+        if (bits) {
+            return w * 64 + ctz64(bits);
+        }
+        w = (w + 1) % nw;
+        bits = t[w];
+    }
+    return -1;
 }
 
 /*
@@ -357,27 +382,27 @@ static __thread int64_t wait_since;
 /* Set or clear this host's waiting bit, and record a win */
 static void turn_update(CXLShmLines *l, uint64_t *turn, bool won)
 {
-    uint64_t me = 1ULL << l->host_id, old, new;
+    uint64_t *mine = &turn[l->host_id / 64];
+    uint64_t me = 1ULL << (l->host_id % 64), old;
+    uint32_t i, nw = l->turn_words - 1;
 
-    old = qatomic_read(turn);
-    for (;;) {
-        if (won) {
-            /* nobody waits long: nothing to record (no shared write) */
-            if (!(old & 0xffffffffULL)) {
-                return;
-            }
-            new = (old & ~(me | (0xffULL << TURN_LAST_SHIFT))) |
-                  ((uint64_t)(l->host_id + 1) << TURN_LAST_SHIFT);
-        } else {
-            new = old | me;
-            if (new == old) {
-                return;
-            }
+    if (won) {
+        /* nobody waits long: nothing to record (no shared write) */
+        for (i = 0; i < nw && !qatomic_read(&turn[i]); i++) {
         }
-        if (qatomic_cmpxchg(turn, old, new) == old) {
+        if (i == nw) {
             return;
         }
-        old = qatomic_read(turn);
+        /* the last holder first: see above */
+        qatomic_set(&turn[nw], l->host_id + 1);
+        if (qatomic_read(mine) & me) {
+            qatomic_fetch_and(mine, ~me);
+        }
+        return;
+    }
+    old = qatomic_read(mine);
+    if (!(old & me)) {
+        qatomic_fetch_or(mine, me);
     }
 }
 
@@ -393,30 +418,32 @@ static int64_t now_us(void)
 /*
  * May this host take the free lock of @turn now?  When another host's
  * turn has stood still for TURN_EXPIRE_US with the lock free, that host
- * is dropped from the word (it rejoins when it next fails).
+ * is dropped from the entry (it rejoins when it next fails).
  */
 static bool turn_mine(CXLShmLines *l, uint64_t *turn)
 {
     static __thread uint64_t *stuck_word;
-    static __thread uint64_t stuck_val;
+    static __thread uint64_t stuck_val[TURN_WORDS_MAX];
     static __thread int64_t stuck_since;
-    uint64_t t;
+    uint64_t t[TURN_WORDS_MAX];
     int who;
 
     if (!turn) {
         return true;
     }
-    t = qatomic_read(turn);
-    who = turn_holder(t);
+    turn_read(l, turn, t);
+    who = turn_holder(l, t);
     if (who < 0 || who == (int)l->host_id) {
         return true;
     }
-    if (stuck_word != turn || stuck_val != t) {
+    if (stuck_word != turn ||
+        memcmp(stuck_val, t, l->turn_words * sizeof(t[0]))) {
         stuck_word = turn;
-        stuck_val = t;
+        memcpy(stuck_val, t, l->turn_words * sizeof(t[0]));
         stuck_since = now_us();
     } else if (now_us() - stuck_since >= TURN_EXPIRE_US) {
-        qatomic_cmpxchg(turn, t, t & ~(1ULL << who));
+        qatomic_cmpxchg(&turn[who / 64], t[who / 64],
+                        t[who / 64] & ~(1ULL << (who % 64)));
         stuck_word = NULL;
     }
     return false;
@@ -441,7 +468,7 @@ bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset, Held *h,
     h->slot = slot_claim(l);
     h->tag = CXLPOOL_TAG(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
-    turn = l->turns ? &l->turns[h->word - l->locks] : NULL;
+    turn = word_turn(l, h->word);
     for (spins = 0; spins < LOCK_SPINS; spins++) {
         old = qatomic_read(h->word);
         if (old) {

@@ -264,7 +264,7 @@ static void test_identify(void)
 
     host_start(&h, pool, 2, false);
     g_assert_cmphex(r32(&h, A_CXLSHM_MAGIC), ==, CXLSHM_MAGIC_VALUE);
-    g_assert_cmpuint(r32(&h, A_CXLSHM_VERSION), ==, 1);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_VERSION), ==, CXLSHM_VERSION_VALUE);
     g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_ID), ==, 2);
     g_assert_cmpuint(r32(&h, A_CXLSHM_MAX_HOSTS), ==, 4);
     g_assert_cmphex(r64(&h, A_CXLSHM_SIZE), ==, POOL_SIZE);
@@ -287,7 +287,7 @@ static void test_identify(void)
     /* owner-only pool file, metadata + data */
     g_assert_cmpint(stat(pool, &st), ==, 0);
     g_assert_cmpint(st.st_mode & 0777, ==, 0600);
-    g_assert_cmpint(st.st_size, ==, META_SIZE + POOL_SIZE);
+    g_assert_cmpint(st.st_size, ==, cxlpool_file_size(POOL_SIZE, 4));
 
     /* committing the decoder maps the device: CAPS.DIRECT */
     host_enable(&h, true);
@@ -1796,7 +1796,8 @@ typedef enum {
     POOL_MISSING,
     POOL_TEXT,          /* some other file */
     POOL_BAD_MAGIC,
-    POOL_VERSION,       /* version 4 with a valid checksum */
+    POOL_VERSION,       /* version 5 with a valid checksum */
+    POOL_OLD,           /* version 3, the format before */
     POOL_CORRUPT,       /* geometry changed, checksum not */
     POOL_SHORT,         /* truncated data */
     POOL_LIVE,          /* host 0 is held by a running QEMU */
@@ -1908,9 +1909,9 @@ static const struct {
     { "coherent-too-big", POOL_GOOD,
       "pool=%s,size=256M,coherent-size=512M", "[0, size=268435456]" },
     { "max-hosts-zero", POOL_GOOD, "pool=%s,size=256M,max-hosts=0",
-      "property 'max-hosts' is 0 (allowed: [1, 32])" },
-    { "max-hosts-33", POOL_GOOD, "pool=%s,size=256M,max-hosts=33",
-      "property 'max-hosts' is 33" },
+      "property 'max-hosts' is 0 (allowed: [1, 256])" },
+    { "max-hosts-257", POOL_GOOD, "pool=%s,size=256M,max-hosts=257",
+      "property 'max-hosts' is 257" },
     { "host-id-range", POOL_GOOD, "pool=%s,size=256M,max-hosts=4,host-id=4",
       "property 'host-id' is 4 (allowed: [0, max-hosts-1=3])" },
     { "mode-bogus", POOL_GOOD, "pool=%s,size=256M,mode=fast",
@@ -1957,7 +1958,10 @@ static const struct {
     { "bad-magic", POOL_BAD_MAGIC, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "bad magic" },
     { "version", POOL_VERSION, "pool=%s,size=256M,coherent-size=64M,"
-      "max-hosts=4", "has format version 4" },
+      "max-hosts=4", "has format version 5" },
+    { "version-before", POOL_OLD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "has format version 3, this QEMU supports version 4 "
+      "only: upgrade it in place with 'cxlpod-pool upgrade " },
     { "corrupt", POOL_CORRUPT, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "corrupt header" },
     { "truncated", POOL_SHORT, "pool=%s,size=256M,coherent-size=64M,"
@@ -2047,7 +2051,8 @@ static void test_refused_config(const void *data)
         case POOL_NO_HEADER:
             /* what pool_create leaves when killed after sizing the file */
             g_assert_true(g_file_set_contents(pool, "", 0, NULL));
-            g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE), ==, 0);
+            g_assert_cmpint(truncate(pool, cxlpool_file_size(POOL_SIZE, 4)),
+                            ==, 0);
             /* killed a minute ago: a new file would be waited for 5 s */
             g_assert_cmpint(utimensat(AT_FDCWD, pool, (struct timespec[2]) {
                 { .tv_sec = time(NULL) - 60 },
@@ -2097,9 +2102,9 @@ static void test_refused_config(const void *data)
         if (refused[i].kind == POOL_BAD_MAGIC) {
             patch_pool(pool, 0, "XXXX", 4);
         } else if (refused[i].kind == POOL_VERSION) {
-            /* version 4, checksum made valid: a future format */
-            uint8_t hdr[0x48];
-            uint32_t ver = 4, crc;
+            /* version 5, checksum made valid: a future format */
+            uint8_t hdr[0x5c];
+            uint32_t ver = 5, crc;
             g_autofree char *ck = NULL;
 
             pool_pread(pool, 0, hdr, sizeof(hdr));
@@ -2119,7 +2124,12 @@ static void test_refused_config(const void *data)
                 crc = c ^ 0xffffffff;
             }
             patch_pool(pool, 0, hdr, sizeof(hdr));
-            patch_pool(pool, 0x48, &crc, 4);
+            patch_pool(pool, 0x5c, &crc, 4);
+        } else if (refused[i].kind == POOL_OLD) {
+            /* the format before: refused with the command that upgrades */
+            uint32_t ver = 3;
+
+            patch_pool(pool, 8, &ver, 4);
         } else if (refused[i].kind == POOL_CORRUPT) {
             uint64_t coh = 128 * MiB;
 
@@ -5570,7 +5580,8 @@ static char *hugetlbfs_dir(void)
     if (f) {
         sscanf(f, "Hugepagesize: %lu", &page_kb);
     }
-    if (page_kb != 2048 || free_pages * 2 * MiB < META_SIZE + POOL_SIZE) {
+    if (page_kb != 2048 ||
+        free_pages * 2 * MiB < cxlpool_file_size(POOL_SIZE, 4)) {
         return NULL;
     }
     lines = g_strsplit(mounts, "\n", -1);
