@@ -169,17 +169,18 @@ void check_clean_exit(struct host *h, const char *pool, bool quiet)
  * After the run: the host table as the pool file holds it
  * (docs/pool-format.md), which also covers the host that exited last,
  * when no survivor's QMP was left to ask.  Returns the number of entries
- * read into state[] / gen[] (0 if the file is not a pool of version 3).
+ * read into state[] / gen[] (0 if the file is not a pool of version 4).
  */
 #define POOL_MAGIC "CXLPOOL"
 int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
 {
     int fd = open(pool, O_RDONLY | O_CLOEXEC);
-    unsigned char hdr[0x50];
+    unsigned char hdr[0x60];
     if (fd < 0) {
         return 0;
     }
-    uint32_t version = 0, max_hosts = 0, hoff = 0, hsize = 0;
+    uint32_t version = 0, max_hosts = 0, hsize = 0;
+    uint64_t hoff = 0;
     if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
         memcmp(hdr, POOL_MAGIC, 8)) {
         close(fd);
@@ -187,9 +188,9 @@ int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
     }
     memcpy(&version, hdr + 0x08, 4);
     memcpy(&max_hosts, hdr + 0x2c, 4);
-    memcpy(&hoff, hdr + 0x30, 4);
-    memcpy(&hsize, hdr + 0x34, 4);
-    if (version != 3 || hsize < 16 || max_hosts > MAX_HOSTS) {
+    memcpy(&hoff, hdr + 0x50, 8);
+    memcpy(&hsize, hdr + 0x58, 4);
+    if (version != 4 || hsize < 16 || max_hosts > MAX_HOSTS) {
         close(fd);
         return 0;
     }

@@ -32,7 +32,8 @@ G_STATIC_ASSERT(CXLSHM_STAT_TABLE_NR ==
                 G_N_ELEMENTS(((CXLPoolHost *)0)->stats));
 G_STATIC_ASSERT(CXLSHM_STAT_NR - CXLSHM_STAT_TABLE_NR <=
                 CXLPOOL_XSTATS_PER_HOST);
-/* the tag's host and slot fields */
+/* the tag's host and slot fields; the text of cxlpool_geometry_problem() */
+G_STATIC_ASSERT(CXLPOOL_MAX_HOSTS == 256);
 G_STATIC_ASSERT(CXLPOOL_MAX_HOSTS <= 256 && CXLSHM_UNDO_SLOTS <= 128);
 
 const char *cxlpool_host_state_name(uint32_t state)
@@ -239,7 +240,7 @@ const char *cxlpool_geometry_problem(const CXLPoolGeometry *g)
         return "coherent-size is larger than size";
     }
     if (g->max_hosts < 1 || g->max_hosts > CXLPOOL_MAX_HOSTS) {
-        return "max-hosts is not in [1, " stringify(CXLPOOL_MAX_HOSTS) "]";
+        return "max-hosts is not in [1, 256]";
     }
     return NULL;
 }
@@ -327,7 +328,7 @@ int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
 int cxlpool_write_at(int fd, uint64_t off, const void *buf, size_t len)
 {
     ssize_t n = pwrite(fd, buf, len, off);
-    size_t maplen = ROUND_UP(len, CXLPOOL_TAIL_ALIGN);
+    size_t maplen = QEMU_ALIGN_UP(len, CXLPOOL_TAIL_ALIGN);
     void *m;
 
     if (n >= 0) {

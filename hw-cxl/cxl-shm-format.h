@@ -77,10 +77,13 @@ enum {
  * Snoop filter of the coherent window (mode=timed): a header, then
  * [CXLSHM_NR_LOCKS sets][ways] entries of two words; set i holds coherent
  * lines L with L % 8192 == i and is guarded by line lock i.  Word 0 of an
- * entry: bit 63 valid, 42..62 tag (L / 8192), 38..41 age, 0..8 the host
- * holding it modified + 1 (0: none).  Word 1: the hosts holding a copy,
- * bit h % 64 for host h (exact up to 64 hosts; beyond, a bit stands for
- * every host of its class, as a coarse snoop filter's does).
+ * entry: bit 63 valid, 42..62 tag (L / 8192), 38..41 age, 9..32 epoch
+ * (moved by every store; a new entry takes the header's count of
+ * entries made, so that no copy made under an earlier entry matches),
+ * 0..8 the host holding it modified + 1 (0: none).  Word 1: the hosts
+ * holding a copy, bit h % 64 for host h (exact up to 64 hosts; beyond, a
+ * bit stands for every host of its class, as a coarse snoop filter's
+ * does).
  */
 #define CXLPOOL_SF_MAGIC        0x504f4f4e53465333ULL  /* "3SFSNOOP" */
 #define CXLPOOL_SF_MAX_WAYS     14
@@ -88,6 +91,7 @@ enum {
 typedef struct CXLPoolSnoopHeader {
     uint64_t magic;             /* CXLPOOL_SF_MAGIC once set up */
     uint64_t ways;              /* entries = ways * CXLSHM_NR_LOCKS */
+    uint64_t inserts;           /* entries made: a new entry's epoch */
 } CXLPoolSnoopHeader;
 
 typedef struct CXLPoolSnoopEntry {
@@ -153,9 +157,9 @@ static inline void cxlpool_layout(CXLPoolLayout *lo, uint64_t data_size,
     lo->turn_words = DIV_ROUND_UP(max_hosts, 64) + 1;
     at = lo->tail;
     lo->hosts = at;
-    at = ROUND_UP(at + (uint64_t)max_hosts * sizeof(CXLPoolHost), 4096);
+    at = QEMU_ALIGN_UP(at + (uint64_t)max_hosts * sizeof(CXLPoolHost), 4096);
     lo->xstats = at;
-    at = ROUND_UP(at + (uint64_t)max_hosts * CXLPOOL_XSTATS_PER_HOST * 8,
+    at = QEMU_ALIGN_UP(at + (uint64_t)max_hosts * CXLPOOL_XSTATS_PER_HOST * 8,
                   4096);
     lo->undo = at;
     at += (uint64_t)max_hosts * 2 * CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo);
@@ -165,7 +169,7 @@ static inline void cxlpool_layout(CXLPoolLayout *lo, uint64_t data_size,
     lo->sf_entries = at + 4096;
     at = lo->sf_entries + (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS *
          sizeof(CXLPoolSnoopEntry);
-    lo->tail_size = ROUND_UP(at - lo->tail, CXLPOOL_TAIL_ALIGN);
+    lo->tail_size = QEMU_ALIGN_UP(at - lo->tail, CXLPOOL_TAIL_ALIGN);
 }
 
 /* The size of the file of a pool of @data_size bytes and @max_hosts */

@@ -388,7 +388,9 @@ static void turn_update(CXLShmLines *l, uint64_t *turn, bool won)
 
     if (won) {
         /* nobody waits long: nothing to record (no shared write) */
-        for (i = 0; i < nw && !qatomic_read(&turn[i]); i++) {
+        i = 0;
+        while (i < nw && !qatomic_read(&turn[i])) {
+            i++;
         }
         if (i == nw) {
             return;

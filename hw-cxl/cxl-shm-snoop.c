@@ -97,7 +97,9 @@ int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
     trace_cxl_shm_timed_sf_evict(s->host_id, off, holders);
 take:
     qatomic_set(&set[victim].holders, 0);
-    qatomic_set(&set[victim].tag, SF_VALID | tag << SF_TAG_SHIFT);
+    qatomic_set(&set[victim].tag, SF_VALID | tag << SF_TAG_SHIFT |
+                (qatomic_fetch_inc(&s->t.sf_header->inserts) &
+                 SF_EPOCH_MASK) << SF_EPOCH_SHIFT);
     return victim;
 }
 
@@ -181,6 +183,7 @@ bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
         memset(sf, 0, (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS *
                sizeof(*sf));
         qatomic_set(&sh->ways, ways);
+        qatomic_set(&sh->inserts, 0);
         smp_wmb();  /* the entries and ways are set before the magic */
         qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
     } else if (qatomic_read(&sh->ways) != ways) {
@@ -197,6 +200,7 @@ bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
     cxlpool_flock(s->fd, LOCK_UN);
     if (ok) {
         s->t.sf = sf;
+        s->t.sf_header = sh;
         s->t.sf_ways = ways;
     }
     return ok;

@@ -310,7 +310,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     uint64_t line = off / CXLSHM_LINE, me = sf_bit(s->host_id);
     CXLPoolSnoopEntry *set = cxl_shm_sf_set(s, off);
     uint64_t tag = cxl_shm_sf_tag(off);
-    uint64_t e, holders, owner = 0, others;
+    uint64_t e, holders, owner, others;
     CXLShmLineLock *held = held_of(s, cpu), local = { NULL }, *h;
     /* an atomic's load and store, not any exclusive section (page walk) */
     bool excl = cpu && tcg_enabled() && tcg_atomic_step_active();
@@ -339,16 +339,16 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
 
     /*
      * A read hit needs no lock: the filter still lists this host, and no
-     * other host holds the line modified (beyond 64 hosts the holders bit
-     * may be another host's of the same class, a coarse filter's entry)
+     * store moved the entry's epoch since this host's copy was made.  The
+     * epoch is what makes a copy stale beyond 64 hosts too, where a
+     * holders bit stands for every host of its class (a coarse filter's
+     * entry): the filter back-invalidates the whole class, as hardware's
+     * would, and the hosts whose copy the store made stale all miss.
      */
     if (!write && !excl && cached) {
         i = cxl_shm_sf_find(s, set, tag);
-        if (i >= 0 && (qatomic_read(&set[i].holders) & me)) {
-            owner = qatomic_read(&set[i].tag) & SF_OWNER_MASK;
-        }
         if (i >= 0 && (qatomic_read(&set[i].holders) & me) &&
-            (!owner || owner == s->host_id + 1)) {
+            sf_epoch(qatomic_read(&set[i].tag)) == w->epoch) {
             qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
             c->ns += qatomic_read(&t->hit_ns);
             return ld_bytes(s->pool + off, size);
@@ -385,7 +385,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     if (owner && !(holders & sf_bit(owner - 1))) {
         owner = 0;
     }
-    present = cached && (holders & me);
+    present = cached && (holders & me) && sf_epoch(e) == w->epoch;
 
     if (write || excl) {
         /* ownership for a store (an atomic's load takes it for its store) */
@@ -397,6 +397,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
         holders = me;
         owner = s->host_id + 1;
+        e = sf_epoch_next(e);
     } else if (owner && owner != s->host_id + 1) {
         /* another host holds it modified: it writes it back, then shares */
         snooped = true;
@@ -424,6 +425,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     qatomic_set(&set[i].holders, holders);
     qatomic_set(&set[i].tag, (e & ~SF_OWNER_MASK) | owner);
     cxl_shm_sf_touch(s, set, i);
+    w->epoch = sf_epoch(e);
 
     if (write) {
         st_bytes(s->pool + off, size, val);

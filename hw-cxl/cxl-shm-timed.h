@@ -18,6 +18,20 @@
 #define SF_AGE_SHIFT            38
 #define SF_AGE_MAX              15ULL
 #define SF_OWNER_MASK           0x1ffULL       /* the owner + 1, bits 0..8 */
+#define SF_EPOCH_SHIFT          9              /* stores to the line, 9..32 */
+#define SF_EPOCH_MASK           0xffffffULL
+
+static inline uint32_t sf_epoch(uint64_t e)
+{
+    return (e >> SF_EPOCH_SHIFT) & SF_EPOCH_MASK;
+}
+
+/* @e with its epoch moved on: a store made every other copy stale */
+static inline uint64_t sf_epoch_next(uint64_t e)
+{
+    return (e & ~(SF_EPOCH_MASK << SF_EPOCH_SHIFT)) |
+           (uint64_t)((sf_epoch(e) + 1) & SF_EPOCH_MASK) << SF_EPOCH_SHIFT;
+}
 
 /* The holders bit of host @h: h % 64 (coarse beyond 64 hosts) */
 static inline uint64_t sf_bit(uint32_t h)

@@ -57,6 +57,7 @@ typedef struct CXLShmWay {
     uint64_t stamp;             /* last use (LRU) */
     uint64_t dirty;             /* bit i: byte i stored by a cached store */
     uint64_t nt;                /* bit i: by a non-temporal store since */
+    uint32_t epoch;             /* coherent: the filter entry's epoch then */
 } CXLShmWay;
 
 /* mode=timed: a vCPU's last access piece (MMIO accesses come in pieces) */
@@ -94,6 +95,7 @@ typedef struct CXLShmTimed {
     uint64_t accesses;
     /* the pod's snoop filter (pool metadata) */
     CXLPoolSnoopEntry *sf;
+    CXLPoolSnoopHeader *sf_header;
     uint32_t sf_ways;
     /* bandwidth: the device's link is busy until then (ns) */
     int64_t busy_until;

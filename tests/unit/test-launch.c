@@ -517,14 +517,14 @@ static void test_pool_hosts(void)
             uint32_t u32;
             uint64_t u64;
             memcpy(meta, "CXLPOOL", 8);
-            u32 = 3;                            /* the format's version */
+            u32 = 4;                            /* the format's version */
             memcpy(meta + 0x08, &u32, 4);
             u32 = 3;
             memcpy(meta + 0x2c, &u32, 4);
-            u32 = 0x1000;
-            memcpy(meta + 0x30, &u32, 4);
+            u64 = 0x1000;                       /* the host table */
+            memcpy(meta + 0x50, &u64, 8);
             u32 = 128;
-            memcpy(meta + 0x34, &u32, 4);
+            memcpy(meta + 0x58, &u32, 4);
             for (int i = 0; i < 3; i++) {
                 u32 = (uint32_t)(i + 1);        /* live, failed, left */
                 memcpy(meta + 0x1000 + 128 * i, &u32, 4);
@@ -539,7 +539,7 @@ static void test_pool_hosts(void)
             g_assert_true(pst[0] == 1 && pst[1] == 2 && pst[2] == 3 && pg[2] == 12);
             g_assert_true(!strcmp(pool_state_name(pst[2]), "left"));
             g_assert_true(read_pool_hosts(tmpl, 2, pst, pg) == 2);
-            meta[8] = 1;                        /* version 1: not read */
+            meta[8] = 3;                        /* version 3: not read */
             g_assert_true(g_file_set_contents(tmpl, (char *)meta,
                                               sizeof(meta), NULL));
             g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
