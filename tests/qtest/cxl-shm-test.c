@@ -4602,10 +4602,13 @@ static void test_stopped_peer_reset_load(void)
     uint64_t page = COH_SIZE + 0x9000, off = page + 0x40;
     uint64_t word = 0x10000 + (page / 4096 % 8192) * 8;
     uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
-    uint64_t undo = 0x20000 + (1 * 2 + 1) * 64 * 128 + 63 * 128;
     uint8_t old[LINE], torn[LINE], fresh[LINE], whole[LINE];
+    CXLPoolLayout lo;
+    uint64_t undo;
     Host a, b;
 
+    cxlpool_layout(&lo, POOL_SIZE, 4);
+    undo = lo.undo + (1 * 2 + 1) * 64 * 128 + 63 * 128;
     host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
     memset(old, 0x5a, LINE);
