@@ -368,6 +368,18 @@ int cmd_check(int argc, char **argv)
         return 0;
     }
     if (ret == 1) {
+        g_autofree char *why = NULL;
+
+        if (p.err == CXLPOOL_ERR_VERSION &&
+            pool_v3_upgradable(argv[1], p.fd, &p.st, &why) >= 0) {
+            if (why) {
+                note(&r, "'cxlpod-pool upgrade' refuses it now: %s", why);
+            } else {
+                note(&r, "no host is live and no host left a write "
+                     "unfinished: 'cxlpod-pool upgrade %s' can upgrade it "
+                     "now", argv[1]);
+            }
+        }
         if (p.err != CXLPOOL_OK) {
             problem(&r, cxlpool_recovery(p.err), "the header is refused "
                     "(above): no host can start on this file");

@@ -234,51 +234,42 @@ static void build_tail(uint8_t *buf, const uint8_t *head,
     /* undo slots (none armed), turns and the filter: zero */
 }
 
-static int upgrade_v3(const char *path, int fd, const struct stat *st,
-                      const PoolV3Header *v3, bool dry)
+/*
+ * Why the version-3 pool @v3 (its header) in @fd cannot be upgraded now,
+ * or NULL: its header, its size, a live host, a lock held or an undo slot
+ * armed.  Reads only.
+ */
+static char *v3_refusal(const char *path, int fd, const struct stat *st,
+                        const PoolV3Header *v3)
 {
-    CXLPoolGeometry g = {
-        .size = v3->data_size,
-        .coherent_size = v3->coherent_size,
-        .max_hosts = v3->max_hosts,
-    };
     g_autoptr(GString) live = g_string_new(NULL);
-    g_autofree uint8_t *tail = NULL;
-    g_autofree uint8_t *page = NULL;
-    uint64_t v3_len = CXLPOOL_META_SIZE + v3->data_size, v4_len, hosts;
     CXLPoolLayout lo;
     const char *why;
     unsigned held, armed;
+    uint64_t hosts;
     uint8_t *head;
-    int ret = 1;
+    char *msg = NULL;
 
-    cxlpool_layout(&lo, g.size, g.max_hosts);
-    v4_len = lo.tail + lo.tail_size;
+    cxlpool_layout(&lo, v3->data_size, v3->max_hosts);
     why = v3_problem(v3, st->st_size, &lo);
     if (why) {
-        fail("upgrade: pool '%s' has format version 3 but %s: refusing to "
-             "upgrade it ('cxlpod-pool check' of the cxlpod that made it "
-             "says more)", path, why);
-        return 1;
+        return g_strdup_printf("pool '%s' has format version 3 but %s: "
+                               "refusing to upgrade it ('cxlpod-pool check' "
+                               "of the cxlpod that made it says more)", path,
+                               why);
     }
-    head = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | (dry ? 0 : PROT_WRITE),
-                MAP_SHARED, fd, 0);
+    head = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ, MAP_SHARED, fd, 0);
     if (head == MAP_FAILED) {
-        fail("upgrade: cannot map the head of pool '%s': %s", path,
-             strerror(errno));
-        return 2;
+        return g_strdup_printf("cannot map the head of pool '%s': %s", path,
+                               strerror(errno));
     }
-
-    /* nothing is written before every refusal is ruled out */
     live_hosts(fd, (const CXLPoolHost *)(head + POOL_V3_HOSTS), live);
-    if (live->len) {
-        fail("upgrade: pool '%s' has live hosts:%s; stop every QEMU of the "
-             "pod (a clean stop), then run the upgrade again", path,
-             live->str);
-        goto out;
-    }
     hosts = v3_locks(head, &held, &armed);
-    if (held || armed) {
+    if (live->len) {
+        msg = g_strdup_printf("pool '%s' has live hosts:%s; stop every QEMU "
+                              "of the pod (a clean stop), then run the "
+                              "upgrade again", path, live->str);
+    } else if (held || armed) {
         g_autoptr(GString) names = g_string_new(NULL);
         uint32_t i;
 
@@ -287,15 +278,67 @@ static int upgrade_v3(const char *path, int fd, const struct stat *st,
                 g_string_append_printf(names, " %u", i);
             }
         }
-        fail("upgrade: pool '%s' has %u line locks held and %u undo slots "
-             "armed, of hosts%s: line writes those hosts left unfinished "
-             "when they died, which only a host of format version 3 rolls "
-             "back.  Run 'cxlpod-pool check %s' of the cxlpod that made the "
-             "pool, start each of those hosts once more with that cxlpod "
-             "(its join releases what it left) and stop it cleanly, then "
-             "run the upgrade again; if the data need not be kept, make a "
-             "new pool instead", path, held, armed, names->str, path);
-        goto out;
+        msg = g_strdup_printf("pool '%s' has %u line locks held and %u undo "
+                              "slots armed, of hosts%s: line writes those "
+                              "hosts left unfinished when they died, which "
+                              "only a host of format version 3 rolls back.  "
+                              "Run 'cxlpod-pool check %s' of the cxlpod "
+                              "that made the pool, start each of those "
+                              "hosts once more with that cxlpod (its join "
+                              "releases what it left) and stop it cleanly, "
+                              "then run the upgrade again; if the data need "
+                              "not be kept, make a new pool instead", path,
+                              held, armed, names->str, path);
+    }
+    munmap(head, CXLPOOL_META_SIZE);
+    return msg;
+}
+
+int pool_v3_upgradable(const char *path, int fd, const struct stat *st,
+                       char **why)
+{
+    PoolV3Header v3;
+
+    *why = NULL;
+    if ((uint64_t)st->st_size < CXLPOOL_META_SIZE ||
+        pread(fd, &v3, sizeof(v3), 0) != sizeof(v3) ||
+        memcmp(v3.magic, CXLPOOL_MAGIC, sizeof(v3.magic)) ||
+        v3.version != POOL_V3_VERSION) {
+        return -1;
+    }
+    *why = v3_refusal(path, fd, st, &v3);
+    return *why ? 1 : 0;
+}
+
+static int upgrade_v3(const char *path, int fd, const struct stat *st,
+                      const PoolV3Header *v3, bool dry)
+{
+    CXLPoolGeometry g = {
+        .size = v3->data_size,
+        .coherent_size = v3->coherent_size,
+        .max_hosts = v3->max_hosts,
+    };
+    g_autofree uint8_t *tail = NULL;
+    g_autofree uint8_t *page = NULL;
+    g_autofree char *why = NULL;
+    uint64_t v3_len = CXLPOOL_META_SIZE + v3->data_size, v4_len;
+    CXLPoolLayout lo;
+    uint8_t *head;
+    int ret = 1;
+
+    cxlpool_layout(&lo, g.size, g.max_hosts);
+    v4_len = lo.tail + lo.tail_size;
+    why = v3_refusal(path, fd, st, v3);
+    if (why) {
+        fail("upgrade: %s", why);
+        return 1;
+    }
+    head = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | (dry ? 0 : PROT_WRITE),
+                MAP_SHARED, fd, 0);
+    if (head == MAP_FAILED) {
+        fail("upgrade: cannot map the head of pool '%s': %s", path,
+             strerror(errno));
+        return 2;
     }
     printf("pool '%s': format version 3, size %" PRIu64 " coherent-size %"
            PRIu64 " max-hosts %u; no host live, no line lock held, no undo "

@@ -108,4 +108,11 @@ int cmd_reset_host(int argc, char **argv);
 int cmd_wipe(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
 
+/*
+ * pool-upgrade.c: may the pool in @fd be upgraded now?  -1 it is not of
+ * format version 3; 0 yes; 1 no, and *@why (g_free) says why
+ */
+int pool_v3_upgradable(const char *path, int fd, const struct stat *st,
+                       char **why);
+
 #endif

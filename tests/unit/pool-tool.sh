@@ -270,7 +270,9 @@ v3pool "$U" --populated
 cp --sparse=always "$U" "$D/v3-orig.pool"
 bytes() { dd if="$1" bs=1 skip=$(($2)) count="$3" status=none | od -An -tx1 | tr -d ' \n'; }
 zeros() { [ -z "$(dd if="$1" bs=4096 skip=$(($2 / 4096)) count=$((($3 - $2) / 4096)) status=none | tr -d '\0' | head -c 1)" ]; }
-expect "check: a version-3 pool names the upgrade" 1 "format version 3, .*'cxlpod-pool upgrade $U'" "$TOOL" check "$U"
+expectj "check: a version-3 pool names the upgrade, which can run now" 1 \
+    "format version 3, .*'cxlpod-pool upgrade $U'.*note: no host is live and no host left a write unfinished: 'cxlpod-pool upgrade $U' can upgrade it now" \
+    "$TOOL" check "$U"
 expect "inspect: a version-3 pool names the upgrade" 1 "format version 3, .*'cxlpod-pool upgrade $U'" "$TOOL" inspect "$U"
 before=$(sha256sum <"$U")
 expectj "upgrade --dry-run: what it would do" 0 "would extend the file from $V3SIZE to $SIZE4 .*would write the version-4 header" \
@@ -297,6 +299,8 @@ refused() {  # refused NAME PATTERN OFFSET HEX [SIZE]: a patched copy of $U
 }
 refused "a held line lock" "1 line locks held and 0 undo slots armed, of hosts 1: .*'cxlpod-pool check .*' of the cxlpod that made the pool" \
     $((0x10000 + 8 * 9)) 0200000000000081
+expect "check: a version-3 pool with a held lock notes the upgrade's refusal" 1 \
+    "note: 'cxlpod-pool upgrade' refuses it now: .* has 1 line locks held" "$TOOL" check "$D/r.pool"
 refused "an armed undo slot" "0 line locks held and 1 undo slots armed, of hosts 2:" \
     $((0x20000 + ((2 * 2 + 1) * 64 + 3) * 128)) 0500000000000082
 refused "a corrupt version-3 header" "format version 3 but its header is corrupt \(checksum mismatch\)" $((0x20)) 00000008
