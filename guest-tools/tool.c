@@ -336,8 +336,8 @@ int tool_open(struct tool *t)
 	void *b;
 	size_t l;
 	cxlpod_area(t->p, CXLPOD_AREA_COHERENT, &b, &l);
-	if (l < TOOL_COH_OFF + (64u << 10)) {
-		fprintf(stderr, "%s: coherent window of %zu bytes is too small (need 128 KiB)\n",
+	if (l < TOOL_COH_OFF + (128u << 10)) {
+		fprintf(stderr, "%s: coherent window of %zu bytes is too small (need 256 KiB)\n",
 			t->name, l);
 		return EXIT_SETUP;
 	}
@@ -434,7 +434,8 @@ int tool_join(struct tool *t, unsigned tool_id, void (*reset)(struct tool *, voi
 	t->bar_gen = 0;
 	if (t->rank == 0) {
 		uint64_t E = rand64();
-		for (unsigned r = 0; r < CXLPOD_MAX_HOSTS; r++) {
+		/* the pod's ranks only: nobody else reads them this run */
+		for (int r = 0; r < t->nhosts; r++) {
 			s->arrive[r].v = 0;
 			s->value[r].v = 0;
 			s->ready[r].v = 0;

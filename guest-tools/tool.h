@@ -4,8 +4,9 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * Coherent-window layout used by the tools (one tool runs at a time):
- *   [0, 64 KiB)        sync block (struct sync_block): join + barrier
- *   [64 KiB, ...)      tool data (TOOL_COH_OFF)
+ *   [0, 128 KiB)       sync block (struct sync_block): join + barrier,
+ *                      five lines per possible host (82 KiB for 256)
+ *   [128 KiB, ...)     tool data (TOOL_COH_OFF)
  * The non-coherent area is used from its start by the tool that runs.
  *
  * Exit codes (all tools):
@@ -31,7 +32,7 @@
 #define EXIT_WRONG 3
 #define EXIT_PEER 4
 
-#define TOOL_COH_OFF (64u << 10)
+#define TOOL_COH_OFF (128u << 10)
 #define SYNC_MAGIC 0x434e5953504c5843ull /* "CXLPSYNC" */
 
 struct pline {
@@ -47,6 +48,8 @@ struct sync_block {
 	struct pline arrive[CXLPOD_MAX_HOSTS];
 	struct pline value[CXLPOD_MAX_HOSTS]; /* per-host scratch for reductions */
 };
+_Static_assert(sizeof(struct sync_block) <= TOOL_COH_OFF,
+	       "the sync block of CXLPOD_MAX_HOSTS hosts fits before the tool data");
 
 struct tool {
 	const char *name;
