@@ -60,8 +60,9 @@
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
 #define POOL_ALIGN (256ULL * MIB)   /* CXL device/window/region granule */
-/* Hosts of a pod: host ids are 0..MAX_HOSTS-1 (what the launcher keeps
- * per host at run time is sized by the pod's -n, not by this). */
+/* Hosts of a pod: host ids are 0..MAX_HOSTS-1.  Everything the launcher
+ * keeps per host is sized by the pod's -n, not by this; what grows with it
+ * is checked to stay flat per host (scripts/bench-scale.sh --launcher). */
 #define MAX_HOSTS 256
 #define MAX_HOSTS_STR "256"        /* for messages */
 #define MAX_HOST_ID_STR "255"
@@ -253,6 +254,7 @@ struct host {
     bool parsed;            /* rep is up to date with log */
     size_t kill_scan[16];   /* --kill STRING: log searched up to here */
     size_t errs_reported;   /* error markers already announced */
+    size_t errs_scan;       /* run's log searched for them up to here */
     size_t follow_pos;      /* --follow: job output printed up to here */
     struct guest_report rep;
     enum host_end end;
