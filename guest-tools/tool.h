@@ -68,6 +68,7 @@ struct tool {
 	struct sync_block *sync;
 	uint64_t epoch, bar_gen;
 	int peer_err; /* set when a barrier failed */
+	unsigned alive_next; /* tool_peers_alive(): where the next check starts */
 };
 
 /* Parse the common options at argv[*i]; returns 1 if consumed, 0 if not,
@@ -117,7 +118,12 @@ void tool_abort(struct tool *t);
 /* Spin until *addr >= want (coherent window); 0 or EXIT_PEER on timeout. */
 int tool_wait_ge(struct tool *t, volatile uint64_t *addr, uint64_t want);
 int tool_wait_eq(struct tool *t, volatile uint64_t *addr, uint64_t want);
-/* Check that every other rank is still alive (device host table). */
+/* Check that the other ranks are still alive (device host table): up to
+ * TOOL_PEERS_PER_CHECK of them a call, on from where the last call stopped
+ * (a waiter checks every half second or so: what that costs stays the same
+ * whatever the pod's size); the first rank that finds one failed aborts
+ * the run for every rank.  0, or EXIT_PEER. */
+#define TOOL_PEERS_PER_CHECK 16
 int tool_peers_alive(struct tool *t);
 
 double now_s(void);
