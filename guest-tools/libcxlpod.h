@@ -100,7 +100,7 @@ extern "C" {
 #define CXLPOD_LIB_VERSION 1
 
 #define CXLPOD_LINE 64u
-#define CXLPOD_MAX_HOSTS 32u
+#define CXLPOD_MAX_HOSTS 256u
 
 /* cxlpod_info.caps: the bits of the device's CAPS register (libcxlpod.c
  * checks them against hw-cxl/cxl-shm-regs.h, the register map) */

@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
-[[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 32 ] || die "--hosts wants 1..32"
+[[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 256 ] || die "--hosts wants 1..256"
 for k in ${SKIP//,/ }; do
     case $k in boot|net|pod|ipod) ;; *) die "--skip: '$k' is not boot, net, pod or ipod" ;; esac
 done
