@@ -345,15 +345,6 @@ static int try_pci(cxlpod *p, const char *bdf)
 		close(fd);
 		return fail(ENODEV, "%s: BAR5 magic 0x%08x, not a cxl-shm device", bdf, magic);
 	}
-	uint32_t version = rd32(p, A_CXLSHM_VERSION);
-	if (version != CXLSHM_VERSION_VALUE) {
-		munmap(m, BAR5_SIZE);
-		p->regs = NULL;
-		close(fd);
-		return fail(ENODEV, "%s: cxl-shm register block version %u, this libcxlpod "
-			    "knows version %u only: use the guest tools built with that QEMU",
-			    bdf, version, CXLSHM_VERSION_VALUE);
-	}
 	p->bar_fd = fd;
 	snprintf(p->lock_path, sizeof(p->lock_path), "%s", path);
 	snprintf(p->info.pci, sizeof(p->info.pci), "%s", bdf);
@@ -430,9 +421,10 @@ static int open_device(cxlpod *p, const char *pci, const char *dax, unsigned fla
 	in->caps = rd32(p, A_CXLSHM_CAPS);
 	in->wb_deferred = rd32(p, A_CXLSHM_WB_MODE) == 0;
 	in->evict_rate = rd32(p, A_CXLSHM_EVICT_RATE);
-	if (in->version != 1)
-		return fail(ENOTSUP, "%s: register block version %u, library knows 1", in->pci,
-			    in->version);
+	if (in->version != CXLSHM_VERSION_VALUE)
+		return fail(ENOTSUP, "%s: register block version %u, this library knows %u only "
+			    "(use the guest tools built with that QEMU)", in->pci, in->version,
+			    CXLSHM_VERSION_VALUE);
 	if (in->line_size != CXLPOD_LINE || in->size == 0 || in->coherent_size > in->size)
 		return fail(EIO, "%s: bad geometry (size %llu coherent %llu line %u)", in->pci,
 			    (unsigned long long)in->size, (unsigned long long)in->coherent_size,
