@@ -177,7 +177,8 @@ static const struct {
 /*
  * Metadata no cxlpod code writes: must be zero.  The areas the device
  * writes lie between these gaps: in the head the line locks, page
- * versions (and the liveness bytes, only ever locked); in the tail the
+ * versions (and the liveness bytes, only ever locked; the line locks end
+ * where version 3's undo slots begin); in the tail the
  * host table, extended statistics, undo slots, lock turns, the snoop
  * filter's header and entries (checked by check_snoop_filter()).  The
  * areas format version 3 used in the head are zero in a new pool and
@@ -196,8 +197,6 @@ static void check_reserved(Pool *p, Report *r)
           "the rest of the header page" },
         { POOL_V3_HOSTS_END, CXLPOOL_LINELOCK_OFFSET,
           "the space before the line locks" },
-        { POOL_V3_UNDO_END, CXLPOOL_VERSIONS_OFFSET,
-          "the space after the line locks" },
         { POOL_V3_XSTATS_END, CXLPOOL_LOCK_OFFSET,
           "the space after the page versions" },
         { CXLPOOL_LOCK_OFFSET, POOL_V3_SF,
