@@ -368,6 +368,8 @@ if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
         && ok "upgrade killed after the tail: head unchanged (version 3), file of version 4's size" \
         || bad "upgrade killed after the tail" "exit $rc, size $(stat -c %s "$K")"
     expect "check: a version-3 pool left by a killed upgrade names the upgrade" 1 "format version 3, .*'cxlpod-pool upgrade" "$TOOL" check "$K"
+    expect "upgrade --dry-run after it was killed after the tail" 0 "the file is $SIZE4 bytes already .*would write its tail again" \
+        "$TOOL" upgrade --dry-run "$K"
     expectj "upgrade again after it was killed after the tail" 0 "the file is $SIZE4 bytes already .*is now format version 4" "$TOOL" upgrade "$K"
     upgraded "upgrade killed after the tail, run again" "$K"
     # after the header (at the fsync that follows it): version 4, the
