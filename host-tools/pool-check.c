@@ -147,6 +147,38 @@ static void check_locks(Pool *p, Report *r)
     "this area, so they still start: find the writer, and make a new pool " \
     "if in doubt"
 
+/*
+ * The lock turns: each entry's waiting bitmap names hosts of this pool
+ * only, and its last word a host + 1 of this pool or 0 (a live pod sets
+ * them; they need not be zero)
+ */
+static void check_turns(Pool *p, Report *r)
+{
+    const uint64_t *t = pool_tail(p, p->lo.turns);
+    uint32_t nw = p->lo.turn_words - 1, i, w;
+
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++, t += p->lo.turn_words) {
+        bool bad = qatomic_read(&t[nw]) > p->nr_hosts;
+
+        for (w = 0; w < nw && !bad; w++) {
+            uint64_t bits = qatomic_read(&t[w]);
+
+            bad = w * 64 + 64 > p->nr_hosts &&
+                  (bits >> (p->nr_hosts - w * 64));
+        }
+        if (bad) {
+            problem(r, "something other than cxlpod wrote the lock turns; "
+                    "a stale turn costs a lock at most 5 ms, so the hosts "
+                    "still start: find the writer",
+                    "lock turn entry %u (byte 0x%" PRIx64 ") names a host "
+                    "beyond max-hosts %u", i,
+                    p->lo.turns + (uint64_t)i * p->lo.turn_words * 8,
+                    p->nr_hosts);
+            return;
+        }
+    }
+}
+
 /* The byte at file offset @k of the head or the tail */
 static uint8_t meta_byte(Pool *p, uint64_t k)
 {
@@ -409,6 +441,7 @@ int cmd_check(int argc, char **argv)
         check_hosts(&p, &r);
         check_locks(&p, &r);
         check_reserved(&p, &r);
+        check_turns(&p, &r);
         check_snoop_filter(&p, &r);
     }
     if (r.problems) {

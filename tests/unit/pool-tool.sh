@@ -204,6 +204,8 @@ expect "check: a pool used in timed mode is ok" 0 ": ok \(size 268435456" "$TOOL
 # and 2 waiting, host 1 the last holder
 cp --sparse=always "$P" "$D/c.pool"; poke "$D/c.pool" $((TURNS + 16 * 77)) 0500000000000000""0200000000000000
 expect "check: a lock turn entry (hosts waiting) is ok" 0 ": ok \(size 268435456" "$TOOL" check "$D/c.pool"
+corrupt "a lock turn naming host 4 of 4 waiting" "lock turn entry 77 \(byte $(hex $((TURNS + 16 * 77)))\) names a host beyond max-hosts 4" $((TURNS + 16 * 77)) 10
+corrupt "a lock turn naming host 4 of 4 the last holder" "lock turn entry 9 .* names a host beyond max-hosts 4" $((TURNS + 16 * 9 + 8)) 05
 corrupt "a byte after the extended statistics" "is not zero: the space after the extended statistics \(byte $(hex $((XS + 0x400))) is 0x01\)" $((XS + 0x400)) 01
 corrupt "a byte after the page versions" "is not zero: the space after the page versions \(byte 0xc2000 is 0x01\)" $((0xc2000)) 01
 corrupt "a byte after the liveness lock bytes" "is not zero: the liveness lock bytes .*\(byte 0x10fff8 is 0x01\)" $((0x10fff8)) 01
