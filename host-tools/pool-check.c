@@ -147,6 +147,38 @@ static void check_locks(Pool *p, Report *r)
     "this area, so they still start: find the writer, and make a new pool " \
     "if in doubt"
 
+/*
+ * The lock turns: each entry's waiting bitmap names hosts of this pool
+ * only, and its last word a host + 1 of this pool or 0 (a live pod sets
+ * them; they need not be zero)
+ */
+static void check_turns(Pool *p, Report *r)
+{
+    const uint64_t *t = pool_tail(p, p->lo.turns);
+    uint32_t nw = p->lo.turn_words - 1, i, w;
+
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++, t += p->lo.turn_words) {
+        bool bad = qatomic_read(&t[nw]) > p->nr_hosts;
+
+        for (w = 0; w < nw && !bad; w++) {
+            uint64_t bits = qatomic_read(&t[w]);
+
+            bad = w * 64 + 64 > p->nr_hosts &&
+                  (bits >> (p->nr_hosts - w * 64));
+        }
+        if (bad) {
+            problem(r, "something other than cxlpod wrote the lock turns; "
+                    "a stale turn costs a lock at most 5 ms, so the hosts "
+                    "still start: find the writer",
+                    "lock turn entry %u (byte 0x%" PRIx64 ") names a host "
+                    "beyond max-hosts %u", i,
+                    p->lo.turns + (uint64_t)i * p->lo.turn_words * 8,
+                    p->nr_hosts);
+            return;
+        }
+    }
+}
+
 /* The byte at file offset @k of the head or the tail */
 static uint8_t meta_byte(Pool *p, uint64_t k)
 {
@@ -177,7 +209,8 @@ static const struct {
 /*
  * Metadata no cxlpod code writes: must be zero.  The areas the device
  * writes lie between these gaps: in the head the line locks, page
- * versions (and the liveness bytes, only ever locked); in the tail the
+ * versions (and the liveness bytes, only ever locked; the line locks end
+ * where version 3's undo slots begin); in the tail the
  * host table, extended statistics, undo slots, lock turns, the snoop
  * filter's header and entries (checked by check_snoop_filter()).  The
  * areas format version 3 used in the head are zero in a new pool and
@@ -196,8 +229,6 @@ static void check_reserved(Pool *p, Report *r)
           "the rest of the header page" },
         { POOL_V3_HOSTS_END, CXLPOOL_LINELOCK_OFFSET,
           "the space before the line locks" },
-        { POOL_V3_UNDO_END, CXLPOOL_VERSIONS_OFFSET,
-          "the space after the line locks" },
         { POOL_V3_XSTATS_END, CXLPOOL_LOCK_OFFSET,
           "the space after the page versions" },
         { CXLPOOL_LOCK_OFFSET, POOL_V3_SF,
@@ -246,7 +277,8 @@ static void check_reserved(Pool *p, Report *r)
 /* An entry's first word (docs/pool-format.md, "Snoop filter") */
 #define SF_VALID                (1ULL << 63)
 #define SF_OWNER_MASK           0x1ffULL        /* owner + 1, bits 0..8 */
-#define SF_RESERVED_MASK        (((1ULL << 38) - 1) & ~SF_OWNER_MASK)
+/* 9..32 the epoch (any value), 33..37 zero */
+#define SF_RESERVED_MASK        (((1ULL << 38) - 1) & ~((1ULL << 33) - 1))
 
 /* The first non-zero snoop-filter entry from @from on, or the end */
 static uint64_t first_entry(const CXLPoolSnoopEntry *sf, uint64_t from)
@@ -263,7 +295,7 @@ static uint64_t first_entry(const CXLPoolSnoopEntry *sf, uint64_t from)
 /*
  * The entries of a set-up filter: an invalid entry is zero (the device
  * writes an entry only when it makes it valid); a valid one has zeros in
- * bits 9..37 and an owner of this pool
+ * bits 33..37 (9..32 are its epoch) and an owner of this pool
  */
 static void check_sf_entries(Pool *p, Report *r, const CXLPoolSnoopEntry *sf,
                              uint64_t n)
@@ -410,6 +442,7 @@ int cmd_check(int argc, char **argv)
         check_hosts(&p, &r);
         check_locks(&p, &r);
         check_reserved(&p, &r);
+        check_turns(&p, &r);
         check_snoop_filter(&p, &r);
     }
     if (r.problems) {

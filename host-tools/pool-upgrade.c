@@ -324,7 +324,7 @@ static int upgrade_v3(const char *path, int fd, const struct stat *st,
     uint64_t v3_len = CXLPOOL_META_SIZE + v3->data_size, v4_len;
     CXLPoolLayout lo;
     uint8_t *head;
-    int ret = 1;
+    int ret = 1, err;
 
     cxlpool_layout(&lo, g.size, g.max_hosts);
     v4_len = lo.tail + lo.tail_size;
@@ -345,9 +345,15 @@ static int upgrade_v3(const char *path, int fd, const struct stat *st,
            "slot armed\n", path, g.size, g.coherent_size, g.max_hosts);
 
     if (dry) {
-        printf("would extend the file from %" PRIu64 " to %" PRIu64
-               " bytes (the tail: 0x%" PRIx64 " bytes at 0x%" PRIx64 ")\n",
-               (uint64_t)st->st_size, v4_len, lo.tail_size, lo.tail);
+        if ((uint64_t)st->st_size == v3_len) {
+            printf("would extend the file from %" PRIu64 " to %" PRIu64
+                   " bytes (the tail: 0x%" PRIx64 " bytes at 0x%" PRIx64
+                   ")\n", v3_len, v4_len, lo.tail_size, lo.tail);
+        } else {
+            printf("the file is %" PRIu64 " bytes already (an upgrade was "
+                   "stopped before its header): would write its tail "
+                   "again\n", v4_len);
+        }
         printf("would write the tail: the host table of %u hosts and their "
                "extended statistics copied, undo slots, lock turns and "
                "snoop filter empty; then sync it\n", g.max_hosts);
@@ -380,10 +386,10 @@ static int upgrade_v3(const char *path, int fd, const struct stat *st,
     /* 2. the whole tail, synced before the header says it is there */
     tail = g_malloc0(lo.tail_size);
     build_tail(tail, head, &lo, g.max_hosts);
-    if (cxlpool_write_at(fd, lo.tail, tail, lo.tail_size) < 0 ||
-        fsync(fd) < 0) {
+    err = cxlpool_write_at(fd, lo.tail, tail, lo.tail_size);
+    if (err < 0 || (err = fsync(fd) < 0 ? -errno : 0) < 0) {
         fail("upgrade: cannot write the tail of pool '%s': %s (it is still "
-             "version 3; run the upgrade again)", path, strerror(errno));
+             "version 3; run the upgrade again)", path, strerror(-err));
         goto out;
     }
     printf("wrote the tail and synced it: the host table of %u hosts "
@@ -395,10 +401,10 @@ static int upgrade_v3(const char *path, int fd, const struct stat *st,
     /* 3. the header last: from here on the pool is version 4 */
     page = g_malloc0(CXLPOOL_HEADER_SIZE);
     cxlpool_header_init((CXLPoolHeader *)page, &g, v3->create_time_ns);
-    if (cxlpool_write_at(fd, 0, page, CXLPOOL_HEADER_SIZE) < 0 ||
-        fsync(fd) < 0) {
+    err = cxlpool_write_at(fd, 0, page, CXLPOOL_HEADER_SIZE);
+    if (err < 0 || (err = fsync(fd) < 0 ? -errno : 0) < 0) {
         fail("upgrade: cannot write the header of pool '%s': %s (run the "
-             "upgrade again)", path, strerror(errno));
+             "upgrade again)", path, strerror(-err));
         goto out;
     }
     printf("wrote the version-%u header (creation time kept) and synced "

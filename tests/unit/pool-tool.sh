@@ -93,6 +93,9 @@ fi
     && ok "inspect --json: the tail's layout" || bad "inspect --json: the tail's layout" "$(json "$P" '.layout')"
 expect "inspect: text" 0 "max-hosts 4" "$TOOL" inspect "$P"
 expect "check: a new pool is ok" 0 ": ok \(size 268435456" "$TOOL" check "$P"
+# create allocated every block: a sparse copy from here on, so that the
+# many copies below read holes, not 260 MiB of zeros each
+cp --sparse=always "$P" "$P.sparse" && mv "$P.sparse" "$P"
 
 # a host that died while live (state live, generation 3, lock free)
 cp --sparse=always "$P" "$D/dead.pool"
@@ -188,27 +191,30 @@ corrupt "reserved header bytes" "is not zero: the rest of the header page \(byte
 corrupt "liveness lock bytes written" "is not zero: the liveness lock bytes .*\(byte 0x100003 is 0x01\)" $((0x100003)) 01
 # a pool a timed-mode host used: the device writes the page versions, the
 # extended statistics and the snoop filter (header: magic "3SFSNOOP", ways
-# 2; entry w of set s at SFE + (s * ways + w) * 16: word 0 valid, tag,
-# age, owner + 1 in bits 0..8; word 1 the holders); check takes them
-# as data, and still reports a byte in the gaps between them
+# 2, entries made 7; entry w of set s at SFE + (s * ways + w) * 16: word 0
+# valid, tag, age, epoch in bits 9..32, owner + 1 in bits 0..8; word 1 the
+# holders); check takes them as data, and still reports a byte in the
+# gaps between them
 T=$D/timed.pool
 cp --sparse=always "$P" "$T"
 poke "$T" $((0xa0000 + 8 * 77)) 0500000000000000                  # page version of lock 77
 poke "$T" $((XS + (32 * 1 + 1) * 8)) 0500000000000000              # host 1: misses
 poke "$T" $((XS + (32 * 3 + 7) * 8)) 00e1f50500000000              # host 3: charged ns
-poke "$T" $SFH 335346534e4f4f500200000000000000                    # filter header
-poke "$T" $((SFE + (5 * 2 + 1) * 16)) 0200000000000080""0200000000000000  # set 5 way 1: host 1 owns
+poke "$T" $SFH 335346534e4f4f50""0200000000000000""0700000000000000  # filter header
+poke "$T" $((SFE + (5 * 2 + 1) * 16)) 02fcffff01000080""0200000000000000  # set 5 way 1: host 1 owns, epoch 0xfffffe
 poke "$T" $((SFE + (8191 * 2 + 1) * 16)) 00000000000000c0""0300000000000000  # the last entry
 expect "check: a pool used in timed mode is ok" 0 ": ok \(size 268435456" "$TOOL" check "$T"
 # the lock turns may be set in a live pod: entry 77 (2 words), hosts 0
 # and 2 waiting, host 1 the last holder
 cp --sparse=always "$P" "$D/c.pool"; poke "$D/c.pool" $((TURNS + 16 * 77)) 0500000000000000""0200000000000000
 expect "check: a lock turn entry (hosts waiting) is ok" 0 ": ok \(size 268435456" "$TOOL" check "$D/c.pool"
+corrupt "a lock turn naming host 4 of 4 waiting" "lock turn entry 77 \(byte $(hex $((TURNS + 16 * 77)))\) names a host beyond max-hosts 4" $((TURNS + 16 * 77)) 10
+corrupt "a lock turn naming host 4 of 4 the last holder" "lock turn entry 9 .* names a host beyond max-hosts 4" $((TURNS + 16 * 9 + 8)) 05
 corrupt "a byte after the extended statistics" "is not zero: the space after the extended statistics \(byte $(hex $((XS + 0x400))) is 0x01\)" $((XS + 0x400)) 01
 corrupt "a byte after the page versions" "is not zero: the space after the page versions \(byte 0xc2000 is 0x01\)" $((0xc2000)) 01
 corrupt "a byte after the liveness lock bytes" "is not zero: the liveness lock bytes .*\(byte 0x10fff8 is 0x01\)" $((0x10fff8)) 01
 corrupt "a byte at the end of the head" "is not zero: the end of the head \(byte 0x1ffff0 is 0x01\)" $((0x1ffff0)) 01
-corrupt "a byte after the snoop filter header" "is not zero: the rest of the snoop filter header page \(byte $(hex $((SFH + 16))) is 0x01\)" $((SFH + 16)) 01
+corrupt "a byte after the snoop filter header" "is not zero: the rest of the snoop filter header page \(byte $(hex $((SFH + 24))) is 0x01\)" $((SFH + 24)) 01
 corrupt "a byte after the largest snoop filter" "is not zero: the space after the snoop filter \(byte $(hex $((SFE + 0x1c0000))) is 0x01\)" $((SFE + 0x1c0000)) 01
 corrupt "snoop filter entries but no magic" "snoop filter is not set up .* but entry 3 is 0x0000000000000001 0x0000000000000000" $((SFE + 48)) 01
 corrupt "snoop filter magic" "snoop filter header has magic 0x0000000000000001" $SFH 01
@@ -216,6 +222,7 @@ BASE=$T corrupt "an entry beyond the filter's ways" "snoop filter has 2 ways \(1
 BASE=$T corrupt "snoop filter ways 15" "snoop filter has 15 ways \(allowed: 1\.\.14\)" $((SFH + 8)) 0f
 BASE=$T corrupt "a filter entry owned by host 8 of 4" "snoop filter entry 12 .* is 0x8000000000000009 0x0000000000000000: not an entry of a host" $((SFE + 12 * 16)) 0900000000000080
 BASE=$T corrupt "a filter entry held by host 5 of 4" "snoop filter entry 12 .* is 0x8000000000000000 0x0000000000000020" $((SFE + 12 * 16)) 0000000000000080""2000000000000000
+BASE=$T corrupt "a filter entry with bit 33 set" "snoop filter entry 12 .* is 0x8000000200000000 0x0000000000000000" $((SFE + 12 * 16)) 0000000002000080
 BASE=$T corrupt "a filter entry not valid but not zero" "snoop filter entry 12 .* is 0x0000000000000000 0x0000000000000001" $((SFE + 12 * 16 + 8)) 01
 BASE=$T corrupt "the magic of version 3's filter in the tail" "snoop filter header has magic 0x504f4f4e53465332" $SFH 32
 # an area format version 3 used, left by an upgrade stopped before its
@@ -368,6 +375,8 @@ if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
         && ok "upgrade killed after the tail: head unchanged (version 3), file of version 4's size" \
         || bad "upgrade killed after the tail" "exit $rc, size $(stat -c %s "$K")"
     expect "check: a version-3 pool left by a killed upgrade names the upgrade" 1 "format version 3, .*'cxlpod-pool upgrade" "$TOOL" check "$K"
+    expect "upgrade --dry-run after it was killed after the tail" 0 "the file is $SIZE4 bytes already .*would write its tail again" \
+        "$TOOL" upgrade --dry-run "$K"
     expectj "upgrade again after it was killed after the tail" 0 "the file is $SIZE4 bytes already .*is now format version 4" "$TOOL" upgrade "$K"
     upgraded "upgrade killed after the tail, run again" "$K"
     # after the header (at the fsync that follows it): version 4, the
