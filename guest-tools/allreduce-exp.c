@@ -83,6 +83,7 @@
 #define NPHASE 3
 #define NC_CTRL 0            /* control lines at the start of the nc area */
 #define NC_DATA (2u << 20)   /* data after the control lines */
+_Static_assert(NC_CTRL + 2 * CXLPOD_MAX_HOSTS * 64 <= NC_DATA, "the control lines fit");
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -195,7 +196,7 @@ static inline uint64_t gen(uint64_t exp, uint64_t round, uint64_t host, uint64_t
 {
 	uint64_t s = seed ^ (exp * 0x9e3779b97f4a7c15ull) ^ (round * 0xd1b54a32d192ed03ull) ^
 		     (host * 0xabc98388fb8fac03ull) ^ (i * 0x8cb92ba72f3d8dd7ull);
-	return splitmix64(&s) >> 24; /* < 2^40: sums of <= 32 hosts never wrap */
+	return splitmix64(&s) >> 24; /* < 2^40: sums of <= 2^24 hosts never wrap */
 }
 
 static int parse_list(const char *s, uint64_t *out, int max, bool size)
@@ -217,9 +218,10 @@ static int parse_list(const char *s, uint64_t *out, int max, bool size)
 /* ---- turns ------------------------------------------------------------------------------- */
 /*
  * Control lines, all in the non-coherent area, each written by one host only:
- *   line h (h < 32):       host h's: w0 = last step done, w1 = the run's epoch
- *                          once it has joined, w2 = its hello nonce
- *   line 32 + r:           host 0's welcome of host r: w0 = r's nonce, w1 = epoch
+ *   line h (h < CXLPOD_MAX_HOSTS):  host h's: w0 = last step done, w1 = the
+ *                          run's epoch once it has joined, w2 = its hello nonce
+ *   line CXLPOD_MAX_HOSTS + r:  host 0's welcome of host r: w0 = r's nonce,
+ *                          w1 = epoch
  * The epoch is random, so lines left in the pool by an earlier run (or
  * another tool) never pass for this run's (the join of tool.c, without
  * atomics and without the coherent window).
@@ -241,7 +243,7 @@ static volatile uint64_t *host_line(struct ctx *c, int h)
 
 static volatile uint64_t *welcome_line(struct ctx *c, int r)
 {
-	return &c->ctl[(32 + r) * 8];
+	return &c->ctl[(CXLPOD_MAX_HOSTS + r) * 8];
 }
 
 static int chk(struct ctx *c, int e)
@@ -330,7 +332,7 @@ static int join(struct ctx *c)
 	struct backoff b = {0};
 	int rc;
 	if (t->rank == 0) {
-		uint64_t welcomed[32] = {0};
+		uint64_t welcomed[CXLPOD_MAX_HOSTS] = {0};
 		c->epoch = rand64();
 		mine[0] = 0;
 		mine[1] = c->epoch;

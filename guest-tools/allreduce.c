@@ -27,7 +27,7 @@ static inline uint64_t gen(uint64_t epoch, uint64_t round, uint64_t host, uint64
 {
 	uint64_t s = epoch ^ (round * 0xd1b54a32d192ed03ull) ^ (host * 0xabc98388fb8fac03ull) ^
 		     (i * 0x8cb92ba72f3d8dd7ull);
-	return splitmix64(&s) >> 24; /* < 2^40: sums of <= 32 hosts never wrap */
+	return splitmix64(&s) >> 24; /* < 2^40: sums of <= 2^24 hosts never wrap */
 }
 
 struct size_res {

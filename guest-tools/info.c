@@ -43,10 +43,14 @@ int main(int argc, char **argv)
 	}
 	struct cxlpod_info in;
 	struct cxlpod_stats st;
-	uint64_t live = 0;
+	uint64_t live = 0, words[CXLPOD_HOST_WORDS] = { 0 };
+	unsigned nlive = 0;
 	cxlpod_get_info(t.p, &in);
 	cxlpod_stats(t.p, &st);
-	cxlpod_hosts_live(t.p, &live);
+	cxlpod_hosts_live_map(t.p, words, CXLPOD_HOST_WORDS);
+	live = words[0];
+	for (unsigned w = 0; w < CXLPOD_HOST_WORDS; w++)
+		nlive += __builtin_popcountll(words[w]);
 	const char *backend = cxlpod_backend_name(in.backend);
 	const char *mode = in.mode == CXLPOD_MODE_TIMED ? "timed" : "direct";
 	char native[64];
@@ -77,7 +81,8 @@ int main(int argc, char **argv)
 		       in.caps & CXLPOD_CAP_DIRECT ? " direct-map" : "");
 		printf("  method         %s (native instructions: %s)\n",
 		       cxlpod_method_name(in.method), native);
-		printf("hosts (live bitmap 0x%llx)\n", (unsigned long long)live);
+		printf("hosts (%u live; bitmap of hosts 0-63 0x%llx)\n", nlive,
+		       (unsigned long long)live);
 		for (unsigned h = 0; h < in.max_hosts && h < CXLPOD_MAX_HOSTS; h++) {
 			enum cxlpod_host_state s;
 			uint64_t g = 0;
@@ -130,6 +135,7 @@ int main(int argc, char **argv)
 		j_bool(&j, "cpu_clwb", in.cpu_clwb);
 		j_bool(&j, "cpu_clflushopt", in.cpu_clflushopt);
 		j_uint(&j, "live", live);
+		j_uint(&j, "live_count", nlive);
 		j_arr_begin(&j, "hosts");
 		for (unsigned h = 0; h < in.max_hosts && h < CXLPOD_MAX_HOSTS; h++) {
 			enum cxlpod_host_state s;

@@ -28,7 +28,7 @@ _Static_assert(CXLPOD_CAP_NATIVE_OPS == R_CXLSHM_CAPS_NATIVE_MASK &&
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define BAR5_SIZE 4096
+#define BAR5_SIZE CXLSHM_REGS_SIZE
 
 /* the doorbell's lock, shared by the processes of the system (doorbell()) */
 #define DB_SHARED_MAGIC 0x43584442u /* "CXDB" */
@@ -421,9 +421,10 @@ static int open_device(cxlpod *p, const char *pci, const char *dax, unsigned fla
 	in->caps = rd32(p, A_CXLSHM_CAPS);
 	in->wb_deferred = rd32(p, A_CXLSHM_WB_MODE) == 0;
 	in->evict_rate = rd32(p, A_CXLSHM_EVICT_RATE);
-	if (in->version != 1)
-		return fail(ENOTSUP, "%s: register block version %u, library knows 1", in->pci,
-			    in->version);
+	if (in->version != CXLSHM_VERSION_VALUE)
+		return fail(ENOTSUP, "%s: register block version %u, this library knows %u only "
+			    "(use the guest tools built with that QEMU)", in->pci, in->version,
+			    CXLSHM_VERSION_VALUE);
 	if (in->line_size != CXLPOD_LINE || in->size == 0 || in->coherent_size > in->size)
 		return fail(EIO, "%s: bad geometry (size %llu coherent %llu line %u)", in->pci,
 			    (unsigned long long)in->size, (unsigned long long)in->coherent_size,
@@ -1054,15 +1055,24 @@ int cxlpod_max_hosts(cxlpod *p, unsigned *n)
 	*n = p->info.max_hosts;
 	return 0;
 }
+int cxlpod_hosts_live_map(cxlpod *p, uint64_t *words, unsigned nwords)
+{
+	if (!p || !words)
+		return fail(EINVAL, "NULL argument");
+	for (unsigned w = 0; w < nwords; w++) {
+		if (p->backend != CXLPOD_BACKEND_DEVICE) {
+			unsigned n = p->nhosts_env > 64 * w ? p->nhosts_env - 64 * w : 0;
+			words[w] = n >= 64 ? ~0ull : ((1ull << n) - 1);
+		} else {
+			words[w] = w < CXLSHM_HOST_LIVE_WORDS ?
+				rd64(p, A_CXLSHM_HOST_LIVE_WORD(w)) : 0;
+		}
+	}
+	return 0;
+}
 int cxlpod_hosts_live(cxlpod *p, uint64_t *bitmap)
 {
-	if (!p || !bitmap)
-		return fail(EINVAL, "NULL argument");
-	if (p->backend != CXLPOD_BACKEND_DEVICE)
-		*bitmap = p->nhosts_env >= 64 ? ~0ull : ((1ull << p->nhosts_env) - 1);
-	else
-		*bitmap = rd64(p, A_CXLSHM_HOST_LIVE);
-	return 0;
+	return cxlpod_hosts_live_map(p, bitmap, 1);
 }
 int cxlpod_host_state(cxlpod *p, unsigned host, enum cxlpod_host_state *state, uint64_t *gen)
 {

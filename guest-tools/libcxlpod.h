@@ -100,7 +100,7 @@ extern "C" {
 #define CXLPOD_LIB_VERSION 1
 
 #define CXLPOD_LINE 64u
-#define CXLPOD_MAX_HOSTS 32u
+#define CXLPOD_MAX_HOSTS 256u
 
 /* cxlpod_info.caps: the bits of the device's CAPS register (libcxlpod.c
  * checks them against hw-cxl/cxl-shm-regs.h, the register map) */
@@ -262,7 +262,12 @@ int cxlpod_atomic_cas(cxlpod *p, uint64_t *addr, uint64_t expected, uint64_t des
 /* Host table. */
 int cxlpod_host_id(cxlpod *p, unsigned *id);
 int cxlpod_max_hosts(cxlpod *p, unsigned *n);
+/* Hosts 0-63 live: bit h set for host h */
 int cxlpod_hosts_live(cxlpod *p, uint64_t *bitmap);
+/* Every host: bit h % 64 of words[h / 64] for host h (nwords words filled;
+ * CXLPOD_HOST_WORDS cover CXLPOD_MAX_HOSTS) */
+#define CXLPOD_HOST_WORDS ((CXLPOD_MAX_HOSTS + 63) / 64)
+int cxlpod_hosts_live_map(cxlpod *p, uint64_t *words, unsigned nwords);
 int cxlpod_host_state(cxlpod *p, unsigned host, enum cxlpod_host_state *state, uint64_t *gen);
 const char *cxlpod_host_state_name(enum cxlpod_host_state s);
 

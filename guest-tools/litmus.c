@@ -104,11 +104,14 @@ struct lit {
 
 #define LINE(l, a, k) ((volatile uint64_t *)((l)->base[a] + 64 * (k)))
 #define L_MP 0
-#define L_SB 1 /* 1..N */
 #define L_ATOMIC 40
 #define MAX_THREADS 64
 #define L_FS 41
 #define L_STALE 42
+#define L_SB 64 /* 64..64+N-1: after the others, whatever N */
+#define L_END (L_SB + CXLPOD_MAX_HOSTS)
+#define CTL_ROOM (64u << 10) /* struct ctl, before the coherent area's lines */
+_Static_assert(sizeof(struct ctl) <= CTL_ROOM, "litmus's control lines fit before its lines");
 
 /* One thread's adds of the atomic test (0, or the first error) */
 struct adder {
@@ -661,8 +664,12 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	l.ctl = (struct ctl *)t.coh;
-	l.base[A_COH] = t.coh + (64u << 10);
-	l.base[A_NC] = t.nc_len >= 64 * 64 ? t.nc : NULL;
+	if (t.coh_len < CTL_ROOM + 64 * L_END) {
+		fprintf(stderr, "cxlpod-litmus: the coherent window is too small\n");
+		return EXIT_SETUP;
+	}
+	l.base[A_COH] = t.coh + CTL_ROOM;
+	l.base[A_NC] = t.nc_len >= 64 * L_END ? t.nc : NULL;
 	if (tool_join(&t, 3, reset_ctl, &l))
 		return EXIT_PEER;
 	/* tokens unique per run: 24 bits of the run's epoch + a counter */

@@ -336,8 +336,8 @@ int tool_open(struct tool *t)
 	void *b;
 	size_t l;
 	cxlpod_area(t->p, CXLPOD_AREA_COHERENT, &b, &l);
-	if (l < TOOL_COH_OFF + (64u << 10)) {
-		fprintf(stderr, "%s: coherent window of %zu bytes is too small (need 128 KiB)\n",
+	if (l < TOOL_COH_OFF + (128u << 10)) {
+		fprintf(stderr, "%s: coherent window of %zu bytes is too small (need 256 KiB)\n",
 			t->name, l);
 		return EXIT_SETUP;
 	}
@@ -361,12 +361,20 @@ int tool_peers_alive(struct tool *t)
 	/* ranks are device host ids only when our rank is our device host id */
 	if (t->info.backend != CXLPOD_BACKEND_DEVICE || (unsigned)t->rank != t->info.host_id)
 		return 0;
-	for (int r = 0; r < t->nhosts && r < (int)t->info.max_hosts; r++) {
+	int n = t->nhosts < (int)t->info.max_hosts ? t->nhosts : (int)t->info.max_hosts;
+	if (n < 2 || t->rank >= n)
+		return 0;
+	/* the peers after this rank, round and round: ranks start at
+	 * different peers, so the pod as a whole looks at every one */
+	int k = n - 1 < TOOL_PEERS_PER_CHECK ? n - 1 : TOOL_PEERS_PER_CHECK;
+	for (int i = 0; i < k; i++) {
+		int r = (t->rank + 1 + (int)(t->alive_next++ % (unsigned)(n - 1))) % n;
 		enum cxlpod_host_state s;
-		if (r == t->rank || cxlpod_host_state(t->p, r, &s, NULL))
+		if (cxlpod_host_state(t->p, r, &s, NULL))
 			continue;
 		if (s == CXLPOD_HOST_FAILED) {
 			fprintf(stderr, "%s: host %d failed\n", t->name, r);
+			tool_abort(t);
 			return EXIT_PEER;
 		}
 	}
@@ -434,7 +442,8 @@ int tool_join(struct tool *t, unsigned tool_id, void (*reset)(struct tool *, voi
 	t->bar_gen = 0;
 	if (t->rank == 0) {
 		uint64_t E = rand64();
-		for (unsigned r = 0; r < CXLPOD_MAX_HOSTS; r++) {
+		/* the pod's ranks only: nobody else reads them this run */
+		for (int r = 0; r < t->nhosts; r++) {
 			s->arrive[r].v = 0;
 			s->value[r].v = 0;
 			s->ready[r].v = 0;

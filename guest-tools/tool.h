@@ -4,8 +4,9 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * Coherent-window layout used by the tools (one tool runs at a time):
- *   [0, 64 KiB)        sync block (struct sync_block): join + barrier
- *   [64 KiB, ...)      tool data (TOOL_COH_OFF)
+ *   [0, 128 KiB)       sync block (struct sync_block): join + barrier,
+ *                      five lines per possible host (82 KiB for 256)
+ *   [128 KiB, ...)     tool data (TOOL_COH_OFF)
  * The non-coherent area is used from its start by the tool that runs.
  *
  * Exit codes (all tools):
@@ -31,7 +32,7 @@
 #define EXIT_WRONG 3
 #define EXIT_PEER 4
 
-#define TOOL_COH_OFF (64u << 10)
+#define TOOL_COH_OFF (128u << 10)
 #define SYNC_MAGIC 0x434e5953504c5843ull /* "CXLPSYNC" */
 
 struct pline {
@@ -47,6 +48,8 @@ struct sync_block {
 	struct pline arrive[CXLPOD_MAX_HOSTS];
 	struct pline value[CXLPOD_MAX_HOSTS]; /* per-host scratch for reductions */
 };
+_Static_assert(sizeof(struct sync_block) <= TOOL_COH_OFF,
+	       "the sync block of CXLPOD_MAX_HOSTS hosts fits before the tool data");
 
 struct tool {
 	const char *name;
@@ -65,6 +68,7 @@ struct tool {
 	struct sync_block *sync;
 	uint64_t epoch, bar_gen;
 	int peer_err; /* set when a barrier failed */
+	unsigned alive_next; /* tool_peers_alive(): where the next check starts */
 };
 
 /* Parse the common options at argv[*i]; returns 1 if consumed, 0 if not,
@@ -114,7 +118,12 @@ void tool_abort(struct tool *t);
 /* Spin until *addr >= want (coherent window); 0 or EXIT_PEER on timeout. */
 int tool_wait_ge(struct tool *t, volatile uint64_t *addr, uint64_t want);
 int tool_wait_eq(struct tool *t, volatile uint64_t *addr, uint64_t want);
-/* Check that every other rank is still alive (device host table). */
+/* Check that the other ranks are still alive (device host table): up to
+ * TOOL_PEERS_PER_CHECK of them a call, on from where the last call stopped
+ * (a waiter checks every half second or so: what that costs stays the same
+ * whatever the pod's size); the first rank that finds one failed aborts
+ * the run for every rank.  0, or EXIT_PEER. */
+#define TOOL_PEERS_PER_CHECK 16
 int tool_peers_alive(struct tool *t);
 
 double now_s(void);

@@ -11,12 +11,13 @@
  *   cxlpod-pool check POOL
  *   cxlpod-pool reset-host N POOL
  *   cxlpod-pool wipe POOL
+ *   cxlpod-pool upgrade [--dry-run] POOL
  *
  * The format code (layout, validation, liveness probe, creation) is the
  * device's own, hw-cxl/cxl-shm-format.c.  Commands that write take the
  * pool's flock exclusively, as a joining QEMU does, so they never race a
- * start; reset-host and wipe refuse while the host (any host) holds its
- * liveness lock.  See docs/pool-tool.md.
+ * start; reset-host, wipe and upgrade refuse while the host (any host)
+ * holds its liveness lock.  See docs/pool-tool.md.
  *
  * Exit status: 0 done (check: no problem), 1 refused or problems found,
  * 2 usage error or the file cannot be opened.
@@ -35,6 +36,8 @@ static const struct {
       "recover" },
     { "reset-host", cmd_reset_host, "clear the slot of a dead host" },
     { "wipe", cmd_wipe, "zero the data (no host may be live)" },
+    { "upgrade", cmd_upgrade, "convert a pool of format version 3 to "
+      "version 4 in place" },
 };
 
 static void usage(FILE *f)

@@ -281,6 +281,7 @@ bool spawn_qemu(struct host *h, const struct opts *o, enum accel accel,
     h->term_sent = false;
     h->end = END_NONE;
     h->errs_reported = 0;
+    h->errs_scan = 0;
     h->follow_pos = 0;
     memset(&h->rep, 0, sizeof(h->rep));
     return true;
@@ -371,27 +372,34 @@ void follow_output(struct host *h, bool final)
     fflush(stdout);
 }
 
+/*
+ * The error markers of lines completed since the last call: only what is
+ * new is searched (every tick, for every host: a whole-log search would
+ * grow with the log).
+ */
 void announce_errors(struct host *h, bool quiet)
 {
     const char *base = h->log->str + h->run_base;
     size_t len = h->log->len - h->run_base;
     /* only complete lines: the last one may still be arriving */
-    while (len > 0 && base[len - 1] != '\n') {
+    while (len > h->errs_scan && base[len - 1] != '\n') {
         len--;
     }
+    if (len <= h->errs_scan) {
+        return;
+    }
     int n;
-    char *errs = collect_errors(base, len, &n);
+    char *errs = collect_errors(base + h->errs_scan, len - h->errs_scan, &n);
     const char *p = errs;
-    for (int idx = 0; *p; idx++) {
+    while (*p) {
         const char *eol = strchr(p, '\n');
-        if ((size_t)idx >= h->errs_reported && !quiet) {
+        if (!quiet) {
             msg("host %d: guest error: %.*s", h->id, (int)(eol - p), p);
         }
         p = eol + 1;
     }
-    if ((size_t)n > h->errs_reported) {
-        h->errs_reported = (size_t)n;
-    }
+    h->errs_reported += (size_t)n;
+    h->errs_scan = len;
     g_free(errs);
 }
 
@@ -469,20 +477,23 @@ bool prepare_jobs(const struct opts *o, struct host *hosts)
         common = g_string_free(b, FALSE);
     }
     bool any = false;
+    /* each host's own job: the last --job-host I:FILE of host I */
+    g_autofree const char **own_file = g_new0(const char *, o->nhosts);
+    for (int i = 0; i < o->n_host_jobs; i++) {
+        if (o->host_jobs[i].host < o->nhosts) {
+            own_file[o->host_jobs[i].host] = o->host_jobs[i].file;
+        }
+    }
     for (int h = 0; h < o->nhosts; h++) {
         const char *data = common;
         gsize len = common_len;
         char *own = NULL;
-        for (int i = 0; i < o->n_host_jobs; i++) {
-            if (o->host_jobs[i].host == h) {
-                g_free(own);
-                if (!g_file_get_contents(o->host_jobs[i].file, &own, &len,
-                                         &err)) {
-                    die(EXIT_USAGE, "cannot read job file %s: %s",
-                        o->host_jobs[i].file, err->message);
-                }
-                data = own;
+        if (own_file[h]) {
+            if (!g_file_get_contents(own_file[h], &own, &len, &err)) {
+                die(EXIT_USAGE, "cannot read job file %s: %s", own_file[h],
+                    err->message);
             }
+            data = own;
         }
         unlink(hosts[h].hp.job);
         if (data) {

@@ -151,18 +151,21 @@ const char *userland_name(enum userland u)
     return u == USERLAND_HOST ? "host" : "initramfs";
 }
 
-/* Address of host i on the segment, with the prefix length. */
+/* Address of host i on the segment, with the prefix length: 254 hosts
+ * to a value of the third octet, the fourth 1..254 (launch.h). */
 char *pod_addr(int i, bool with_len)
 {
-    return g_strdup_printf(POD_NET_PREFIX ".%d%s", i + 1,
+    return g_strdup_printf(POD_NET_PREFIX ".%d.%d%s", i / POD_NET_PER_OCTET,
+                           i % POD_NET_PER_OCTET + 1,
                            with_len ? "/" POD_NET_LEN : "");
 }
 
 /* MAC of host i: locally administered, fixed by the host id, so a host
- * restarted after a kill comes back with the same one. */
+ * restarted after a kill comes back with the same one; the id in the last
+ * two bytes (52:54:00:c1:00:II below host 256). */
 char *pod_mac(int i)
 {
-    return g_strdup_printf("52:54:00:c1:00:%02x", i);
+    return g_strdup_printf("52:54:00:c1:%02x:%02x", (i >> 8) & 0xff, i & 0xff);
 }
 
 /* WORKDIR/name */
@@ -445,9 +448,10 @@ void pod_switch_start(const struct opts *o)
         g_usleep(5000);
     }
     if (!o->quiet) {
+        g_autofree char *first = pod_addr(0, false);
+        g_autofree char *last = pod_addr(o->nhosts - 1, true);
         msg("pod network: switch %s (pid %d), hosts host0..host%d at "
-            POD_NET_PREFIX ".1..%d/" POD_NET_LEN, sock, (int)g_switch_pid,
-            o->nhosts - 1, o->nhosts);
+            "%s..%s", sock, (int)g_switch_pid, o->nhosts - 1, first, last);
     }
 }
 

@@ -49,7 +49,9 @@ void usage(FILE *f)
 "                          read-only, the current directory read-write at\n"
 "                          its own path, ssh between guests, the pod network\n"
 "      --net               the pod network for initramfs guests too\n"
-"                          (hosts host0.. at " POD_NET_PREFIX ".1.., no route off it)\n"
+"                          (hosts host0.. at " POD_NET_PREFIX ".0.1.. on a /"
+POD_NET_LEN ",\n"
+"                          no route off it)\n"
 "\n"
 "Pool:\n"
 "      --pool PATH         pool file (default WORKDIR/pool.img)\n"
@@ -216,7 +218,7 @@ void apply_opt(struct opts *o, int c, const char *optarg,
     switch (c) {
     case 'n':
         if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-            BAD("--hosts", "need a number 1..32");
+            BAD("--hosts", "need a number 1.." MAX_HOSTS_STR);
         }
         o->nhosts = (int)v;
         break;
@@ -269,7 +271,7 @@ void apply_opt(struct opts *o, int c, const char *optarg,
         break;
     case OPT_MAX_HOSTS:
         if (!parse_int(optarg, 1, MAX_HOSTS, &v)) {
-            BAD("--max-hosts", "need a number 1..32");
+            BAD("--max-hosts", "need a number 1.." MAX_HOSTS_STR);
         }
         o->max_hosts = (int)v;
         break;
@@ -289,7 +291,8 @@ void apply_opt(struct opts *o, int c, const char *optarg,
             BAD("--device-opt", "expected KEY=VALUE or I:KEY=VALUE");
         }
         if (dh >= MAX_HOSTS) {
-            BAD("--device-opt", "host id before ':' must be 0..31");
+            BAD("--device-opt", "host id before ':' must be 0.."
+                MAX_HOST_ID_STR);
         }
         if (g_str_has_prefix(kv, "conflict-log=") ||
             g_str_has_prefix(kv, "stale-log=")) {
@@ -324,7 +327,8 @@ void apply_opt(struct opts *o, int c, const char *optarg,
             BAD("--pool-backend", "expected file, memdev, I:file or I:memdev");
         }
         if (bh >= MAX_HOSTS) {
-            BAD("--pool-backend", "host id before ':' must be 0..31");
+            BAD("--pool-backend", "host id before ':' must be 0.."
+                MAX_HOST_ID_STR);
         }
         if (bh >= 0) {
             o->host_backend[bh] = b;

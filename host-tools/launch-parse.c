@@ -123,7 +123,7 @@ bool parse_kill(const char *arg, struct kill_spec *k, const char **why)
     bool ok = hs && parse_int(hs, 0, MAX_HOSTS - 1, &host);
     g_free(hs);
     if (!ok) {
-        *why = "host id before '@' must be a number 0..31";
+        *why = "host id before '@' must be a number 0.." MAX_HOST_ID_STR;
         return false;
     }
     k->host = (int)host;

@@ -121,19 +121,20 @@ int boot_parallel(const struct opts *o)
     return n > 0 ? (int)n + 1 : 0;
 }
 
-/* --boot-parallel N: whether another host may start now. */
-static bool boot_slot_free(const struct pod_run *r)
+/* --boot-parallel N: how many more hosts may start now (INT_MAX: any
+ * number).  One pass over the hosts started so far, once a tick. */
+static int boot_slots_free(const struct pod_run *r)
 {
     const struct opts *o = r->o;
     int max = boot_parallel(o), booting = 0;
 
     if (max <= 0) {
-        return true;
+        return INT_MAX;
     }
     for (int i = 0; i < r->started; i++) {
         booting += host_booting(o, &g_hosts[i]);
     }
-    return booting < max;
+    return booting < max ? max - booting : 0;
 }
 
 /* SIGINT, SIGTERM, SIGHUP: the next tick shuts the guests down. */
@@ -165,17 +166,21 @@ static gboolean tick(gpointer data)
         r->wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
                       read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
     }
+    int slots = r->started < o->nhosts ? boot_slots_free(r) : 0;
     while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
            !r->stopping &&
            !(r->wait_header && r->started == 1) &&
            t - t0 >= r->started * (o->stagger_ms / 1000.0) &&
-           boot_slot_free(r)) {
+           slots > 0) {
         struct host *h = &g_hosts[r->started];
         if (!spawn_qemu(h, o, accel, has_job)) {
             h->end = END_SPAWN_FAILED;
             stop_pod_for(r, h, t, false);
-        } else if (!o->quiet) {
-            msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
+        } else {
+            slots -= slots != INT_MAX;  /* it boots now */
+            if (!o->quiet) {
+                msg("host %d: started QEMU pid %d", h->id, (int)h->pid);
+            }
         }
         r->started++;
     }

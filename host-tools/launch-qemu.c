@@ -313,7 +313,7 @@ int device_opt_host(const char *opt, const char **kv)
     while (isdigit((unsigned char)*p)) {
         p++;
     }
-    if (p == opt || *p != ':' || p - opt > 2) {
+    if (p == opt || *p != ':' || p - opt > 3) {     /* ids up to 255 */
         return -1;
     }
     *kv = p + 1;

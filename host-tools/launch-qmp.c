@@ -169,17 +169,18 @@ void check_clean_exit(struct host *h, const char *pool, bool quiet)
  * After the run: the host table as the pool file holds it
  * (docs/pool-format.md), which also covers the host that exited last,
  * when no survivor's QMP was left to ask.  Returns the number of entries
- * read into state[] / gen[] (0 if the file is not a pool of version 3).
+ * read into state[] / gen[] (0 if the file is not a pool of version 4).
  */
 #define POOL_MAGIC "CXLPOOL"
 int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
 {
     int fd = open(pool, O_RDONLY | O_CLOEXEC);
-    unsigned char hdr[0x50];
+    unsigned char hdr[0x60];
     if (fd < 0) {
         return 0;
     }
-    uint32_t version = 0, max_hosts = 0, hoff = 0, hsize = 0;
+    uint32_t version = 0, max_hosts = 0, hsize = 0;
+    uint64_t hoff = 0;
     if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
         memcmp(hdr, POOL_MAGIC, 8)) {
         close(fd);
@@ -187,21 +188,20 @@ int read_pool_hosts(const char *pool, int n, unsigned *state, uint64_t *gen)
     }
     memcpy(&version, hdr + 0x08, 4);
     memcpy(&max_hosts, hdr + 0x2c, 4);
-    memcpy(&hoff, hdr + 0x30, 4);
-    memcpy(&hsize, hdr + 0x34, 4);
-    if (version != 3 || hsize < 16 || max_hosts > MAX_HOSTS) {
+    memcpy(&hoff, hdr + 0x50, 8);
+    memcpy(&hsize, hdr + 0x58, 4);
+    if (version != 4 || hsize < 16 || hsize > 4096 || max_hosts > MAX_HOSTS) {
         close(fd);
         return 0;
     }
-    int got = 0;
-    for (int i = 0; i < n && i < (int)max_hosts; i++) {
-        unsigned char e[16];
-        if (pread(fd, e, sizeof(e), (off_t)hoff + (off_t)hsize * i) != 16) {
-            break;
-        }
+    /* the entries asked for in one read: a pod's exits stay O(hosts) */
+    int want = MIN(n, (int)max_hosts), got = 0;
+    g_autofree unsigned char *t = g_malloc((size_t)hsize * MAX(want, 1));
+    ssize_t r = pread(fd, t, (size_t)hsize * want, (off_t)hoff);
+    for (int i = 0; r > 0 && i < want && (ssize_t)hsize * (i + 1) <= r; i++) {
         uint32_t st;
-        memcpy(&st, e, 4);
-        memcpy(&gen[i], e + 8, 8);
+        memcpy(&st, t + (size_t)hsize * i, 4);
+        memcpy(&gen[i], t + (size_t)hsize * i + 8, 8);
         state[i] = st;
         got++;
     }

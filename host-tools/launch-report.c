@@ -7,6 +7,7 @@
  */
 
 #include <math.h>
+#include <sys/resource.h>
 #include <json-glib/json-glib.h>
 #include "launch.h"
 
@@ -322,6 +323,17 @@ int report(const struct opts *o, enum accel accel, double wall,
     add_str(b, "userland", userland_name(o->userland));
     add_bool(b, "net", pod_has_net(o));
     add_num(b, "wall_s", wall, 2);
+    /* the launcher's own CPU time (all its threads, not its QEMUs): what
+     * scripts/bench-scale.sh --launcher divides by the hosts */
+    struct rusage ru;
+    double cpu = -1;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+              ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+        add_num(b, "launcher_cpu_s", cpu, 3);
+    } else {
+        add_null(b, "launcher_cpu_s");
+    }
 
     if (!o->interactive) {
         print_outputs(o);
@@ -389,7 +401,8 @@ int report(const struct opts *o, enum accel accel, double wall,
 
     fflush(stdout);
     if (!o->quiet) {
-        msg("wall time %.1f s; logs in %s", wall, o->workdir);
+        msg("wall time %.1f s, the launcher's CPU time %.2f s; logs in %s",
+            wall, cpu, o->workdir);
     }
     if (o->json) {
         g_autoptr(JsonGenerator) gen = json_generator_new();

@@ -150,12 +150,15 @@ void pod_prepare_ssh(const struct opts *o)
     g_autofree char *qidec = ssh_quote(idec);
     g_autofree char *qkh = ssh_quote(kh);
     g_autofree char *cm = g_build_filename(dir, "cm-%h", NULL);
-    /* ssh binds "ControlPath.XXXXXXXXXXXXXXXX" for host31: stay under 108 */
-    if (strlen(dir) + strlen("/cm-host31") + 17 >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    /* ssh binds "ControlPath.XXXXXXXXXXXXXXXX" for the last host's
+     * name: stay under 108 */
+    g_autofree char *last = g_strdup_printf("/cm-host%d", o->nhosts - 1);
+    size_t room = sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 17 -
+                  strlen(last) - strlen("/ssh");
+    if (strlen(o->workdir) > room) {
         die(EXIT_USAGE, "the work directory %s is too long for the ssh "
-            "control socket of --userland host (%zu bytes at most): give a "
-            "shorter -w DIR", o->workdir,
-            sizeof(((struct sockaddr_un *)0)->sun_path) - 32);
+            "control socket of --userland host (%zu bytes at most with %d "
+            "hosts): give a shorter -w DIR", o->workdir, room, o->nhosts);
     }
     g_autofree char *qcm = ssh_quote(cm);
     g_autofree char *c = g_strdup_printf(

@@ -60,7 +60,12 @@
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
 #define POOL_ALIGN (256ULL * MIB)   /* CXL device/window/region granule */
-#define MAX_HOSTS 32                /* register block allows 1..32 */
+/* Hosts of a pod: host ids are 0..MAX_HOSTS-1.  Everything the launcher
+ * keeps per host is sized by the pod's -n, not by this; what grows with it
+ * is checked to stay flat per host (scripts/bench-scale.sh --launcher). */
+#define MAX_HOSTS 256
+#define MAX_HOSTS_STR "256"        /* for messages */
+#define MAX_HOST_ID_STR "255"
 #define POLL_MS 20                  /* log polling period */
 #define POWEROFF_GRACE_S 20.0       /* after END, wait this long for exit */
 #define TERM_GRACE_S 3.0            /* SIGTERM -> SIGKILL */
@@ -77,10 +82,15 @@
 #define MARK_SERVING "@@CXLPOD-SERVING@@"
 #define MARK_UP "@@CXLPOD-UP "     /* network / host userland set up */
 
-/* The pod network: host i is POD_NET_PREFIX.(i+1)/POD_NET_LEN on a segment
- * that only the pod's QEMUs share (launch-net.c). */
-#define POD_NET_PREFIX "10.211.0"
-#define POD_NET_LEN "24"
+/*
+ * The pod network: a /16 that only the pod's QEMUs share (launch-net.c).
+ * Host i is POD_NET_PREFIX.(i / 254).(i % 254 + 1): hosts 0..253 are
+ * 10.211.0.1..254, host 254 is 10.211.1.1, and so on; no address ends in
+ * .0 or .255.
+ */
+#define POD_NET_PREFIX "10.211"
+#define POD_NET_LEN "16"
+#define POD_NET_PER_OCTET 254
 
 /* What the guests run: the initramfs's busybox, or this machine's own root
  * file system (--userland host). */
@@ -244,6 +254,7 @@ struct host {
     bool parsed;            /* rep is up to date with log */
     size_t kill_scan[16];   /* --kill STRING: log searched up to here */
     size_t errs_reported;   /* error markers already announced */
+    size_t errs_scan;       /* run's log searched for them up to here */
     size_t follow_pos;      /* --follow: job output printed up to here */
     struct guest_report rep;
     enum host_end end;

@@ -43,7 +43,7 @@ static void check_hosts(Pool *p, Report *r)
 {
     uint32_t i;
 
-    for (i = 0; i < CXLPOOL_MAX_HOSTS; i++) {
+    for (i = 0; i < p->nr_hosts; i++) {
         CXLPoolHost *e = &p->hosts[i];
         uint32_t state = qatomic_read(&e->state);
         const char *name = cxlpool_host_state_name(state);
@@ -52,17 +52,6 @@ static void check_hosts(Pool *p, Report *r)
             "stop any QEMU of host %u, then 'cxlpod-pool reset-host %u %s'",
             i, i, p->path);
 
-        if (i >= p->hdr->max_hosts) {
-            static const CXLPoolHost zero;
-
-            if (memcmp(e, &zero, sizeof(zero))) {
-                problem(r, "the table was written by something other than "
-                        "cxlpod: make a new pool",
-                        "host slot %u is beyond max-hosts %u but not zero", i,
-                        p->hdr->max_hosts);
-            }
-            continue;
-        }
         if (state > CXLPOOL_HOST_LEFT) {
             problem(r, reset, "host %u has state %u (allowed: 0 free, 1 live, "
                     "2 failed, 3 left)", i, state);
@@ -108,7 +97,7 @@ static void check_hosts(Pool *p, Report *r)
 static void check_locks(Pool *p, Report *r)
 {
     uint64_t *locks = (uint64_t *)(p->meta + CXLPOOL_LINELOCK_OFFSET);
-    CXLShmUndo *undo = (CXLShmUndo *)(p->meta + CXLPOOL_UNDO_OFFSET);
+    CXLShmUndo *undo = pool_tail(p, p->lo.undo);
     g_autofree char *wipe = g_strdup_printf(
         "the metadata was written by something other than cxlpod: stop "
         "every host, then 'cxlpod-pool wipe %s' (the data is lost) or make "
@@ -130,7 +119,7 @@ static void check_locks(Pool *p, Report *r)
             dead++;
         }
     }
-    for (i = 0; i < CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS; i++) {
+    for (i = 0; i < pool_undo_slots(p); i++) {
         uint64_t a = qatomic_read(&undo[i].armed);
 
         if (!a) {
@@ -158,45 +147,103 @@ static void check_locks(Pool *p, Report *r)
     "this area, so they still start: find the writer, and make a new pool " \
     "if in doubt"
 
-/* The first non-zero byte of [start, end) of the metadata, or end */
+/*
+ * The lock turns: each entry's waiting bitmap names hosts of this pool
+ * only, and its last word a host + 1 of this pool or 0 (a live pod sets
+ * them; they need not be zero)
+ */
+static void check_turns(Pool *p, Report *r)
+{
+    const uint64_t *t = pool_tail(p, p->lo.turns);
+    uint32_t nw = p->lo.turn_words - 1, i, w;
+
+    for (i = 0; i < CXLSHM_NR_LOCKS; i++, t += p->lo.turn_words) {
+        bool bad = qatomic_read(&t[nw]) > p->nr_hosts;
+
+        for (w = 0; w < nw && !bad; w++) {
+            uint64_t bits = qatomic_read(&t[w]);
+
+            bad = w * 64 + 64 > p->nr_hosts &&
+                  (bits >> (p->nr_hosts - w * 64));
+        }
+        if (bad) {
+            problem(r, "something other than cxlpod wrote the lock turns; "
+                    "a stale turn costs a lock at most 5 ms, so the hosts "
+                    "still start: find the writer",
+                    "lock turn entry %u (byte 0x%" PRIx64 ") names a host "
+                    "beyond max-hosts %u", i,
+                    p->lo.turns + (uint64_t)i * p->lo.turn_words * 8,
+                    p->nr_hosts);
+            return;
+        }
+    }
+}
+
+/* The byte at file offset @k of the head or the tail */
+static uint8_t meta_byte(Pool *p, uint64_t k)
+{
+    return k < CXLPOOL_META_SIZE ? p->meta[k] : *(uint8_t *)pool_tail(p, k);
+}
+
+/* The first non-zero byte of [start, end) of the head or the tail, or end */
 static uint64_t first_nonzero(Pool *p, uint64_t start, uint64_t end)
 {
     uint64_t k;
 
-    for (k = start; k < end && !p->meta[k]; k++) {
+    for (k = start; k < end && !meta_byte(p, k); k++) {
     }
     return k;
 }
 
+/* Where format version 3 kept what version 4 keeps in the tail */
+static const struct {
+    uint64_t start, end;
+    const char *what;
+} v3_areas[] = {
+    { POOL_V3_HOSTS, POOL_V3_HOSTS_END, "host table" },
+    { POOL_V3_UNDO, POOL_V3_UNDO_END, "undo slots" },
+    { POOL_V3_TURNS, POOL_V3_XSTATS_END, "lock turns and extended statistics" },
+    { POOL_V3_SF, POOL_V3_SF_END, "snoop filter" },
+};
+
 /*
  * Metadata no cxlpod code writes: must be zero.  The areas the device
- * writes lie between these gaps: the host table, line locks, undo slots,
- * page versions, extended statistics, the snoop filter's header and
- * entries (checked by check_snoop_filter()).
+ * writes lie between these gaps: in the head the line locks, page
+ * versions (and the liveness bytes, only ever locked; the line locks end
+ * where version 3's undo slots begin); in the tail the
+ * host table, extended statistics, undo slots, lock turns, the snoop
+ * filter's header and entries (checked by check_snoop_filter()).  The
+ * areas format version 3 used in the head are zero in a new pool and
+ * zeroed by the last step of 'cxlpod-pool upgrade': bytes there are a
+ * note (an upgrade stopped before that step), not a problem.
  */
 static void check_reserved(Pool *p, Report *r)
 {
-    static const struct {
+    const CXLPoolLayout *lo = &p->lo;
+    uint64_t n = p->nr_hosts;
+    const struct {
         uint64_t start, end;
         const char *what;
     } areas[] = {
-        { sizeof(CXLPoolHeader), CXLPOOL_HOSTS_OFFSET,
+        { sizeof(CXLPoolHeader), POOL_V3_HOSTS,
           "the rest of the header page" },
-        { CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost),
-          CXLPOOL_LINELOCK_OFFSET, "the space after the host table" },
-        { CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
-          sizeof(CXLShmUndo), CXLPOOL_VERSIONS_OFFSET,
-          "the space after the undo slots" },
-        /* the lock turns fill the space up to the extended statistics */
-        { CXLPOOL_XSTATS_OFFSET +
-          CXLPOOL_MAX_HOSTS * CXLPOOL_XSTATS_PER_HOST * 8,
-          CXLPOOL_LOCK_OFFSET, "the space after the extended statistics" },
-        { CXLPOOL_LOCK_OFFSET, CXLPOOL_SF_OFFSET,
+        { POOL_V3_HOSTS_END, CXLPOOL_LINELOCK_OFFSET,
+          "the space before the line locks" },
+        { POOL_V3_XSTATS_END, CXLPOOL_LOCK_OFFSET,
+          "the space after the page versions" },
+        { CXLPOOL_LOCK_OFFSET, POOL_V3_SF,
           "the liveness lock bytes (only ever locked)" },
-        { CXLPOOL_SF_OFFSET + sizeof(CXLPoolSnoopHeader), CXLPOOL_SF_ENTRIES,
+        { POOL_V3_SF_END, CXLPOOL_META_SIZE, "the end of the head" },
+        { lo->hosts + n * sizeof(CXLPoolHost), lo->xstats,
+          "the space after the host table" },
+        { lo->xstats + n * CXLPOOL_XSTATS_PER_HOST * 8, lo->undo,
+          "the space after the extended statistics" },
+        /* undo slots, turns and the filter's header follow each other */
+        { lo->sf_header + sizeof(CXLPoolSnoopHeader), lo->sf_entries,
           "the rest of the snoop filter header page" },
-        { CXLPOOL_SF_ENTRIES + CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8,
-          CXLPOOL_META_SIZE, "the space after the snoop filter" },
+        { lo->sf_entries + (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS *
+          sizeof(CXLPoolSnoopEntry), lo->tail + lo->tail_size,
+          "the space after the snoop filter" },
     };
     size_t i;
 
@@ -206,27 +253,72 @@ static void check_reserved(Pool *p, Report *r)
         if (k < areas[i].end) {
             problem(r, RESERVED_RECOVERY, "metadata no cxlpod code writes is "
                     "not zero: %s (byte 0x%" PRIx64 " is 0x%02x)",
-                    areas[i].what, k, p->meta[k]);
+                    areas[i].what, k, meta_byte(p, k));
+        }
+    }
+    for (i = 0; i < G_N_ELEMENTS(v3_areas); i++) {
+        uint64_t k = first_nonzero(p, v3_areas[i].start, v3_areas[i].end);
+
+        if (k < v3_areas[i].end) {
+            note(r, "the %s of format version 3 (0x%" PRIx64 "..0x%" PRIx64
+                 ") is not zero (byte 0x%" PRIx64 " is 0x%02x): an upgrade "
+                 "was stopped before it cleared it, or something other than "
+                 "cxlpod wrote it; no host reads it, and 'cxlpod-pool upgrade "
+                 "%s' clears it", v3_areas[i].what, v3_areas[i].start,
+                 v3_areas[i].end, k, p->meta[k], p->path);
         }
     }
 }
 
-/* The magic of the per-page filter layout of earlier builds, "1SFSNOOP" */
-#define SF_MAGIC_PER_PAGE 0x504f4f4e53465331ULL
 #define SF_RESET_RECOVERY \
     "something other than cxlpod wrote the snoop filter; the next mode=timed " \
     "host zeroes it and sets it up again, so the hosts still start: find " \
     "the writer"
+/* An entry's first word (docs/pool-format.md, "Snoop filter") */
+#define SF_VALID                (1ULL << 63)
+#define SF_OWNER_MASK           0x1ffULL        /* owner + 1, bits 0..8 */
+/* 9..32 the epoch (any value), 33..37 zero */
+#define SF_RESERVED_MASK        (((1ULL << 38) - 1) & ~((1ULL << 33) - 1))
 
 /* The first non-zero snoop-filter entry from @from on, or the end */
-static uint64_t first_entry(const uint64_t *sf, uint64_t from)
+static uint64_t first_entry(const CXLPoolSnoopEntry *sf, uint64_t from)
 {
     uint64_t n = (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS;
 
-    while (from < n && !qatomic_read(&sf[from])) {
+    while (from < n && !qatomic_read(&sf[from].tag) &&
+           !qatomic_read(&sf[from].holders)) {
         from++;
     }
     return from;
+}
+
+/*
+ * The entries of a set-up filter: an invalid entry is zero (the device
+ * writes an entry only when it makes it valid); a valid one has zeros in
+ * bits 33..37 (9..32 are its epoch) and an owner of this pool
+ */
+static void check_sf_entries(Pool *p, Report *r, const CXLPoolSnoopEntry *sf,
+                             uint64_t n)
+{
+    uint64_t e;
+
+    for (e = 0; e < n; e++) {
+        uint64_t t = qatomic_read(&sf[e].tag);
+        uint64_t h = qatomic_read(&sf[e].holders);
+
+        if (!t && !h) {
+            continue;
+        }
+        if (!(t & SF_VALID) || (t & SF_RESERVED_MASK) ||
+            (t & SF_OWNER_MASK) > p->nr_hosts ||
+            (p->nr_hosts < 64 && (h >> p->nr_hosts))) {
+            problem(r, SF_RESET_RECOVERY, "snoop filter entry %" PRIu64
+                    " (byte 0x%" PRIx64 ") is 0x%016" PRIx64 " 0x%016"
+                    PRIx64 ": not an entry of a host of this pool", e,
+                    p->lo.sf_entries + e * sizeof(*sf), t, h);
+            return;
+        }
+    }
 }
 
 /*
@@ -236,9 +328,8 @@ static uint64_t first_entry(const uint64_t *sf, uint64_t from)
  */
 static void check_snoop_filter(Pool *p, Report *r)
 {
-    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(p->meta +
-                                                    CXLPOOL_SF_OFFSET);
-    const uint64_t *sf = (const uint64_t *)(p->meta + CXLPOOL_SF_ENTRIES);
+    CXLPoolSnoopHeader *sh = pool_tail(p, p->lo.sf_header);
+    const CXLPoolSnoopEntry *sf = pool_tail(p, p->lo.sf_entries);
     uint64_t magic = qatomic_read(&sh->magic);
     uint64_t ways = qatomic_read(&sh->ways);
     uint64_t n = (uint64_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS, e;
@@ -252,28 +343,29 @@ static void check_snoop_filter(Pool *p, Report *r)
         if (e < n) {
             problem(r, SF_RESET_RECOVERY, "the snoop filter is not set up "
                     "(no magic) but entry %" PRIu64 " is 0x%016" PRIx64
-                    ": the device zeroes the entries before it writes the "
-                    "magic", e, qatomic_read(&sf[e]));
+                    " 0x%016" PRIx64 ": the device zeroes the entries "
+                    "before it writes the magic", e,
+                    qatomic_read(&sf[e].tag), qatomic_read(&sf[e].holders));
         }
-    } else if (magic == SF_MAGIC_PER_PAGE) {
-        note(r, "the snoop filter has the per-page layout of earlier builds: "
-             "the next mode=timed host sets it up again (nothing to do)");
     } else if (magic != CXLPOOL_SF_MAGIC) {
         problem(r, SF_RESET_RECOVERY, "the snoop filter header has magic "
                 "0x%016" PRIx64 " (allowed: 0, or 0x%016" PRIx64
-                " \"2SFSNOOP\")", magic, (uint64_t)CXLPOOL_SF_MAGIC);
+                " \"3SFSNOOP\")", magic, (uint64_t)CXLPOOL_SF_MAGIC);
     } else if (ways < 1 || ways > CXLPOOL_SF_MAX_WAYS) {
         problem(r, wipe, "the snoop filter has %" PRIu64 " ways (allowed: "
                 "1..%d): every mode=timed host is refused", ways,
                 CXLPOOL_SF_MAX_WAYS);
     } else {
+        check_sf_entries(p, r, sf, ways * CXLSHM_NR_LOCKS);
         e = first_entry(sf, ways * CXLSHM_NR_LOCKS);
         if (e < n) {
             problem(r, RESERVED_RECOVERY, "the snoop filter has %" PRIu64
                     " ways (%" PRIu64 " entries) but entry %" PRIu64 " (byte "
-                    "0x%" PRIx64 ") is 0x%016" PRIx64 ": no cxlpod code "
-                    "writes beyond the filter", ways, ways * CXLSHM_NR_LOCKS,
-                    e, CXLPOOL_SF_ENTRIES + e * 8, qatomic_read(&sf[e]));
+                    "0x%" PRIx64 ") is 0x%016" PRIx64 " 0x%016" PRIx64
+                    ": no cxlpod code writes beyond the filter", ways,
+                    ways * CXLSHM_NR_LOCKS, e,
+                    p->lo.sf_entries + e * sizeof(*sf),
+                    qatomic_read(&sf[e].tag), qatomic_read(&sf[e].holders));
         }
     }
 }
@@ -308,6 +400,18 @@ int cmd_check(int argc, char **argv)
         return 0;
     }
     if (ret == 1) {
+        g_autofree char *why = NULL;
+
+        if (p.err == CXLPOOL_ERR_VERSION &&
+            pool_v3_upgradable(argv[1], p.fd, &p.st, &why) >= 0) {
+            if (why) {
+                note(&r, "'cxlpod-pool upgrade' refuses it now: %s", why);
+            } else {
+                note(&r, "no host is live and no host left a write "
+                     "unfinished: 'cxlpod-pool upgrade %s' can upgrade it "
+                     "now", argv[1]);
+            }
+        }
         if (p.err != CXLPOOL_OK) {
             problem(&r, cxlpool_recovery(p.err), "the header is refused "
                     "(above): no host can start on this file");
@@ -326,10 +430,6 @@ int cmd_check(int argc, char **argv)
         problem(&r, "no cxl-shm device accepts this geometry: make a new "
                 "pool", "the header's geometry is invalid: %s", why);
     }
-    if (p.hdr->reserved0) {
-        problem(&r, "make a new pool", "the header's reserved word is "
-                "0x%x, not 0", p.hdr->reserved0);
-    }
     if (p.st.st_uid != geteuid()) {
         note(&r, "the pool belongs to uid %u: only QEMUs running as that "
              "user can join it", (unsigned)p.st.st_uid);
@@ -342,6 +442,7 @@ int cmd_check(int argc, char **argv)
         check_hosts(&p, &r);
         check_locks(&p, &r);
         check_reserved(&p, &r);
+        check_turns(&p, &r);
         check_snoop_filter(&p, &r);
     }
     if (r.problems) {

@@ -107,7 +107,7 @@ static bool lock_pool(int fd, bool exclusive, const char *path)
  * Open @path and take its flock; like a joining QEMU, open it again if the
  * file was removed or replaced while we waited.  Returns the fd or -1.
  */
-static int open_pool(const char *path, int flags, bool exclusive,
+int pool_open_locked(const char *path, int flags, bool exclusive,
                      struct stat *st)
 {
     int tries;
@@ -144,7 +144,7 @@ static int open_pool(const char *path, int flags, bool exclusive,
 /* Statistic @k of host @host: the host table's, then the extended area */
 uint64_t pool_stat(const Pool *p, uint32_t host, int k)
 {
-    const uint64_t *x = (const uint64_t *)(p->meta + CXLPOOL_XSTATS_OFFSET);
+    const uint64_t *x = pool_tail(p, p->lo.xstats);
 
     if (k < CXLSHM_STAT_TABLE_NR) {
         return qatomic_read(&p->hosts[host].stats[k]);
@@ -153,7 +153,12 @@ uint64_t pool_stat(const Pool *p, uint32_t host, int k)
                            CXLSHM_STAT_TABLE_NR]);
 }
 
-/* Open, lock, validate (any geometry) and map the metadata of a pool */
+/*
+ * Open, lock, validate (any geometry) and map the metadata of a pool: the
+ * head and the tail, two mappings (on hugetlbfs both start and end on a
+ * huge page: the layout makes the tail's offset and size multiples of
+ * CXLPOOL_TAIL_ALIGN)
+ */
 int pool_open(Pool *p, const char *path, bool write)
 {
     CXLPoolHeader h = { 0 };
@@ -162,7 +167,7 @@ int pool_open(Pool *p, const char *path, bool write)
 
     memset(p, 0, sizeof(*p));
     p->path = path;
-    p->fd = open_pool(path, write ? O_RDWR : O_RDONLY, write, &p->st);
+    p->fd = pool_open_locked(path, write ? O_RDWR : O_RDONLY, write, &p->st);
     if (p->fd < 0) {
         return 2;
     }
@@ -199,8 +204,19 @@ int pool_open(Pool *p, const char *path, bool write)
         return 2;
     }
     p->hdr = (CXLPoolHeader *)p->meta;
-    p->hosts = (CXLPoolHost *)(p->meta + CXLPOOL_HOSTS_OFFSET);
+    /* cxlpool_check() took max_hosts and the tail from this header */
     p->nr_hosts = MIN(p->hdr->max_hosts, CXLPOOL_MAX_HOSTS);
+    cxlpool_layout(&p->lo, p->hdr->data_size, p->nr_hosts);
+    p->tail = mmap(NULL, p->lo.tail_size, prot, MAP_SHARED, p->fd,
+                   p->lo.tail);
+    if (p->tail == MAP_FAILED) {
+        p->tail = NULL;
+        fail("cannot map the metadata tail of pool '%s' (0x%" PRIx64
+             " bytes at 0x%" PRIx64 "): %s", path, p->lo.tail_size,
+             p->lo.tail, strerror(errno));
+        return 2;
+    }
+    p->hosts = pool_tail(p, p->lo.hosts);
     if (write) {
         CXLPoolGeometry g = {
             .size = p->hdr->data_size,
@@ -218,10 +234,22 @@ int pool_open(Pool *p, const char *path, bool write)
     return 0;
 }
 
+int pool_sync(Pool *p)
+{
+    if (msync(p->meta, CXLPOOL_META_SIZE, MS_SYNC) < 0 ||
+        msync(p->tail, p->lo.tail_size, MS_SYNC) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 void pool_close(Pool *p)
 {
     if (p->meta) {
         munmap(p->meta, CXLPOOL_META_SIZE);
+    }
+    if (p->tail) {
+        munmap(p->tail, p->lo.tail_size);
     }
     if (p->fd >= 0) {
         close(p->fd);       /* drops the flock */
@@ -259,14 +287,14 @@ bool owner_alive(Pool *p, uint64_t tag)
 void count_locks(Pool *p, unsigned *held, unsigned *armed)
 {
     const uint64_t *locks = (uint64_t *)(p->meta + CXLPOOL_LINELOCK_OFFSET);
-    const CXLShmUndo *undo = (CXLShmUndo *)(p->meta + CXLPOOL_UNDO_OFFSET);
+    const CXLShmUndo *undo = pool_tail(p, p->lo.undo);
     unsigned i;
 
     *held = *armed = 0;
     for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
         *held += qatomic_read(&locks[i]) != 0;
     }
-    for (i = 0; i < CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS; i++) {
+    for (i = 0; i < pool_undo_slots(p); i++) {
         *armed += qatomic_read(&undo[i].armed) != 0;
     }
 }

@@ -27,6 +27,9 @@ static void print_text(Pool *p)
     printf("  file      %lld bytes, mode 0%o, uid %u\n",
            (long long)p->st.st_size, (unsigned)(p->st.st_mode & 07777),
            (unsigned)p->st.st_uid);
+    printf("  tail      0x%" PRIx64 " bytes at 0x%" PRIx64 " (host table, "
+           "statistics, undo slots, lock turns, snoop filter)\n",
+           h->tail_size, h->tail_offset);
     printf("  locks     %u line locks held, %u undo slots armed\n",
            held, armed);
     printf("  host  status   table    lock  pid       generation  joined"
@@ -92,6 +95,18 @@ static void print_json(Pool *p)
     member_int(b, "create_time_ns", h->create_time_ns);
     member_int(b, "file_size", p->st.st_size);
     member_int(b, "file_mode", p->st.st_mode & 07777);
+    member_int(b, "tail_offset", h->tail_offset);
+    member_int(b, "tail_size", h->tail_size);
+    json_builder_set_member_name(b, "layout");
+    json_builder_begin_object(b);
+    member_int(b, "hosts", p->lo.hosts);
+    member_int(b, "xstats", p->lo.xstats);
+    member_int(b, "undo", p->lo.undo);
+    member_int(b, "turns", p->lo.turns);
+    member_int(b, "turn_words", p->lo.turn_words);
+    member_int(b, "sf_header", p->lo.sf_header);
+    member_int(b, "sf_entries", p->lo.sf_entries);
+    json_builder_end_object(b);
     member_int(b, "line_locks_held", held);
     member_int(b, "undo_armed", armed);
     json_builder_set_member_name(b, "hosts");

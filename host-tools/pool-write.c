@@ -56,7 +56,8 @@ int cmd_create(int argc, char **argv)
         { "coherent-size", 'c', 0, G_OPTION_ARG_STRING, &coh_s,
           "hardware-coherent window, a multiple of 2M (default 0)", "SIZE" },
         { "max-hosts", 'n', 0, G_OPTION_ARG_INT, &max_hosts,
-          "host slots, 1..32 (default 2)", "N" },
+          "host slots, 1.." stringify(CXLPOOL_MAX_HOSTS) " (default 2)",
+          "N" },
         { "mode", 'm', 0, G_OPTION_ARG_STRING, &mode_s,
           "permissions, owner rw at least (default 0600)", "MODE" },
         { "owner", 'o', 0, G_OPTION_ARG_STRING, &owner,
@@ -177,11 +178,12 @@ int cmd_create(int argc, char **argv)
              strerror(errno));
         goto refused;
     }
-    ret = cxlpool_allocate(fd, CXLPOOL_META_SIZE + g.size);
+    ret = cxlpool_allocate(fd, cxlpool_file_size(g.size, g.max_hosts));
     if (ret < 0) {
         fail("cannot %s the %" PRIu64 " MiB of pool '%s' on its file "
              "system: %s", ret == -1 ? "allocate" : "size",
-             (CXLPOOL_META_SIZE + g.size) >> 20, path, strerror(errno));
+             cxlpool_file_size(g.size, g.max_hosts) >> 20, path,
+             strerror(errno));
         goto refused;
     }
     ret = cxlpool_write_header(fd, &g, g_get_real_time() * 1000);
@@ -220,7 +222,7 @@ int cmd_reset_host(int argc, char **argv)
         !g_ascii_string_to_unsigned(argv[1], 10, 0, CXLPOOL_MAX_HOSTS - 1,
                                     &host, NULL)) {
         fail("reset-host: %s", err ? err->message : "usage: cxlpod-pool "
-             "reset-host N POOL (N in [0, 31])");
+             "reset-host N POOL (N in [0, max-hosts - 1])");
         return 2;
     }
     ret = pool_open(&p, argv[2], true);
@@ -253,10 +255,9 @@ int cmd_reset_host(int argc, char **argv)
     e->join_time_ns = 0;
     e->leave_time_ns = 0;
     memset(e->stats, 0, sizeof(e->stats));
-    memset(p.meta + CXLPOOL_XSTATS_OFFSET +
-           host * CXLPOOL_XSTATS_PER_HOST * 8, 0,
-           CXLPOOL_XSTATS_PER_HOST * 8);
-    if (msync(p.meta, CXLPOOL_META_SIZE, MS_SYNC) < 0) {
+    memset(pool_tail(&p, p.lo.xstats + host * CXLPOOL_XSTATS_PER_HOST * 8),
+           0, CXLPOOL_XSTATS_PER_HOST * 8);
+    if (pool_sync(&p) < 0) {
         fail("reset-host: cannot write the host table of '%s': %s",
              argv[2], strerror(errno));
         pool_close(&p);
@@ -338,9 +339,9 @@ int cmd_wipe(int argc, char **argv)
      */
     memset(p.meta + CXLPOOL_LINELOCK_OFFSET, 0,
            CXLPOOL_LOCK_OFFSET - CXLPOOL_LINELOCK_OFFSET);
-    memset(p.meta + CXLPOOL_SF_OFFSET, 0,
-           CXLPOOL_META_SIZE - CXLPOOL_SF_OFFSET);
-    if (msync(p.meta, CXLPOOL_META_SIZE, MS_SYNC) < 0) {
+    memset(pool_tail(&p, p.lo.xstats), 0,
+           p.lo.tail + p.lo.tail_size - p.lo.xstats);
+    if (pool_sync(&p) < 0) {
         fail("wipe: cannot write the metadata of '%s': %s", argv[1],
              strerror(errno));
         pool_close(&p);

@@ -7,6 +7,7 @@
  *   pool-inspect.c  inspect (text and --json)
  *   pool-check.c    check
  *   pool-write.c    create, reset-host, wipe
+ *   pool-upgrade.c  upgrade (format version 3 to 4)
  *
  * Copyright (c) 2025 cxlpod authors
  *
@@ -24,11 +25,20 @@
 #include "qemu/atomic.h"
 #include "cxl-shm-format.h"
 
+/*
+ * An opened pool: its head (CXLPOOL_META_SIZE bytes at offset 0: header,
+ * line locks, page versions, liveness bytes) and its tail (at
+ * lo.tail: host table, extended statistics, undo slots, lock turns,
+ * snoop filter) mapped; pool_tail() turns a file offset of the tail into
+ * an address.
+ */
 struct Pool {
     const char *path;
     int fd;
     struct stat st;
     uint8_t *meta;
+    uint8_t *tail;
+    CXLPoolLayout lo;
     CXLPoolHeader *hdr;
     CXLPoolHost *hosts;
     CXLPoolError err;
@@ -36,6 +46,36 @@ struct Pool {
     uint32_t nr_hosts;          /* max_hosts, at most CXLPOOL_MAX_HOSTS */
 };
 typedef struct Pool Pool;
+
+static inline void *pool_tail(const Pool *p, uint64_t off)
+{
+    return p->tail + (off - p->lo.tail);
+}
+
+/* The undo slots of the tail: [max_hosts][bank 2][CXLSHM_UNDO_SLOTS] */
+static inline uint32_t pool_undo_slots(const Pool *p)
+{
+    return p->nr_hosts * 2 * CXLSHM_UNDO_SLOTS;
+}
+
+/*
+ * Format version 3 (docs/pool-format.md, "Upgrading from version 3"): a
+ * 0x50-byte header (crc32c of [0, 0x48) at 0x48) and everything in the
+ * head; version 4 moved the areas sized by the hosts to the tail and
+ * keeps these ranges of the head zero.
+ */
+#define POOL_V3_VERSION         3
+#define POOL_V3_HEADER_CRC      0x48
+#define POOL_V3_MAX_HOSTS       32
+#define POOL_V3_HOSTS           0x1000      /* [32] x 128 bytes */
+#define POOL_V3_HOSTS_END       0x2000
+#define POOL_V3_UNDO            0x20000     /* [32][bank 2][64] x 128 */
+#define POOL_V3_UNDO_END        0xa0000
+#define POOL_V3_TURNS           0xb0000     /* 8192 x 8 bytes */
+#define POOL_V3_XSTATS          0xc0000     /* [32][32] x 8 bytes */
+#define POOL_V3_XSTATS_END      0xc2000
+#define POOL_V3_SF              0x110000    /* header; entries at 0x111000 */
+#define POOL_V3_SF_END          0x1f1000    /* 14 ways x 8192 x 8 bytes */
 
 /* Statistic names, in the order of the host table and extended area */
 extern const char *const stat_names[CXLSHM_STAT_NR];
@@ -47,6 +87,14 @@ char *fmt_time(uint64_t ns);
 uint64_t pool_stat(const Pool *p, uint32_t host, int k);
 /* 0 opened; 1 not a usable pool; 2 cannot open/read (messages printed) */
 int pool_open(Pool *p, const char *path, bool write);
+/*
+ * Open @path (O_NONBLOCK) and take its flock (exclusive: blocking; shared:
+ * 5 s at most), opening it again if it was replaced meanwhile: fd or -1
+ */
+int pool_open_locked(const char *path, int flags, bool exclusive,
+                     struct stat *st);
+/* msync the head and the tail: 0 or -1 (errno) */
+int pool_sync(Pool *p);
 void pool_close(Pool *p);
 const char *host_status(Pool *p, uint32_t i, bool *locked);
 bool owner_alive(Pool *p, uint64_t tag);
@@ -58,5 +106,13 @@ int cmd_inspect(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_reset_host(int argc, char **argv);
 int cmd_wipe(int argc, char **argv);
+int cmd_upgrade(int argc, char **argv);
+
+/*
+ * pool-upgrade.c: may the pool in @fd be upgraded now?  -1 it is not of
+ * format version 3; 0 yes; 1 no, and *@why (g_free) says why
+ */
+int pool_v3_upgradable(const char *path, int fd, const struct stat *st,
+                       char **why);
 
 #endif

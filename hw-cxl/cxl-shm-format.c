@@ -19,28 +19,22 @@
 #include "qemu/cutils.h"
 #include "cxl-shm-format.h"
 
-G_STATIC_ASSERT(sizeof(CXLPoolHeader) == 0x50);
+G_STATIC_ASSERT(sizeof(CXLPoolHeader) == 0x60);
 G_STATIC_ASSERT(sizeof(CXLPoolHost) == 128);
-G_STATIC_ASSERT(CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
-                sizeof(CXLPoolHost) <= CXLPOOL_LINELOCK_OFFSET);
-G_STATIC_ASSERT(CXLPOOL_LINELOCK_OFFSET + CXLSHM_NR_LOCKS * 8 <=
-                CXLPOOL_UNDO_OFFSET);
 G_STATIC_ASSERT(sizeof(CXLShmUndo) == 128);
-G_STATIC_ASSERT(CXLPOOL_UNDO_OFFSET + CXLPOOL_MAX_HOSTS * 2 *
-                CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo) <=
+G_STATIC_ASSERT(sizeof(CXLPoolSnoopEntry) == 16);
+G_STATIC_ASSERT(CXLPOOL_LINELOCK_OFFSET + CXLSHM_NR_LOCKS * 8 <=
+                CXLPOOL_VERSIONS_OFFSET);
+G_STATIC_ASSERT(CXLPOOL_VERSIONS_OFFSET + CXLSHM_NR_LOCKS * 8 <=
                 CXLPOOL_LOCK_OFFSET);
+G_STATIC_ASSERT(CXLPOOL_LOCK_OFFSET + CXLPOOL_MAX_HOSTS <= CXLPOOL_META_SIZE);
 G_STATIC_ASSERT(CXLSHM_STAT_TABLE_NR ==
                 G_N_ELEMENTS(((CXLPoolHost *)0)->stats));
 G_STATIC_ASSERT(CXLSHM_STAT_NR - CXLSHM_STAT_TABLE_NR <=
                 CXLPOOL_XSTATS_PER_HOST);
-G_STATIC_ASSERT(CXLPOOL_TURNS_OFFSET + CXLSHM_NR_LOCKS * 8 ==
-                CXLPOOL_XSTATS_OFFSET);
-G_STATIC_ASSERT(CXLPOOL_XSTATS_OFFSET >= CXLPOOL_UNDO_OFFSET +
-                CXLPOOL_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS * 128);
-G_STATIC_ASSERT(CXLPOOL_XSTATS_OFFSET + CXLPOOL_MAX_HOSTS *
-                CXLPOOL_XSTATS_PER_HOST * 8 <= CXLPOOL_LOCK_OFFSET);
-G_STATIC_ASSERT(CXLPOOL_SF_ENTRIES + CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS *
-                8 <= CXLPOOL_META_SIZE);
+/* the tag's host and slot fields; the text of cxlpool_geometry_problem() */
+G_STATIC_ASSERT(CXLPOOL_MAX_HOSTS == 256);
+G_STATIC_ASSERT(CXLPOOL_MAX_HOSTS <= 256 && CXLSHM_UNDO_SLOTS <= 128);
 
 const char *cxlpool_host_state_name(uint32_t state)
 {
@@ -67,6 +61,8 @@ uint32_t cxlpool_header_crc(const CXLPoolHeader *h)
 void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
                          uint64_t create_time_ns)
 {
+    CXLPoolLayout lo;
+
     memset(h, 0, sizeof(*h));
     memcpy(h->magic, CXLPOOL_MAGIC, sizeof(h->magic));
     h->version = CXLPOOL_VERSION;
@@ -76,7 +72,10 @@ void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
     h->coherent_size = g->coherent_size;
     h->line_size = CXLPOOL_LINE;
     h->max_hosts = g->max_hosts;
-    h->hosts_offset = CXLPOOL_HOSTS_OFFSET;
+    cxlpool_layout(&lo, g->size, g->max_hosts);
+    h->tail_offset = lo.tail;
+    h->tail_size = lo.tail_size;
+    h->hosts_offset = lo.hosts;
     h->host_entry_size = sizeof(CXLPoolHost);
     h->lock_offset = CXLPOOL_LOCK_OFFSET;
     h->create_time_ns = create_time_ns;
@@ -86,6 +85,8 @@ void cxlpool_header_init(CXLPoolHeader *h, const CXLPoolGeometry *g,
 CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
                            const CXLPoolGeometry *want)
 {
+    CXLPoolLayout lo;
+
     if (!h || file_size < CXLPOOL_META_SIZE) {
         return CXLPOOL_ERR_TOO_SMALL;
     }
@@ -102,10 +103,17 @@ CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
     if (h->crc != cxlpool_header_crc(h)) {
         return CXLPOOL_ERR_CRC;
     }
+    if (h->max_hosts < 1 || h->max_hosts > CXLPOOL_MAX_HOSTS ||
+        h->data_size > CXLPOOL_SIZE_MAX) {
+        return CXLPOOL_ERR_LAYOUT;
+    }
+    cxlpool_layout(&lo, h->data_size, h->max_hosts);
     if (h->header_size != CXLPOOL_HEADER_SIZE ||
         h->meta_size != CXLPOOL_META_SIZE ||
         h->line_size != CXLPOOL_LINE ||
-        h->hosts_offset != CXLPOOL_HOSTS_OFFSET ||
+        h->tail_offset != lo.tail ||
+        h->tail_size != lo.tail_size ||
+        h->hosts_offset != lo.hosts ||
         h->host_entry_size != sizeof(CXLPoolHost) ||
         h->lock_offset != CXLPOOL_LOCK_OFFSET) {
         return CXLPOOL_ERR_LAYOUT;
@@ -115,9 +123,7 @@ CXLPoolError cxlpool_check(const CXLPoolHeader *h, uint64_t file_size,
                  h->max_hosts != want->max_hosts)) {
         return CXLPOOL_ERR_GEOMETRY;
     }
-    /* no wrap-around: data_size comes from the file */
-    if (file_size < CXLPOOL_META_SIZE ||
-        h->data_size != file_size - CXLPOOL_META_SIZE) {
+    if (file_size != lo.tail + lo.tail_size) {
         return CXLPOOL_ERR_FILE_SIZE;
     }
     return CXLPOOL_OK;
@@ -145,6 +151,14 @@ char *cxlpool_error_message(CXLPoolError e, const char *path,
         return g_strdup_printf("pool '%s' is not a cxlpod pool (bad magic); "
                                "refusing to touch it", path);
     case CXLPOOL_ERR_VERSION:
+        if (h->version == CXLPOOL_VERSION - 1) {
+            return g_strdup_printf("pool '%s' has format version %u, this "
+                                   "QEMU supports version %u only: upgrade "
+                                   "it in place with 'cxlpod-pool upgrade "
+                                   "%s' (its data is kept; no host may run "
+                                   "on it meanwhile)", path, h->version,
+                                   CXLPOOL_VERSION, path);
+        }
         return g_strdup_printf("pool '%s' has format version %u, this QEMU "
                                "supports version %u only", path, h->version,
                                CXLPOOL_VERSION);
@@ -153,8 +167,10 @@ char *cxlpool_error_message(CXLPoolError e, const char *path,
                                "mismatch); refusing to touch it", path);
     case CXLPOOL_ERR_LAYOUT:
         return g_strdup_printf("pool '%s' has an unsupported layout "
-                               "(metadata size 0x%" PRIx64 ", line size %u)",
-                               path, h->meta_size, h->line_size);
+                               "(metadata size 0x%" PRIx64 ", line size %u, "
+                               "max-hosts %u, tail 0x%" PRIx64 "+0x%"
+                               PRIx64 ")", path, h->meta_size, h->line_size,
+                               h->max_hosts, h->tail_offset, h->tail_size);
     case CXLPOOL_ERR_GEOMETRY:
         return g_strdup_printf("pool '%s' has another geometry: pool size=%"
                                PRIu64 " coherent-size=%" PRIu64
@@ -167,7 +183,8 @@ char *cxlpool_error_message(CXLPoolError e, const char *path,
         return g_strdup_printf("pool '%s' is %" PRIu64 " bytes long, its "
                                "header says %" PRIu64 "; refusing to touch "
                                "it", path, file_size,
-                               CXLPOOL_META_SIZE + h->data_size);
+                               cxlpool_file_size(h->data_size,
+                                                 h->max_hosts));
     }
     return g_strdup_printf("pool '%s': unknown error %d", path, e);
 }
@@ -186,6 +203,10 @@ const char *cxlpool_recovery(CXLPoolError e)
                "'cxlpod-pool create' on it (it writes the header in place) "
                "or remove it, then start the hosts";
     case CXLPOOL_ERR_VERSION:
+        return "a pool of the format before this one is upgraded in place "
+               "with 'cxlpod-pool upgrade POOL' while no host runs on it; "
+               "another version was made by another cxlpod: use that "
+               "version, or make a new pool";
     case CXLPOOL_ERR_LAYOUT:
         return "the pool was made by another cxlpod version: use that "
                "version, or make a new pool (the data cannot be converted)";
@@ -219,7 +240,7 @@ const char *cxlpool_geometry_problem(const CXLPoolGeometry *g)
         return "coherent-size is larger than size";
     }
     if (g->max_hosts < 1 || g->max_hosts > CXLPOOL_MAX_HOSTS) {
-        return "max-hosts is not in [1, 32]";
+        return "max-hosts is not in [1, 256]";
     }
     return NULL;
 }
@@ -252,9 +273,9 @@ bool cxlpool_host_locked(int fd, uint32_t host)
 }
 
 uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,
-                      int self)
+                      int self, uint64_t *reaped)
 {
-    uint32_t i, mask = 0;
+    uint32_t i, n = 0;
 
     for (i = 0; i < max_hosts; i++) {
         CXLPoolHost *e = &hosts[i];
@@ -270,10 +291,11 @@ uint32_t cxlpool_reap(int fd, CXLPoolHost *hosts, uint32_t max_hosts,
             !cxlpool_host_locked(fd, i) &&
             qatomic_cmpxchg(&e->state, CXLPOOL_HOST_LIVE,
                             CXLPOOL_HOST_FAILED) == CXLPOOL_HOST_LIVE) {
-            mask |= 1u << i;
+            reaped[i / 64] |= 1ULL << (i % 64);
+            n++;
         }
     }
-    return mask;
+    return n;
 }
 
 int cxlpool_allocate(int fd, uint64_t len)
@@ -297,32 +319,30 @@ int cxlpool_allocate(int fd, uint64_t len)
 int cxlpool_write_header(int fd, const CXLPoolGeometry *g,
                          uint64_t create_time_ns)
 {
-    size_t len = CXLPOOL_HOSTS_OFFSET + CXLPOOL_MAX_HOSTS *
-                 sizeof(CXLPoolHost);
-    g_autofree uint8_t *buf = g_malloc0(len);
+    g_autofree uint8_t *buf = g_malloc0(CXLPOOL_HEADER_SIZE);
 
     cxlpool_header_init((CXLPoolHeader *)buf, g, create_time_ns);
-    return cxlpool_write_meta(fd, buf, len);
+    return cxlpool_write_at(fd, 0, buf, CXLPOOL_HEADER_SIZE);
 }
 
-int cxlpool_write_meta(int fd, const void *buf, size_t len)
+int cxlpool_write_at(int fd, uint64_t off, const void *buf, size_t len)
 {
-    ssize_t n = pwrite(fd, buf, len, 0);
+    ssize_t n = pwrite(fd, buf, len, off);
+    size_t maplen = QEMU_ALIGN_UP(len, CXLPOOL_TAIL_ALIGN);
     void *m;
 
     if (n >= 0) {
         return (size_t)n == len ? 0 : -EIO;
     }
-    if (errno != EINVAL || len > CXLPOOL_META_SIZE) {
+    if (errno != EINVAL || off % CXLPOOL_TAIL_ALIGN) {
         return -errno;
     }
-    /* hugetlbfs has no write(2): through a shared mapping of the metadata */
-    m = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-             fd, 0);
+    /* hugetlbfs has no write(2): through a shared mapping */
+    m = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
     if (m == MAP_FAILED) {
         return -errno;
     }
     memcpy(m, buf, len);
-    munmap(m, CXLPOOL_META_SIZE);
+    munmap(m, maplen);
     return 0;
 }

@@ -183,9 +183,9 @@ static inline void write8(uint64_t *dst, const uint64_t *src)
 }
 
 /*
- * By hand, not memcmp(): this runs for every line of every operation, and
- * an OR of the eight differences compiles to a few vector instructions
- * where memcmp() is a call that stops at the first difference.
+ * By hand, not memcmp(): an OR of the eight differences compiles to a few
+ * vector instructions where memcmp() is a call (the page loop compares
+ * Lines, below)
  */
 static inline bool same8(const uint64_t *a, const uint64_t *b)
 {
@@ -194,45 +194,99 @@ static inline bool same8(const uint64_t *a, const uint64_t *b)
 }
 
 /*
+ * A line as the hot paths hold it: four 16-byte vectors (GCC's vector
+ * extension, which clang has too), kept in registers.  A writeback's time
+ * per line follows the number of stores it makes (measured: see
+ * docs/benchmarks.md, "Writeback at the floor"; the pool line's misses
+ * hold the stores after them in the store queue, which drains in order).
+ * A line kept in a uint64_t array on the stack costs eight stores more
+ * per line, and the 16-byte loads that copy it wait for them (no
+ * store-to-load forwarding from two 8-byte stores); held in registers, it
+ * goes to the pool, the twin and the undo log with four 16-byte stores
+ * each, as a memcpy does.
+ */
+typedef uint64_t LineQ __attribute__((vector_size(16)));
+typedef struct Line {
+    LineQ q[CXLSHM_LINE / 16];
+} Line;
+/* 16 bytes of a line in memory: 8-byte aligned, of any type */
+typedef uint64_t LineQMem __attribute__((vector_size(16), aligned(8),
+                                         may_alias));
+
+/*
+ * An image line, word by word with atomic loads: vCPUs store into the
+ * image concurrently, so a word must never be read torn
+ */
+static inline QEMU_ALWAYS_INLINE Line line_read(const uint64_t *p)
+{
+    Line x;
+
+    x.q[0] = (LineQ){ qatomic_read(&p[0]), qatomic_read(&p[1]) };
+    x.q[1] = (LineQ){ qatomic_read(&p[2]), qatomic_read(&p[3]) };
+    x.q[2] = (LineQ){ qatomic_read(&p[4]), qatomic_read(&p[5]) };
+    x.q[3] = (LineQ){ qatomic_read(&p[6]), qatomic_read(&p[7]) };
+    return x;
+}
+
+/*
+ * A pool, twin or undo line, copied as memcpy would: a pool line is
+ * written and read only by holders of its page lock, the twin and the log
+ * only by this process's device code under that lock (the lock-free
+ * line_needs_work() reads are a hint, re-checked under it)
+ */
+static inline QEMU_ALWAYS_INLINE Line line_load(const void *p)
+{
+    const LineQMem *m = p;
+    Line x;
+
+    /* not memcpy() into @x: GCC would keep a copy of it on the stack */
+    x.q[0] = m[0];
+    x.q[1] = m[1];
+    x.q[2] = m[2];
+    x.q[3] = m[3];
+    return x;
+}
+
+static inline QEMU_ALWAYS_INLINE void line_store(void *p, Line x)
+{
+    LineQMem *m = p;
+
+    m[0] = x.q[0];
+    m[1] = x.q[1];
+    m[2] = x.q[2];
+    m[3] = x.q[3];
+}
+
+static inline QEMU_ALWAYS_INLINE bool line_same(Line a, Line b)
+{
+    LineQ d = (a.q[0] ^ b.q[0]) | (a.q[1] ^ b.q[1]) |
+              (a.q[2] ^ b.q[2]) | (a.q[3] ^ b.q[3]);
+
+    return !(d[0] | d[1]);
+}
+
+/*
  * A consistent copy of an image line that vCPUs may be storing into: two
  * reads in a row that agree (a store between them shows as a difference).
- * The image is read word by word with atomic loads: vCPUs store into it
- * concurrently, so a word must never be read torn.
- *
- * The pool, the twin and the undo log are copied with memcpy: a pool
- * line is written and read only by holders of its page lock, the twin
- * and the log only by this process's device code under that lock (the
- * lock-free line_needs_work() reads are a hint, re-checked under it).
+ * @first is a read of it (line_read()) that the caller took, and may have
+ * compared with the twin already; the line is read again until a read
+ * agrees with the one before it.
  */
 static inline QEMU_ALWAYS_INLINE
-void snapshot(const uint64_t *img, uint64_t *snap)
+Line snapshot(const uint64_t *img, Line first)
 {
-    uint64_t diff;
+    Line x = first, y;
     int tries;
 
-    read8(img, snap);
     for (tries = 0; tries < 64; tries++) {
         smp_rmb();  /* the second read is not hoisted above the first */
-        diff = 0;
-        /* by hand: this runs for every line written back or fetched */
-#define SNAP_WORD(i) do {                               \
-            uint64_t v = qatomic_read(&img[i]);         \
-            diff |= v ^ snap[i];                        \
-            snap[i] = v;                                \
-        } while (0)
-        SNAP_WORD(0);
-        SNAP_WORD(1);
-        SNAP_WORD(2);
-        SNAP_WORD(3);
-        SNAP_WORD(4);
-        SNAP_WORD(5);
-        SNAP_WORD(6);
-        SNAP_WORD(7);
-#undef SNAP_WORD
-        if (!diff) {
-            return;
+        y = line_read(img);
+        if (line_same(x, y)) {
+            break;
         }
+        x = y;
     }
+    return x;
 }
 
 /* Each thread of this process takes an undo slot while it holds a lock */
@@ -311,40 +365,65 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
 }
 
 /*
- * Turns: an optional word beside each lock word (CXLShmLines::turns)
- * that makes a contended lock go round the hosts that want it, so that
- * each of them wins it in turn however fast the others retry.  Bits
- * 0-31: the hosts that have been failing to take the lock for more than
- * TURN_AFTER_US and are still retrying; bits 32-39: the host that took
- * it last, + 1 (0: none yet).  A free lock whose word lists waiters may
- * be taken only by the first of them after the last holder, in host
- * order, round the table.  Only a caller that will try again asks for
- * a turn (not a timer or a mailbox command that tries once).  Until a
- * host has waited that long, whoever
- * comes first takes a free lock: a lock handed only in turn would stay
- * free while the host whose turn it is waits for a CPU.  A waiter that
- * stops retrying (stopped, reset, died) keeps its turn for
- * TURN_EXPIRE_US at most: a host that finds the lock free and the word
+ * Turns: an optional entry of CXLShmLines::turn_words words beside each
+ * lock word (CXLShmLines::turns) that makes a contended lock go round
+ * the hosts that want it, so that each of them wins it in turn however
+ * fast the others retry.  The first turn_words - 1 words are a bitmap
+ * (bit h % 64 of word h / 64 for host h) of the hosts that have been
+ * failing to take the lock for more than TURN_AFTER_US and are still
+ * retrying; the last word is the host that took it last, + 1 (0: none
+ * yet).  A free lock whose entry lists waiters may be taken only by the
+ * first of them after the last holder, in host order, round the table.
+ * Only a caller that will try again asks for a turn (not a timer or a
+ * mailbox command that tries once).  Until a host has waited that long,
+ * whoever comes first takes a free lock: a lock handed only in turn
+ * would stay free while the host whose turn it is waits for a CPU.  A
+ * waiter that stops retrying (stopped, reset, died) keeps its turn for
+ * TURN_EXPIRE_US at most: a host that finds the lock free and the entry
  * unchanged for that long drops it, and it joins again when it has
- * waited long again.
+ * waited long again.  Each word is changed on its own (compare-and-swap
+ * of one bit, or a store of the last holder): a reader that sees a
+ * waiter's bit and an older last holder at once may pick another waiter
+ * than the holder will, which only delays the lock, never hands it to
+ * two hosts (the lock word decides).
  */
 #define TURN_AFTER_US           100
 #define TURN_EXPIRE_US          5000
-#define TURN_LAST_SHIFT         32
+#define TURN_WORDS_MAX          (CXLSHM_MAX_HOSTS / 64 + 2)
 
-/* Whose turn is it, by word @t: a host, or -1 for anyone */
-static int turn_holder(uint64_t t)
+static uint64_t *word_turn(CXLShmLines *l, const uint64_t *word)
 {
-    uint32_t waiters = (uint32_t)t;
-    uint32_t last = (t >> TURN_LAST_SHIFT) & 0xff;
-    uint32_t rot;
+    return l->turns ? &l->turns[(word - l->locks) * l->turn_words] : NULL;
+}
 
-    if (!waiters) {
-        return -1;
+/* A copy of the entry at @turn, word by word */
+static void turn_read(const CXLShmLines *l, const uint64_t *turn,
+                      uint64_t *t)
+{
+    uint32_t i;
+
+    for (i = 0; i < l->turn_words; i++) {
+        t[i] = qatomic_read(&turn[i]);
     }
-    last %= CXLSHM_MAX_HOSTS;   /* the host after the last holder */
-    rot = (waiters >> last) | (last ? waiters << (32 - last) : 0);
-    return (ctz32(rot) + last) % CXLSHM_MAX_HOSTS;
+}
+
+/* Whose turn is it, by the copy @t of an entry: a host, or -1 for anyone */
+static int turn_holder(const CXLShmLines *l, const uint64_t *t)
+{
+    uint32_t nw = l->turn_words - 1;
+    uint32_t start = t[nw] % (nw * 64);     /* after the last holder */
+    uint32_t w = start / 64, k;
+    uint64_t bits = t[w] & (~0ULL << (start % 64));
+
+    /* round the bitmap from @start; the first word again at the end */
+    for (k = 0; k <= nw; k++) {
+        if (bits) {
+            return w * 64 + ctz64(bits);
+        }
+        w = (w + 1) % nw;
+        bits = t[w];
+    }
+    return -1;
 }
 
 /*
@@ -357,27 +436,29 @@ static __thread int64_t wait_since;
 /* Set or clear this host's waiting bit, and record a win */
 static void turn_update(CXLShmLines *l, uint64_t *turn, bool won)
 {
-    uint64_t me = 1ULL << l->host_id, old, new;
+    uint64_t *mine = &turn[l->host_id / 64];
+    uint64_t me = 1ULL << (l->host_id % 64), old;
+    uint32_t i, nw = l->turn_words - 1;
 
-    old = qatomic_read(turn);
-    for (;;) {
-        if (won) {
-            /* nobody waits long: nothing to record (no shared write) */
-            if (!(old & 0xffffffffULL)) {
-                return;
-            }
-            new = (old & ~(me | (0xffULL << TURN_LAST_SHIFT))) |
-                  ((uint64_t)(l->host_id + 1) << TURN_LAST_SHIFT);
-        } else {
-            new = old | me;
-            if (new == old) {
-                return;
-            }
+    if (won) {
+        /* nobody waits long: nothing to record (no shared write) */
+        i = 0;
+        while (i < nw && !qatomic_read(&turn[i])) {
+            i++;
         }
-        if (qatomic_cmpxchg(turn, old, new) == old) {
+        if (i == nw) {
             return;
         }
-        old = qatomic_read(turn);
+        /* the last holder first: see above */
+        qatomic_set(&turn[nw], l->host_id + 1);
+        if (qatomic_read(mine) & me) {
+            qatomic_fetch_and(mine, ~me);
+        }
+        return;
+    }
+    old = qatomic_read(mine);
+    if (!(old & me)) {
+        qatomic_fetch_or(mine, me);
     }
 }
 
@@ -393,30 +474,32 @@ static int64_t now_us(void)
 /*
  * May this host take the free lock of @turn now?  When another host's
  * turn has stood still for TURN_EXPIRE_US with the lock free, that host
- * is dropped from the word (it rejoins when it next fails).
+ * is dropped from the entry (it rejoins when it next fails).
  */
 static bool turn_mine(CXLShmLines *l, uint64_t *turn)
 {
     static __thread uint64_t *stuck_word;
-    static __thread uint64_t stuck_val;
+    static __thread uint64_t stuck_val[TURN_WORDS_MAX];
     static __thread int64_t stuck_since;
-    uint64_t t;
+    uint64_t t[TURN_WORDS_MAX];
     int who;
 
     if (!turn) {
         return true;
     }
-    t = qatomic_read(turn);
-    who = turn_holder(t);
+    turn_read(l, turn, t);
+    who = turn_holder(l, t);
     if (who < 0 || who == (int)l->host_id) {
         return true;
     }
-    if (stuck_word != turn || stuck_val != t) {
+    if (stuck_word != turn ||
+        memcmp(stuck_val, t, l->turn_words * sizeof(t[0]))) {
         stuck_word = turn;
-        stuck_val = t;
+        memcpy(stuck_val, t, l->turn_words * sizeof(t[0]));
         stuck_since = now_us();
     } else if (now_us() - stuck_since >= TURN_EXPIRE_US) {
-        qatomic_cmpxchg(turn, t, t & ~(1ULL << who));
+        qatomic_cmpxchg(&turn[who / 64], t[who / 64],
+                        t[who / 64] & ~(1ULL << (who % 64)));
         stuck_word = NULL;
     }
     return false;
@@ -441,7 +524,7 @@ bool cxl_shm_lines_trylock(CXLShmLines *l, uint64_t offset, Held *h,
     h->slot = slot_claim(l);
     h->tag = CXLPOOL_TAG(l->host_id, h->slot, qatomic_read(&l->generation));
     h->writing = false;
-    turn = l->turns ? &l->turns[h->word - l->locks] : NULL;
+    turn = word_turn(l, h->word);
     for (spins = 0; spins < LOCK_SPINS; spins++) {
         old = qatomic_read(h->word);
         if (old) {
@@ -504,16 +587,16 @@ void cxl_shm_lines_unlock(CXLShmLines *l, Held *h)
  * knows it equal to its twin).  @own: as for pool_will_change().
  */
 static inline QEMU_ALWAYS_INLINE
-void pool_write(CXLShmLines *l, Held *h, uint64_t off, const uint64_t *src,
-                const uint64_t *old, bool own)
+void pool_write(CXLShmLines *l, Held *h, uint64_t off, Line src, Line old,
+                bool own)
 {
     /* the bank of the lock's generation, which a reset may have moved */
     CXLShmUndo *u = undo_slot(l, l->host_id, CXLPOOL_TAG_GEN(h->tag),
                               h->slot);
-    uint64_t *pool = (uint64_t *)(l->pool + off);
+    uint8_t *pool = l->pool + off;
 
     qatomic_set(&u->offset, off);
-    memcpy(u->old, old, CXLSHM_LINE);
+    line_store(u->old, old);
     smp_wmb();  /* offset and old bytes are logged before the log is armed */
     qatomic_set(&u->armed, h->tag);
     /*
@@ -525,18 +608,18 @@ void pool_write(CXLShmLines *l, Held *h, uint64_t off, const uint64_t *src,
         h->writing = own;
     }
     smp_wmb();  /* armed before the pool line changes */
-    memcpy(pool, src, CXLSHM_LINE);
+    line_store(pool, src);
     smp_wmb();  /* the whole line is written before the log is disarmed */
     qatomic_set(&u->armed, 0);
 }
 
-static void report_conflict(CXLShmLines *l, uint64_t off,
-                            const uint64_t *base, const uint64_t *theirs,
-                            const uint64_t *mine, CXLShmLineCount *n)
+/* Did writing @mine over @theirs lose another host's bytes?  Reported */
+static bool report_conflict(CXLShmLines *l, uint64_t off, Line base,
+                            Line theirs, Line mine)
 {
-    const uint8_t *b = (const uint8_t *)base;
-    const uint8_t *t = (const uint8_t *)theirs;
-    const uint8_t *m = (const uint8_t *)mine;
+    const uint8_t *b = (const uint8_t *)&base;
+    const uint8_t *t = (const uint8_t *)&theirs;
+    const uint8_t *m = (const uint8_t *)&mine;
     CXLShmConflict c;
     int i;
 
@@ -549,14 +632,35 @@ static void report_conflict(CXLShmLines *l, uint64_t off,
         }
     }
     if (!c.mask) {
-        return;
+        return false;
     }
-    n->conflicts++;
     if (l->conflict) {
-        memcpy(c.base, base, CXLSHM_LINE);
-        memcpy(c.theirs, theirs, CXLSHM_LINE);
-        memcpy(c.mine, mine, CXLSHM_LINE);
+        line_store(c.base, base);
+        line_store(c.theirs, theirs);
+        line_store(c.mine, mine);
         l->conflict(l->opaque, &c);
+    }
+    return true;
+}
+
+/*
+ * The image line @img, of which @snap was a snapshot, takes the bytes of
+ * @cur (the pool's line) word by word, except where a vCPU stored since
+ * the snapshot: that word is newer and stays.  Not inlined into the page
+ * loop (only a fetch gets here): its arrays are zeroed wherever they are
+ * declared (-ftrivial-auto-var-init=zero, as QEMU builds).
+ */
+static void line_fetched(uint64_t *img, Line snap, Line cur)
+{
+    uint64_t s[CXLSHM_LINE_WORDS], c[CXLSHM_LINE_WORDS];
+    int w;
+
+    line_store(s, snap);
+    line_store(c, cur);
+    for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
+        if (s[w] != c[w]) {
+            qatomic_cmpxchg(&img[w], s[w], c[w]);
+        }
     }
 }
 
@@ -569,30 +673,31 @@ static void report_conflict(CXLShmLines *l, uint64_t off,
  */
 static inline QEMU_ALWAYS_INLINE
 void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op, uint64_t off,
-                 bool force, bool sync, CXLShmLineCount *n)
+                 bool force, bool sync, Line first, CXLShmLineCount *n)
 {
     uint64_t i = off - l->coherent_size;
     uint64_t *img = (uint64_t *)(l->image + i);
     uint64_t *twin = (uint64_t *)(l->twin + i);
-    uint64_t *pool = (uint64_t *)(l->pool + off);
-    uint64_t snap[CXLSHM_LINE_WORDS];
-    int w;
+    uint8_t *pool = l->pool + off;
+    Line snap = snapshot(img, first);
+    Line tw = line_load(twin), cur;
 
-    snapshot(img, snap);
-    if (op != CXLSHM_LINE_DROP && (force || !same8(snap, twin))) {
+    if (op != CXLSHM_LINE_DROP && (force || !line_same(snap, tw))) {
         if (sync) {
             /* nobody wrote the page since: no conflict, the old line is ours */
-            pool_write(l, h, off, snap, twin, true);
+            pool_write(l, h, off, snap, tw, true);
             n->in_sync++;
         } else {
-            if (!same8(pool, twin)) {
-                report_conflict(l, off, twin, pool, snap, n);
+            cur = line_load(pool);
+            if (!line_same(cur, tw)) {
+                n->conflicts += report_conflict(l, off, tw, cur, snap);
             }
-            pool_write(l, h, off, snap, pool, true);
+            pool_write(l, h, off, snap, cur, true);
         }
         /* the pool before the twin: a line whose twin is new is in the pool */
         smp_wmb();
-        memcpy(twin, snap, CXLSHM_LINE);
+        line_store(twin, snap);
+        tw = snap;
         n->written++;
     }
     if (op == CXLSHM_LINE_WRITEBACK) {
@@ -600,24 +705,14 @@ void line_locked(CXLShmLines *l, Held *h, CXLShmLineOp op, uint64_t off,
     }
     if (sync) {
         /* the pool line is the twin: only the image's own bytes go back */
-        for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-            if (snap[w] != twin[w]) {
-                qatomic_cmpxchg(&img[w], snap[w], twin[w]);
-            }
-        }
-        return;
-    }
-    for (w = 0; w < CXLSHM_LINE_WORDS; w++) {
-        uint64_t cur = pool[w];
-
-        if (twin[w] != cur) {
-            qatomic_set(&twin[w], cur);
-        }
-        /* a word stored since the snapshot stays: it is newer */
-        if (snap[w] != cur) {
-            qatomic_cmpxchg(&img[w], snap[w], cur);
+        cur = tw;
+    } else {
+        cur = line_load(pool);
+        if (!line_same(cur, tw)) {
+            line_store(twin, cur);
         }
     }
+    line_fetched(img, snap, cur);
 }
 
 /*
@@ -668,13 +763,14 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
     uint8_t *nb = (uint8_t *)merged, *tb = (uint8_t *)twin;
     const uint8_t *sb = (const uint8_t *)snap;
     bool sync = page_in_sync(l, off, true);
+    Line s = snapshot(img, line_read(img));
     int b;
 
-    snapshot(img, snap);
+    line_store(snap, s);
     memcpy(base, twin, CXLSHM_LINE);
     if (force || differ_outside(snap, base, mask)) {
         /* a modified line leaves the cache whole, the NT bytes with it */
-        line_locked(l, h, CXLSHM_LINE_WRITEBACK, off, true, sync, n);
+        line_locked(l, h, CXLSHM_LINE_WRITEBACK, off, true, sync, s, n);
         if (sync) {
             page_keep_in_sync(l, off);
         }
@@ -688,9 +784,10 @@ static void line_nt_locked(CXLShmLines *l, Held *h, uint64_t off,
         }
     }
     if (!same8(cur, base)) {
-        report_conflict(l, off, base, cur, merged, n);
+        n->conflicts += report_conflict(l, off, line_load(base),
+                                        line_load(cur), line_load(merged));
     }
-    pool_write(l, h, off, merged, cur, true);
+    pool_write(l, h, off, line_load(merged), line_load(cur), true);
     smp_wmb();  /* the pool before the twin, as in line_locked() */
     for (b = 0; b < CXLSHM_LINE; b++) {
         if (mask & (1ULL << b)) {
@@ -728,17 +825,20 @@ bool cxl_shm_lines_nt(CXLShmLines *l, uint64_t offset, uint64_t mask,
  * page is in sync (page_in_sync()), so the pool line is the twin.
  */
 static inline QEMU_ALWAYS_INLINE
-bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off, bool sync)
+bool line_needs_work(CXLShmLines *l, CXLShmLineOp op, uint64_t off, bool sync,
+                     Line *first)
 {
     uint64_t i = off - l->coherent_size;
-    const uint64_t *img = (const uint64_t *)(l->image + i);
-    const uint64_t *twin = (const uint64_t *)(l->twin + i);
+    Line tw;
 
-    if (!same8(img, twin)) {
+    /* the image read here is the snapshot's first (line_locked()) */
+    *first = line_read((const uint64_t *)(l->image + i));
+    tw = line_load(l->twin + i);
+    if (!line_same(*first, tw)) {
         return true;
     }
     return op != CXLSHM_LINE_WRITEBACK && !sync &&
-           !same8((const uint64_t *)(l->pool + off), twin);
+           !line_same(line_load(l->pool + off), tw);
 }
 
 uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
@@ -747,10 +847,9 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
     uint64_t start = MAX(offset, l->coherent_size);
     uint64_t end = offset + len;
     uint64_t page, off;
+    /* counted here, added to @n once: no store to it per line */
+    CXLShmLineCount c = { 0 };
 
-    if (start >= end) {
-        return end;
-    }
     for (page = start; page < end;
          page = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) + CXLSHM_LOCK_PAGE) {
         uint64_t next = QEMU_ALIGN_DOWN(page, CXLSHM_LOCK_PAGE) +
@@ -770,20 +869,23 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
         Held h = { NULL };
 
         for (off = page; off < stop; off += CXLSHM_LINE) {
-            if (!line_needs_work(l, op, off, sync)) {
+            Line first;
+
+            if (!line_needs_work(l, op, off, sync, &first)) {
                 continue;
             }
             if (!h.word) {
                 if (!cxl_shm_lines_trylock(l, off, &h, true)) {
                     /* busy: the page's lines are done again next time */
-                    return page;
+                    end = page;
+                    goto out;
                 }
                 if (whole && qatomic_read(ver) != v0) {
                     whole = false;  /* the lines compared so far may be old */
                 }
                 sync = page_in_sync(l, off, true);
             }
-            line_locked(l, &h, op, off, false, sync, n);
+            line_locked(l, &h, op, off, false, sync, first, &c);
         }
         if (h.word) {
             if (whole || sync) {
@@ -797,9 +899,14 @@ uint64_t cxl_shm_lines_op(CXLShmLines *l, CXLShmLineOp op, uint64_t offset,
             }
         }
         if (op != CXLSHM_LINE_WRITEBACK) {
-            n->fetched += (stop - page) / CXLSHM_LINE;
+            c.fetched += (stop - page) / CXLSHM_LINE;
         }
     }
+out:
+    n->written += c.written;
+    n->fetched += c.fetched;
+    n->conflicts += c.conflicts;
+    n->in_sync += c.in_sync;
     return end;
 }
 
@@ -808,8 +915,10 @@ static void line_one_locked(CXLShmLines *l, Held *h, CXLShmLineOp op,
                             uint64_t off, bool dirty, CXLShmLineCount *n)
 {
     bool sync = page_in_sync(l, off, true);
+    Line first = line_read((const uint64_t *)(l->image + off -
+                                              l->coherent_size));
 
-    line_locked(l, h, op, off, dirty, sync, n);
+    line_locked(l, h, op, off, dirty, sync, first, n);
     if (sync) {
         page_keep_in_sync(l, off);
     }
@@ -846,11 +955,13 @@ bool cxl_shm_lines_lock_covers(CXLShmLines *l, const CXLShmLineLock *h,
 bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
                             uint64_t offset, CXLShmLineCount *n)
 {
+    Line first;
     Held h;
 
     assert(offset % CXLSHM_LINE == 0 && offset >= l->coherent_size &&
            offset < l->size);
-    if (line_needs_work(l, op, offset, page_in_sync(l, offset, false))) {
+    if (line_needs_work(l, op, offset, page_in_sync(l, offset, false),
+                        &first)) {
         if (!cxl_shm_lines_trylock(l, offset, &h, false)) {
             return false;
         }
@@ -866,7 +977,7 @@ bool cxl_shm_lines_try_line(CXLShmLines *l, CXLShmLineOp op,
 bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
                                const uint8_t *data)
 {
-    uint64_t src[CXLSHM_LINE_WORDS], old[CXLSHM_LINE_WORDS];
+    uint64_t src[CXLSHM_LINE_WORDS];
     Held h = { NULL };
 
     assert(offset % CXLSHM_LINE == 0 && offset < l->size);
@@ -875,9 +986,9 @@ bool cxl_shm_lines_media_write(CXLShmLines *l, uint64_t offset,
     }
     memcpy(src, data, CXLSHM_LINE);
     if (offset >= l->coherent_size) {
-        memcpy(old, l->pool + offset, CXLSHM_LINE);
         /* the version moves: every host's twin of the page is now old */
-        pool_write(l, &h, offset, src, old, false);
+        pool_write(l, &h, offset, line_load(src), line_load(l->pool + offset),
+                   false);
     } else {
         /* no undo log: see rollback(); a death here may tear the line */
         write8((uint64_t *)(l->pool + offset), src);

@@ -51,7 +51,7 @@
 #define CXLSHM_LOCK_PAGE        4096    /* pool bytes covered by one lock */
 #define CXLSHM_NR_LOCKS         8192    /* lock words in the metadata */
 #define CXLSHM_UNDO_SLOTS       64      /* per host and bank */
-#define CXLSHM_MAX_HOSTS        32
+#define CXLSHM_MAX_HOSTS        256
 
 /* One pool write in progress (docs/pool-format.md, "Undo slots") */
 typedef struct CXLShmUndo {
@@ -123,10 +123,12 @@ typedef struct CXLShmLines {
     uint64_t *versions;
     uint64_t *seen;
     /*
-     * Optional, shared: turns[i], the hosts waiting for locks[i] and the
-     * last one that took it (cxl-shm-line.c, "Turns"); NULL: no turns
+     * Optional, shared: turns[i * turn_words ...], the hosts waiting for
+     * locks[i] and the last one that took it (cxl-shm-line.c, "Turns"):
+     * DIV_ROUND_UP(max hosts, 64) + 1 words each; NULL: no turns
      */
     uint64_t *turns;
+    uint32_t turn_words;
     CXLShmRun *runs;
     uint32_t host_id;
     uint64_t generation;

@@ -92,14 +92,14 @@ static bool pool_create(CXLShmState *s, Error **errp)
         .max_hosts = s->max_hosts,
     };
     int ret;
+    uint64_t len = cxlpool_file_size(s->size, s->max_hosts);
 
     /* a torn create (no header) is refused with a hint */
-    ret = cxlpool_allocate(s->fd, CXLPOOL_META_SIZE + s->size);
+    ret = cxlpool_allocate(s->fd, len);
     if (ret == -1) {
         error_setg_errno(errp, errno, "cannot allocate the "
                          "%" PRIu64 " MiB of pool '%s' on its file "
-                         "system", (CXLPOOL_META_SIZE + s->size) >> 20,
-                         s->pool_path);
+                         "system", len >> 20, s->pool_path);
         return false;
     } else if (ret < 0) {
         error_setg_errno(errp, errno, "cannot size pool '%s'",
@@ -123,12 +123,15 @@ static bool pool_create(CXLShmState *s, Error **errp)
 /* Called with the flock held: mark live hosts whose lock is free failed */
 static void pool_reap_locked(CXLShmState *s)
 {
-    uint32_t mask = cxlpool_reap(s->fd, s->hosts, s->max_hosts,
-                                 s->joined ? s->host_id : -1);
+    uint64_t reaped[DIV_ROUND_UP(CXLPOOL_MAX_HOSTS, 64)] = { 0 };
     uint32_t i;
 
+    if (!cxlpool_reap(s->fd, s->hosts, s->max_hosts,
+                      s->joined ? s->host_id : -1, reaped)) {
+        return;
+    }
     for (i = 0; i < s->max_hosts; i++) {
-        if (mask & (1u << i)) {
+        if (reaped[i / 64] & (1ULL << (i % 64))) {
             uint64_t gen = qatomic_read(&s->hosts[i].generation);
 
             trace_cxl_shm_pool_host_failed(s->pool_path, i, gen);
@@ -154,12 +157,20 @@ static bool pool_owner_alive(void *opaque, uint32_t host, uint64_t gen)
            cxlpool_host_locked(s->fd, host);
 }
 
+#define POOL_REFRESH_NS         (1 * SCALE_MS)
+
 void cxl_shm_pool_refresh_hosts(CXLShmState *s)
 {
+    int64_t now = get_clock(), last = qatomic_read(&s->hosts_checked_ns);
     uint32_t i;
     bool suspect = false;
 
-    if (!s->joined) {
+    /*
+     * A liveness check is a system call per live host: at most one scan
+     * per POOL_REFRESH_NS, however many registers the guests read
+     */
+    if (!s->joined || (now - last < POOL_REFRESH_NS && now >= last) ||
+        qatomic_cmpxchg(&s->hosts_checked_ns, last, now) != last) {
         return;
     }
     for (i = 0; i < s->max_hosts; i++) {
@@ -191,9 +202,8 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s)
     qemu_mutex_unlock(&s->reap_lock);
 }
 
-/* A new pool's metadata is all zero where a header and host table go */
-#define POOL_HEAD_LEN (CXLPOOL_HOSTS_OFFSET + \
-                       CXLPOOL_MAX_HOSTS * sizeof(CXLPoolHost))
+/* A new pool's metadata is all zero where its header goes */
+#define POOL_HEAD_LEN CXLPOOL_HEADER_SIZE
 
 static int pool_head_is_zero(int fd)
 {
@@ -237,7 +247,9 @@ static void pool_undo_made(CXLShmState *s)
         }
         break;
     case CXLSHM_MADE_IN_ZEROS:
-        if (cxlpool_write_meta(s->fd, zeros, sizeof(zeros)) < 0) {
+        /* the header zeroed, the tail this start added cut off */
+        if (cxlpool_write_at(s->fd, 0, zeros, sizeof(zeros)) < 0 ||
+            ftruncate(s->fd, CXLPOOL_META_SIZE + s->size) < 0) {
             warn_report("could not zero the header of '%s' again "
                         "after the refused start", s->pool_path);
         }
@@ -483,22 +495,45 @@ static bool pool_lock_host(CXLShmState *s, Error **errp)
     return true;
 }
 
-/* The metadata (header, host table, locks) mapped; else the host unlocked */
+/*
+ * The metadata mapped: the head (header, locks) and the tail (host table,
+ * undo slots, turns, snoop filter); else the host unlocked
+ */
 static bool pool_map_meta(CXLShmState *s, Error **errp)
 {
-    void *meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE,
-                      MAP_SHARED, s->fd, 0);
+    CXLPoolLayout *lo = &s->layout;
+    void *meta, *tail;
 
-    if (meta == MAP_FAILED) {
+    cxlpool_layout(lo, s->size, s->max_hosts);
+    meta = mmap(NULL, CXLPOOL_META_SIZE, PROT_READ | PROT_WRITE,
+                MAP_SHARED, s->fd, 0);
+    tail = meta == MAP_FAILED ? MAP_FAILED :
+           mmap(NULL, lo->tail_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                s->fd, lo->tail);
+    if (tail == MAP_FAILED) {
         error_setg_errno(errp, errno, "cannot map pool metadata of "
                          "'%s'", s->pool_path);
+        if (meta != MAP_FAILED) {
+            munmap(meta, CXLPOOL_META_SIZE);
+        }
         qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
         return false;
     }
     s->meta = meta;
+    s->tail = tail;
     s->hdr = meta;
-    s->hosts = (CXLPoolHost *)(s->meta + CXLPOOL_HOSTS_OFFSET);
+    s->hosts = cxl_shm_pool_tail(s, lo->hosts);
     return true;
+}
+
+static void pool_unmap_meta(CXLShmState *s)
+{
+    munmap(s->meta, CXLPOOL_META_SIZE);
+    munmap(s->tail, s->layout.tail_size);
+    s->meta = NULL;
+    s->tail = NULL;
+    s->hdr = NULL;
+    s->hosts = NULL;
 }
 
 /*
@@ -539,9 +574,10 @@ static void pool_claim_slot(CXLShmState *s)
 static void pool_setup_lines(CXLShmState *s)
 {
     s->lines.locks = (uint64_t *)(s->meta + CXLPOOL_LINELOCK_OFFSET);
-    s->lines.undo = (CXLShmUndo *)(s->meta + CXLPOOL_UNDO_OFFSET);
+    s->lines.undo = cxl_shm_pool_tail(s, s->layout.undo);
     s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
-    s->lines.turns = (uint64_t *)(s->meta + CXLPOOL_TURNS_OFFSET);
+    s->lines.turns = cxl_shm_pool_tail(s, s->layout.turns);
+    s->lines.turn_words = s->layout.turn_words;
     s->lines.host_id = s->host_id;
     s->lines.generation = s->generation;
     s->lines.coherent_size = s->coherent_size;
@@ -647,7 +683,7 @@ void cxl_shm_pool_rejoin(CXLShmState *s)
 
 uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i)
 {
-    uint64_t *x = (uint64_t *)(s->meta + CXLPOOL_XSTATS_OFFSET);
+    uint64_t *x = cxl_shm_pool_tail(s, s->layout.xstats);
 
     return &x[host * CXLPOOL_XSTATS_PER_HOST + i - CXLSHM_STAT_TABLE_NR];
 }
@@ -733,10 +769,7 @@ void cxl_shm_pool_abort(CXLShmState *s)
         smp_wmb();
         qatomic_set(&me->state, s->slot_before.state);
     }
-    munmap(s->meta, CXLPOOL_META_SIZE);
-    s->meta = NULL;
-    s->hdr = NULL;
-    s->hosts = NULL;
+    pool_unmap_meta(s);
     pool_undo_made(s);
     qemu_unlock_fd(s->fd, CXLPOOL_HOST_LOCK(s->host_id), 1);
     if (locked) {
@@ -774,10 +807,7 @@ void cxl_shm_pool_leave(CXLShmState *s, bool unmap)
     if (!unmap) {
         return;                 /* at exit: threads may still look at it */
     }
-    munmap(s->meta, CXLPOOL_META_SIZE);
-    s->meta = NULL;
-    s->hdr = NULL;
-    s->hosts = NULL;
+    pool_unmap_meta(s);
     qemu_close(s->fd);
     s->fd = -1;
 }

@@ -17,6 +17,11 @@
 #include "cxl-shm.h"
 #include "trace.h"
 
+G_STATIC_ASSERT(CXLSHM_HOST_LIVE_WORDS * 64 >= CXLPOOL_MAX_HOSTS);
+G_STATIC_ASSERT(A_CXLSHM_HOST_LIVE_WORD(CXLSHM_HOST_LIVE_WORDS) <=
+                A_CXLSHM_STATS);
+G_STATIC_ASSERT(A_CXLSHM_HOST_STATE(CXLPOOL_MAX_HOSTS) <= CXLSHM_REGS_SIZE);
+
 uint32_t cxl_shm_caps(CXLShmState *s)
 {
     uint32_t caps = 0;
@@ -41,7 +46,9 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
     uint64_t v = 0;
     bool hi = addr & 4;
 
-    if (addr >= A_CXLSHM_HOST_LIVE && addr < A_CXLSHM_STATS) {
+    if ((addr >= A_CXLSHM_HOST_LIVE &&
+         addr < A_CXLSHM_HOST_LIVE_WORD(CXLSHM_HOST_LIVE_WORDS)) ||
+        addr >= A_CXLSHM_HOST_TABLE) {
         cxl_shm_pool_refresh_hosts(s);
     }
     /* by 8-byte pairs: a 64-bit register, or two 32-bit ones (lo, hi) */
@@ -78,12 +85,16 @@ static uint32_t cxl_shm_read32(CXLShmState *s, hwaddr addr)
         return hi ? cxl_shm_db_status(s) : 0;
     case A_CXLSHM_DB_CTRL:
         return hi ? 0 : cxl_shm_db_reg(s, A_CXLSHM_DB_CTRL);
-    case A_CXLSHM_HOST_LIVE: {
-        uint32_t i;
+    case A_CXLSHM_HOST_LIVE_WORD(0):
+    case A_CXLSHM_HOST_LIVE_WORD(1):
+    case A_CXLSHM_HOST_LIVE_WORD(2):
+    case A_CXLSHM_HOST_LIVE_WORD(3): {
+        uint32_t i = (addr - A_CXLSHM_HOST_LIVE) / 8 * 64;
+        uint32_t end = MIN(i + 64, s->max_hosts);
 
-        for (i = 0; i < s->max_hosts; i++) {
+        for (; i < end; i++) {
             if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
-                v |= 1ULL << i;
+                v |= 1ULL << (i % 64);
             }
         }
         break;

@@ -47,13 +47,13 @@
 #endif
 
 #define CXLSHM_BAR              5
-#define CXLSHM_REGS_SIZE        0x1000
+#define CXLSHM_REGS_SIZE        0x2000
 
 /* Identity */
 REG32(CXLSHM_MAGIC, 0x000)
 #define CXLSHM_MAGIC_VALUE      0x504c5843      /* "CXLP" */
 REG32(CXLSHM_VERSION, 0x004)
-#define CXLSHM_VERSION_VALUE    1
+#define CXLSHM_VERSION_VALUE    2       /* 1: 32 hosts, table at 0x400 */
 REG32(CXLSHM_HOST_ID, 0x008)
 REG32(CXLSHM_MAX_HOSTS, 0x00c)
 REG64(CXLSHM_SIZE, 0x010)                       /* bytes of device memory */
@@ -112,9 +112,14 @@ enum {
     CXLSHM_DB_FULL = 6,         /* read only: an op was dropped, ring full */
 };
 
-/* The pod's hosts: a bitmap, then 16 bytes a host (state, generation) */
+/*
+ * The pod's hosts: a bitmap of the live ones (host h: bit h % 64 of the
+ * 64-bit word h / 64), then 16 bytes a host (state, generation)
+ */
 REG64(CXLSHM_HOST_LIVE, 0x200)
-REG32(CXLSHM_HOST_TABLE, 0x400)
+#define CXLSHM_HOST_LIVE_WORDS  4
+#define A_CXLSHM_HOST_LIVE_WORD(w) (A_CXLSHM_HOST_LIVE + 8 * (w))
+REG32(CXLSHM_HOST_TABLE, 0x1000)
 #define CXLSHM_HOST_STRIDE      16
 #define A_CXLSHM_HOST_STATE(i)  (A_CXLSHM_HOST_TABLE + CXLSHM_HOST_STRIDE * (i))
 #define A_CXLSHM_HOST_GEN(i)    (A_CXLSHM_HOST_STATE(i) + 8)

@@ -21,7 +21,7 @@
  * guarded by the coherent line's own lock word (cxl_shm_lines_trylock());
  * the tag is the rest of the line number (21 bits: a 1 TiB pool).
  */
-uint64_t *cxl_shm_sf_set(CXLShmState *s, uint64_t off)
+CXLPoolSnoopEntry *cxl_shm_sf_set(CXLShmState *s, uint64_t off)
 {
     return &s->t.sf[((off / CXLSHM_LINE) % CXLSHM_NR_LOCKS) * s->t.sf_ways];
 }
@@ -31,12 +31,13 @@ uint64_t cxl_shm_sf_tag(uint64_t off)
     return (off / CXLSHM_LINE / CXLSHM_NR_LOCKS) & SF_TAG_MASK;
 }
 
-int cxl_shm_sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
+int cxl_shm_sf_find(CXLShmState *s, const CXLPoolSnoopEntry *set,
+                    uint64_t tag)
 {
     uint32_t i;
 
     for (i = 0; i < s->t.sf_ways; i++) {
-        uint64_t e = qatomic_read(&set[i]);
+        uint64_t e = qatomic_read(&set[i].tag);
 
         if ((e & SF_VALID) && ((e >> SF_TAG_SHIFT) & SF_TAG_MASK) == tag) {
             return i;
@@ -46,12 +47,12 @@ int cxl_shm_sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag)
 }
 
 /* Entry @i was used: it is the youngest of its set; lock held */
-void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i)
+void cxl_shm_sf_touch(CXLShmState *s, CXLPoolSnoopEntry *set, int i)
 {
     uint32_t j;
 
     for (j = 0; j < s->t.sf_ways; j++) {
-        uint64_t e = set[j];
+        uint64_t e = set[j].tag;
         uint64_t age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
 
         if (j == i) {
@@ -60,7 +61,7 @@ void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i)
             age++;
         }
         e = (e & ~(SF_AGE_MAX << SF_AGE_SHIFT)) | age << SF_AGE_SHIFT;
-        qatomic_set(&set[j], e);
+        qatomic_set(&set[j].tag, e);
     }
 }
 
@@ -69,14 +70,14 @@ void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i)
  * host that holds it (each such host counts as back-invalidated: its next
  * access to that line misses); lock held.
  */
-int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
+int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
                       uint64_t off, Cost *c)
 {
     uint32_t i, victim = 0;
     uint64_t oldest = 0, holders;
 
     for (i = 0; i < s->t.sf_ways; i++) {
-        uint64_t e = set[i], age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
+        uint64_t e = set[i].tag, age = (e >> SF_AGE_SHIFT) & SF_AGE_MAX;
 
         if (!(e & SF_VALID)) {
             victim = i;
@@ -87,27 +88,33 @@ int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
             victim = i;
         }
     }
-    holders = set[victim] & SF_HOLDERS;
+    holders = set[victim].holders;
     qatomic_inc(&s->stats[CXLSHM_STAT_SF_EVICTIONS]);
-    stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop32(holders));
+    stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop64(holders));
     if (holders) {
         c->ns += qatomic_read(&s->t.bi_ns);
     }
-    trace_cxl_shm_timed_sf_evict(s->host_id, off, (uint32_t)holders);
+    trace_cxl_shm_timed_sf_evict(s->host_id, off, holders);
 take:
-    qatomic_set(&set[victim], SF_VALID | tag << SF_TAG_SHIFT);
+    qatomic_set(&set[victim].holders, 0);
+    qatomic_set(&set[victim].tag, SF_VALID | tag << SF_TAG_SHIFT |
+                (qatomic_fetch_inc(&s->t.sf_header->inserts) &
+                 SF_EPOCH_MASK) << SF_EPOCH_SHIFT);
     return victim;
 }
 
-/* The hosts the pool's table shows live (this one included) */
+/*
+ * The holders bits of the hosts the pool's table shows live (this one
+ * included): a bit is live if any host of its class is
+ */
 uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
 {
-    uint64_t live = 1ULL << s->host_id;
+    uint64_t live = sf_bit(s->host_id);
     uint32_t i;
 
     for (i = 0; i < s->max_hosts; i++) {
         if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
-            live |= 1ULL << i;
+            live |= sf_bit(i);
         }
     }
     return live;
@@ -125,11 +132,11 @@ uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
  */
 void cxl_shm_sf_forget_me(CXLShmState *s)
 {
-    uint64_t me = 1ULL << s->host_id;
+    uint64_t me = sf_bit(s->host_id);
     uint32_t i, j, busy = 0;
 
     for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
-        uint64_t *set = &s->t.sf[i * s->t.sf_ways];
+        CXLPoolSnoopEntry *set = &s->t.sf[i * s->t.sf_ways];
         CXLShmLineLock h;
 
         if (!cxl_shm_lines_trylock(&s->lines, i * CXLSHM_LINE, &h, false)) {
@@ -137,15 +144,20 @@ void cxl_shm_sf_forget_me(CXLShmState *s)
             continue;
         }
         for (j = 0; j < s->t.sf_ways; j++) {
-            uint64_t e = set[j];
+            uint64_t e = set[j].tag;
 
             if (!(e & SF_VALID)) {
                 continue;
             }
-            if (((e >> SF_OWNER_SHIFT) & SF_OWNER_MASK) == s->host_id + 1) {
-                e &= ~(SF_OWNER_MASK << SF_OWNER_SHIFT);
+            if ((e & SF_OWNER_MASK) == s->host_id + 1) {
+                qatomic_set(&set[j].tag, e & ~SF_OWNER_MASK);
             }
-            qatomic_set(&set[j], e & ~me);
+            /*
+             * Coarse beyond 64 hosts: the bit may stand for another live
+             * host too, which is then snooped or back-invalidated once
+             * more than it needs, as by a coarse hardware filter
+             */
+            qatomic_set(&set[j].holders, set[j].holders & ~me);
         }
         cxl_shm_lines_unlock(&s->lines, &h);
     }
@@ -161,16 +173,17 @@ void cxl_shm_sf_forget_me(CXLShmState *s)
 bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
 {
     ERRP_GUARD();
-    CXLPoolSnoopHeader *sh = (CXLPoolSnoopHeader *)(s->meta +
-                                                    CXLPOOL_SF_OFFSET);
+    CXLPoolSnoopHeader *sh = cxl_shm_pool_tail(s, s->layout.sf_header);
+    CXLPoolSnoopEntry *sf = cxl_shm_pool_tail(s, s->layout.sf_entries);
     uint32_t ways = s->t.sf_entries / CXLSHM_NR_LOCKS;
     bool ok = true;
 
     cxlpool_flock(s->fd, LOCK_EX);
     if (qatomic_read(&sh->magic) != CXLPOOL_SF_MAGIC) {
-        memset(s->meta + CXLPOOL_SF_ENTRIES, 0,
-               (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS * 8);
+        memset(sf, 0, (size_t)CXLPOOL_SF_MAX_WAYS * CXLSHM_NR_LOCKS *
+               sizeof(*sf));
         qatomic_set(&sh->ways, ways);
+        qatomic_set(&sh->inserts, 0);
         smp_wmb();  /* the entries and ways are set before the magic */
         qatomic_set(&sh->magic, CXLPOOL_SF_MAGIC);
     } else if (qatomic_read(&sh->ways) != ways) {
@@ -186,7 +199,8 @@ bool cxl_shm_sf_join(CXLShmState *s, Error **errp)
     }
     cxlpool_flock(s->fd, LOCK_UN);
     if (ok) {
-        s->t.sf = (uint64_t *)(s->meta + CXLPOOL_SF_ENTRIES);
+        s->t.sf = sf;
+        s->t.sf_header = sh;
         s->t.sf_ways = ways;
     }
     return ok;

@@ -307,8 +307,9 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
                                Cost *c, bool *busy)
 {
     CXLShmTimed *t = &s->t;
-    uint64_t line = off / CXLSHM_LINE, me = 1ULL << s->host_id;
-    uint64_t *set = cxl_shm_sf_set(s, off), tag = cxl_shm_sf_tag(off);
+    uint64_t line = off / CXLSHM_LINE, me = sf_bit(s->host_id);
+    CXLPoolSnoopEntry *set = cxl_shm_sf_set(s, off);
+    uint64_t tag = cxl_shm_sf_tag(off);
     uint64_t e, holders, owner, others;
     CXLShmLineLock *held = held_of(s, cpu), local = { NULL }, *h;
     /* an atomic's load and store, not any exclusive section (page walk) */
@@ -336,10 +337,18 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     }
     w->stamp = ++t->clock;
 
-    /* a read hit needs no lock: the filter still lists this host */
+    /*
+     * A read hit needs no lock: the filter still lists this host, and no
+     * store moved the entry's epoch since this host's copy was made.  The
+     * epoch is what makes a copy stale beyond 64 hosts too, where a
+     * holders bit stands for every host of its class (a coarse filter's
+     * entry): the filter back-invalidates the whole class, as hardware's
+     * would, and the hosts whose copy the store made stale all miss.
+     */
     if (!write && !excl && cached) {
         i = cxl_shm_sf_find(s, set, tag);
-        if (i >= 0 && (qatomic_read(&set[i]) & me)) {
+        if (i >= 0 && (qatomic_read(&set[i].holders) & me) &&
+            sf_epoch(qatomic_read(&set[i].tag)) == w->epoch) {
             qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
             c->ns += qatomic_read(&t->hit_ns);
             return ld_bytes(s->pool + off, size);
@@ -369,14 +378,14 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     if (i < 0) {
         i = cxl_shm_sf_insert(s, set, tag, off, c);
     }
-    e = set[i];
+    e = set[i].tag;
     /* hosts that left or died hold nothing any more */
-    holders = e & SF_HOLDERS & cxl_shm_sf_live_hosts(s);
-    owner = (e >> SF_OWNER_SHIFT) & SF_OWNER_MASK;
-    if (owner && !(holders & (1ULL << (owner - 1)))) {
+    holders = set[i].holders & cxl_shm_sf_live_hosts(s);
+    owner = e & SF_OWNER_MASK;
+    if (owner && !(holders & sf_bit(owner - 1))) {
         owner = 0;
     }
-    present = cached && (holders & me);
+    present = cached && (holders & me) && sf_epoch(e) == w->epoch;
 
     if (write || excl) {
         /* ownership for a store (an atomic's load takes it for its store) */
@@ -384,11 +393,11 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         if (others) {
             stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop64(others));
             c->ns += qatomic_read(&t->bi_ns);
-            trace_cxl_shm_timed_back_inval(s->host_id, off,
-                                           (uint32_t)others);
+            trace_cxl_shm_timed_back_inval(s->host_id, off, others);
         }
         holders = me;
         owner = s->host_id + 1;
+        e = sf_epoch_next(e);
     } else if (owner && owner != s->host_id + 1) {
         /* another host holds it modified: it writes it back, then shares */
         snooped = true;
@@ -413,9 +422,10 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         c->moved++;
         trace_cxl_shm_timed_miss(s->host_id, off, write);
     }
-    qatomic_set(&set[i], (e & ~(SF_HOLDERS | SF_OWNER_MASK << SF_OWNER_SHIFT))
-                | holders | owner << SF_OWNER_SHIFT);
+    qatomic_set(&set[i].holders, holders);
+    qatomic_set(&set[i].tag, (e & ~SF_OWNER_MASK) | owner);
     cxl_shm_sf_touch(s, set, i);
+    w->epoch = sf_epoch(e);
 
     if (write) {
         st_bytes(s->pool + off, size, val);

@@ -11,15 +11,33 @@
 
 #include "cxl-shm.h"
 
-/* A snoop filter entry (pool metadata) */
+/* A snoop filter entry's first word (pool metadata, CXLPoolSnoopEntry) */
 #define SF_VALID                (1ULL << 63)
 #define SF_TAG_SHIFT            42
 #define SF_TAG_MASK             0x1fffffULL
 #define SF_AGE_SHIFT            38
 #define SF_AGE_MAX              15ULL
-#define SF_OWNER_SHIFT          32
-#define SF_OWNER_MASK           0x3fULL
-#define SF_HOLDERS              0xffffffffULL
+#define SF_OWNER_MASK           0x1ffULL       /* the owner + 1, bits 0..8 */
+#define SF_EPOCH_SHIFT          9              /* stores to the line, 9..32 */
+#define SF_EPOCH_MASK           0xffffffULL
+
+static inline uint32_t sf_epoch(uint64_t e)
+{
+    return (e >> SF_EPOCH_SHIFT) & SF_EPOCH_MASK;
+}
+
+/* @e with its epoch moved on: a store made every other copy stale */
+static inline uint64_t sf_epoch_next(uint64_t e)
+{
+    return (e & ~(SF_EPOCH_MASK << SF_EPOCH_SHIFT)) |
+           (uint64_t)((sf_epoch(e) + 1) & SF_EPOCH_MASK) << SF_EPOCH_SHIFT;
+}
+
+/* The holders bit of host @h: h % 64 (coarse beyond 64 hosts) */
+static inline uint64_t sf_bit(uint32_t h)
+{
+    return 1ULL << (h % 64);
+}
 
 /* What one access or operation costs, summed and charged at its end */
 typedef struct Cost {
@@ -78,11 +96,12 @@ void cxl_shm_timed_latency(CXLShmState *s, uint32_t *read_ns,
                            uint32_t *write_ns);
 
 /* cxl-shm-snoop.c */
-uint64_t *cxl_shm_sf_set(CXLShmState *s, uint64_t off);
+CXLPoolSnoopEntry *cxl_shm_sf_set(CXLShmState *s, uint64_t off);
 uint64_t cxl_shm_sf_tag(uint64_t off);
-int cxl_shm_sf_find(CXLShmState *s, const uint64_t *set, uint64_t tag);
-void cxl_shm_sf_touch(CXLShmState *s, uint64_t *set, int i);
-int cxl_shm_sf_insert(CXLShmState *s, uint64_t *set, uint64_t tag,
+int cxl_shm_sf_find(CXLShmState *s, const CXLPoolSnoopEntry *set,
+                    uint64_t tag);
+void cxl_shm_sf_touch(CXLShmState *s, CXLPoolSnoopEntry *set, int i);
+int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
                       uint64_t off, Cost *c);
 uint64_t cxl_shm_sf_live_hosts(CXLShmState *s);
 void cxl_shm_sf_forget_me(CXLShmState *s);

@@ -57,6 +57,7 @@ typedef struct CXLShmWay {
     uint64_t stamp;             /* last use (LRU) */
     uint64_t dirty;             /* bit i: byte i stored by a cached store */
     uint64_t nt;                /* bit i: by a non-temporal store since */
+    uint32_t epoch;             /* coherent: the filter entry's epoch then */
 } CXLShmWay;
 
 /* mode=timed: a vCPU's last access piece (MMIO accesses come in pieces) */
@@ -93,7 +94,8 @@ typedef struct CXLShmTimed {
     uint64_t clock;
     uint64_t accesses;
     /* the pod's snoop filter (pool metadata) */
-    uint64_t *sf;
+    CXLPoolSnoopEntry *sf;
+    CXLPoolSnoopHeader *sf_header;
     uint32_t sf_ways;
     /* bandwidth: the device's link is busy until then (ns) */
     int64_t busy_until;
@@ -201,7 +203,9 @@ struct CXLShmState {
 
     /* pool */
     int fd;
-    uint8_t *meta;
+    uint8_t *meta;              /* the head: CXLPOOL_META_SIZE bytes */
+    uint8_t *tail;              /* the tail: layout.tail_size bytes */
+    CXLPoolLayout layout;
     CXLPoolHeader *hdr;
     CXLPoolHost *hosts;
     bool joined;
@@ -210,6 +214,7 @@ struct CXLShmState {
     CXLShmPoolMade made;        /* what this start made, to undo if refused */
     mode_t made_old_mode;       /* the mode of a user's empty file */
     CXLPoolHost slot_before;    /* our host entry before this join */
+    int64_t hosts_checked_ns;   /* the last liveness scan (get_clock()) */
     uint64_t peer_gen[CXLPOOL_MAX_HOSTS];   /* generations at this join */
     HostMemoryBackend *backend;
     MemoryRegion *pool_mr;
@@ -281,6 +286,12 @@ void cxl_shm_pool_refresh_hosts(CXLShmState *s);
 void cxl_shm_pool_sync_stats(CXLShmState *s);
 
 uint64_t *cxl_shm_pool_xstat(CXLShmState *s, uint32_t host, int i);
+
+/* The tail's area at file offset @off (a CXLPoolLayout field) */
+static inline void *cxl_shm_pool_tail(CXLShmState *s, uint64_t off)
+{
+    return s->tail + (off - s->layout.tail);
+}
 
 /* cxl-shm-time.c: latency charged to the guest */
 void cxl_shm_charge_ns(CXLShmState *s, int64_t ns);

@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
-[[ $HOSTS =~ ^[0-9]+$ ]] && [ "$HOSTS" -ge 2 ] && [ "$HOSTS" -le 32 ] || die "--hosts wants 2..32"
+[[ $HOSTS =~ ^[0-9]+$ ]] && [ "$HOSTS" -ge 2 ] && [ "$HOSTS" -le 256 ] || die "--hosts wants 2..256"
 [[ $SECONDS_ =~ ^[1-9][0-9]*$ ]] || die "--seconds wants a positive number"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
 command -v python3 >/dev/null || die "python3 not found (scripts/deps.sh)"

@@ -69,13 +69,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
-[[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 32 ] || die "--hosts wants 1..32"
+[[ $NPOD =~ ^[0-9]+$ ]] && [ "$NPOD" -ge 1 ] && [ "$NPOD" -le 256 ] || die "--hosts wants 1..256"
 for k in ${SKIP//,/ }; do
     case $k in boot|net|pod|ipod|ssh) ;; *) die "--skip: '$k' is not boot, net, pod, ipod or ssh" ;; esac
 done
 [[ $SSH_REPS =~ ^[1-9][0-9]*$ ]] || die "--ssh-reps wants a positive number"
 for n in ${SSH_HOSTS//,/ }; do
-    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 32 ] || die "--ssh-hosts wants numbers 2..32"
+    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 256 ] || die "--ssh-hosts wants numbers 2..256"
 done
 [ $BUILD_ALL = 0 ] || bash "$TOP/scripts/build-all.sh"
 L=$BUILD/meson/host-tools/cxlpod-launch

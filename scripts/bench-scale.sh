@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scaling benchmark (docs/benchmarks.md section 8): the same pool shared by
-# 1, 2, 4, 8, 16 and 32 guests on this machine, each running the atomic
+# 1, 2, 4, 8, 16, 32 and 64 guests on this machine, each running the atomic
 # counter (cxlpod-litmus --test atomic --atomic-seconds: every host adds
 # for the same seconds at once, from 2 hosts), the message queue
 # (cxlpod-mq) and the allreduce (cxlpod-allreduce); per pod size: the time
@@ -10,13 +10,23 @@
 # 256 MiB .. 16 GiB (sparse files): boot, and the cost of the same
 # coherence operations on the same 4 MiB range, to show what grows with the
 # pool and what with the range operated on.  Prints tables, writes
-# results.json and draws scaling.png (gnuplot) in the work dir.
+# results.json and draws scaling.png (gnuplot) in the work dir.  Each pod's
+# row also has the launcher's own CPU time per guest.
+#
+# With --launcher it boots nothing and measures the launcher alone: pods of
+# 1..256 stand-in QEMUs (tests/unit/fake-qemu.sh: console lines, the
+# markers, a job's output, no guest), all started at once, with the pod
+# network when vde_switch is installed; per pod size the launcher's CPU
+# time (its --json launcher_cpu_s) per host and per host and second of the
+# pod's wall time, which stay flat when nothing it does per host grows
+# with the hosts.  Tables and launcher.json in the work dir.
 #
 #   bash scripts/bench-scale.sh [--no-build] [--quick] [--hosts LIST]
 #                               [--pool-sizes LIST] [--workdir DIR] [--report DIR]
-#                               [--dry-run]
+#                               [--dry-run] [--launcher]
 #
-#   --hosts LIST       pod sizes (default 1,2,4,8,16,32; --quick 1,2,4)
+#   --hosts LIST       pod sizes (default 1,2,4,8,16,32,64; --quick 1,2,4;
+#                      --launcher 1,8,32,64,128,256)
 #   --pool-sizes LIST  pool sizes of the sweep (default 256M,1G,4G,16G;
 #                      --quick 256M,1G)
 #   --quick            smaller pods and workloads: a smoke test of the script
@@ -25,6 +35,7 @@
 #   --dry-run          build and boot nothing: check the arguments, the tools
 #                      and every pod's launcher options (cxlpod-launch
 #                      --dry-run), in a temporary work dir unless --workdir
+#   --launcher         the launcher's own CPU time with stand-in QEMUs (above)
 #
 # Guests run under TCG on however many cores the machine has (2 here): the
 # pods' throughput is what those cores give N emulated hosts, wall-clock,
@@ -32,13 +43,14 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-BUILD_ALL=1 QUICK=0 HOSTS="" SIZES="" REPORT="" DRY=0 WGIVEN=
+BUILD_ALL=1 QUICK=0 HOSTS="" SIZES="" REPORT="" DRY=0 WGIVEN= LAUNCHER=0
 W=$BUILD/bench-scale
 while [ $# -gt 0 ]; do
     case $1 in
         --no-build) BUILD_ALL=0; shift ;;
         --dry-run) DRY=1; BUILD_ALL=0; shift ;;
         --quick) QUICK=1; shift ;;
+        --launcher) LAUNCHER=1; shift ;;
         --hosts) [ $# -ge 2 ] || die "--hosts needs a list"; HOSTS=$2; shift 2 ;;
         --pool-sizes) [ $# -ge 2 ] || die "--pool-sizes needs a list"; SIZES=$2; shift 2 ;;
         --workdir) [ $# -ge 2 ] || die "--workdir needs a directory"; W=$2; WGIVEN=1; shift 2 ;;
@@ -47,16 +59,21 @@ while [ $# -gt 0 ]; do
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
-if [ $QUICK = 1 ]; then
+if [ $LAUNCHER = 1 ]; then
+    HOSTS=${HOSTS:-1,8,32,64,128,256} SIZES=${SIZES:-256M}
+elif [ $QUICK = 1 ]; then
     HOSTS=${HOSTS:-1,2,4} SIZES=${SIZES:-256M,1G}
     MSGS=100 AR=64K ATOM_S=0.5
 else
-    HOSTS=${HOSTS:-1,2,4,8,16,32} SIZES=${SIZES:-256M,1G,4G,16G}
+    HOSTS=${HOSTS:-1,2,4,8,16,32,64} SIZES=${SIZES:-256M,1G,4G,16G}
     MSGS=400 AR=64K,1M ATOM_S=2
 fi
 [[ $HOSTS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hosts wants numbers separated by commas"
 [[ $SIZES =~ ^[0-9]+[MG](,[0-9]+[MG])*$ ]] || die "--pool-sizes wants sizes like 256M,4G"
 [ $DRY = 0 ] || [ -z "$REPORT" ] || die "--dry-run and --report: give one"
+if [ $LAUNCHER = 1 ] && { [ $DRY = 1 ] || [ -n "$REPORT" ]; }; then
+    die "--launcher boots nothing and keeps no report: drop --dry-run / --report"
+fi
 [ $DRY = 0 ] || [ -n "$WGIVEN" ] || W=$(mktemp -d /tmp/cxlpod-bench-scale-dry.XXXXXX)
 
 report() {
@@ -105,9 +122,9 @@ print("cxlpod scaling benchmark, %s; %s" % (info["date"], info["host"]["cpu"]))
 print("%d CPUs, TCG, load average %s before, %s after; guests -smp 2 -m 256M, pool 256 MiB"
       % (info["host"]["cpus"], info["host"]["load_before"], info["host"]["load_after"]))
 print()
-hdr = ("%5s %8s %8s %9s %9s %12s %12s %11s %11s %10s %10s"
-       % ("hosts", "boot s", "max boot", "all ready", "MiB/guest", "atomic op/s", "(all hosts)",
-          "mq msg/s", "(all)", "allred MB/s", "(all)"))
+hdr = ("%5s %8s %8s %9s %9s %9s %12s %12s %11s %11s %10s %10s"
+       % ("hosts", "boot s", "max boot", "all ready", "MiB/guest", "launch ms", "atomic op/s",
+          "(all hosts)", "mq msg/s", "(all)", "allred MB/s", "(all)"))
 print(hdr)
 print("-" * len(hdr))
 for n, d, lj, boots, pss in each_pod(info["hosts"], "pod%d", "%5d"):
@@ -127,23 +144,27 @@ for n, d, lj, boots, pss in each_pod(info["hosts"], "pod%d", "%5d"):
             if s:
                 ar.append(s[-1]["MBps"])
     mem = pss / n if pss else None
+    lcpu = lj.get("launcher_cpu_s")
+    lms = lcpu * 1e3 / n if lcpu is not None else None
     avg = lambda v: sum(v) / len(v) if v else 0
     row = {"hosts": n, "ready_s_median": sorted(boots)[len(boots) // 2] if boots else None,
            "ready_s_max": max(boots) if boots else None, "wall_s": lj.get("wall_s"),
            "all_ready_s": lj.get("all_ready_s"),
-           "mib_per_guest": mem, "atomic_ops_per_s_host": avg(atom),
+           "mib_per_guest": mem, "launcher_cpu_ms_per_guest": lms,
+           "atomic_ops_per_s_host": avg(atom),
            "atomic_ops_per_s_all": sum(atom), "mq_msgs_per_s_host": avg(mq),
            "mq_msgs_per_s_all": sum(mq), "allreduce_MBps_host": avg(ar),
            "allreduce_MBps_all": sum(ar), "allreduce_bytes": info["allreduce_last"]}
     res["pods"].append(row)
-    print("%5d %8.1f %8.1f %9.1f %9s %12s %12s %11.0f %11.0f %10.1f %10.1f"
+    print("%5d %8.1f %8.1f %9.1f %9s %9s %12s %12s %11.0f %11.0f %10.1f %10.1f"
           % (n, row["ready_s_median"] or 0, row["ready_s_max"] or 0, row["all_ready_s"] or 0,
-             "%.0f" % mem if mem else "-",
+             "%.0f" % mem if mem else "-", "%.1f" % lms if lms is not None else "-",
              "%.0f" % avg(atom) if atom else "-", "%.0f" % sum(atom) if atom else "-",
              avg(mq), sum(mq), avg(ar), sum(ar)))
 print("(boot s: one guest's QEMU start to its CXL region ready, median and slowest guest;")
 print(" all ready: the pod's first QEMU start to the last region ready; MiB/guest: peak of the")
-print(" QEMUs' summed PSS / hosts; atomic: lock xadd on one coherent counter, every host adding")
+print(" QEMUs' summed PSS / hosts; launch ms: the launcher's own CPU time / hosts;")
+print(" atomic: lock xadd on one coherent counter, every host adding")
 print(" for the same %s s at once (contended), from 2 hosts; mq: messages received per second;"
       % info.get("atomic_seconds", "?"))
 print(" allreduce: %s per host)" % info["allreduce_last"])
@@ -222,6 +243,69 @@ W=$(cd "$W" && pwd)
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD0=$(load) DATE=$(date -Iseconds)
+
+# --launcher: the launcher alone, its QEMUs stand-ins (see the top)
+if [ $LAUNCHER = 1 ]; then
+    FAKE=$TOP/tests/unit/fake-qemu.sh
+    [ -x "$FAKE" ] || die "$FAKE missing"
+    NET=()
+    if command -v vde_switch >/dev/null || [ -x /usr/sbin/vde_switch ]; then NET=(--net); fi
+    if [ $QUICK = 1 ]; then FB=2 FJ=2; else FB=5 FJ=5; fi
+    touch "$W/kernel" "$W/initrd"
+    IFS=, read -r -a HL <<<"$HOSTS"
+    for n in "${HL[@]}"; do
+        log "fake$n: $n stand-in QEMUs (${FB} s of boot, ${FJ} s of job, 20 lines a second) ${NET[*]}"
+        FAKE_BOOT_S=$FB FAKE_JOB_S=$FJ FAKE_LINES=20 \
+            "$L" -q -n "$n" -w "$W/fake$n" --qemu "$FAKE" --kernel "$W/kernel" \
+            --initrd "$W/initrd" --pool-backend file --boot-parallel 0 --timeout 600 \
+            "${NET[@]}" --json -- true >"$W/fake$n.out" 2>"$W/fake$n.err" \
+            || warn "fake$n: the launcher failed; see $W/fake$n.err"
+        tail -n 1 "$W/fake$n.out" >"$W/fake$n.json"
+        echo "$(load)" >"$W/fake$n.load"
+    done
+    python3 - "$W" "$DATE" "$LOAD0" "$(nproc)" "$HOSTS" "${NET[*]}" "$FB" "$FJ" <<'EOF2' | tee "$W/table.txt"
+import json, os, sys
+W, date, l0, cpus, hosts, net, fb, fj = sys.argv[1:]
+rows = []
+print("cxlpod-launch's own CPU time with N stand-in QEMUs (tests/unit/fake-qemu.sh), %s" % date)
+print("%s CPUs, load average %s before; each host %s s of console lines (20 a second), the "
+      "ready%s marker, %s s of job output; all started at once (--boot-parallel 0)%s"
+      % (cpus, l0, fb, " and up" if net else "", fj, ", --net" if net else ""))
+print()
+hdr = "%6s %8s %10s %12s %14s %15s %7s %16s" % ("hosts", "wall s", "CPU s", "CPU ms/host",
+                                                "(past first)", "CPU us/host/s", "ok",
+                                                "load after")
+print(hdr)
+print("-" * len(hdr))
+for n in [int(x) for x in hosts.split(",")]:
+    try:
+        j = json.loads(open(os.path.join(W, "fake%d.json" % n)).read())
+        load = open(os.path.join(W, "fake%d.load" % n)).read().strip()
+    except (OSError, ValueError):
+        print("%6d  (the launcher failed: see %s/fake%d.err)" % (n, W, n))
+        continue
+    cpu, wall = j["launcher_cpu_s"], j["wall_s"]
+    ok = sum(r["status"] == "ok" for r in j["results"])
+    row = {"hosts": n, "wall_s": wall, "launcher_cpu_s": cpu, "cpu_ms_per_host": cpu * 1e3 / n,
+           "cpu_us_per_host_second": cpu * 1e6 / n / wall, "ok": ok, "load_after": load}
+    # what each host past the smallest pod's added: the fixed start-up
+    # cost (paths, the TSC measurement, the switch) taken out
+    first = rows[0] if rows else None
+    row["marginal_ms_per_host"] = ((cpu - first["launcher_cpu_s"]) * 1e3 / (n - first["hosts"])
+                                   if first and n > first["hosts"] else None)
+    rows.append(row)
+    print("%6d %8.2f %10.3f %12.2f %14s %15.1f %7s %16s"
+          % (n, wall, cpu, row["cpu_ms_per_host"],
+             "%.2f" % row["marginal_ms_per_host"] if row["marginal_ms_per_host"] else "-",
+             row["cpu_us_per_host_second"], "%d/%d" % (ok, n), load))
+print("(CPU: the launcher's user + system time, all its threads, not its QEMUs; (past first):")
+print(" its CPU time beyond the first row's, per host beyond the first row's; us/host/s: divided")
+print(" by the hosts and the pod's wall time, the cost of watching one host for a second)")
+json.dump({"date": date, "cpus": int(cpus), "load_before": l0, "net": bool(net), "rows": rows},
+          open(os.path.join(W, "launcher.json"), "w"), indent=1)
+EOF2
+    exit 0
+fi
 LPID=""
 trap '[ -z "$LPID" ] || { kill -TERM "$LPID" 2>/dev/null; wait "$LPID" 2>/dev/null; }' EXIT
 trap 'exit 130' INT TERM

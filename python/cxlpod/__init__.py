@@ -169,6 +169,7 @@ def _load():
         "cxlpod_atomic_exchange": [P, P, U64, PU64],
         "cxlpod_atomic_cas": [P, P, U64, U64, PU64],
         "cxlpod_hosts_live": [P, PU64],
+        "cxlpod_hosts_live_map": [P, PU64, ctypes.c_uint],
         "cxlpod_host_state": [P, ctypes.c_uint, ctypes.POINTER(ctypes.c_int), PU64],
         "cxlpod_stats": [P, ctypes.POINTER(_Stats)],
     }
@@ -323,10 +324,10 @@ class Pod:
         return {n: getattr(s, n) for n in _STAT_FIELDS}
 
     def hosts_live(self):
-        """The host ids the device's table shows live, as a list."""
-        bm = ctypes.c_uint64()
-        _check(self._lib.cxlpod_hosts_live(self._live(), ctypes.byref(bm)))
-        return [i for i in range(64) if bm.value >> i & 1]
+        """The host ids the device's table shows live, as a list (all 256)."""
+        words = (ctypes.c_uint64 * 4)()
+        _check(self._lib.cxlpod_hosts_live_map(self._live(), words, 4))
+        return [i for i in range(256) if words[i // 64] >> (i % 64) & 1]
 
     def host_state(self, host):
         """(state, generation) of a host's slot: state is 'free', 'live',

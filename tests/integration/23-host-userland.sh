@@ -132,7 +132,7 @@ for ((h = 0; h < N; h++)); do
     expect_line $h "^hostname=host$h\$"
     for ((i = 0; i < N; i++)); do expect_line $h "^resolve host$i=10\.211\.0\.$((i + 1))\$"; done
     # only the segment: no default route, nothing else
-    expect_line $h "^routes=10\.211\.0\.0/24 dev [a-z0-9]+ proto kernel scope link src 10\.211\.0\.$((h + 1)) ?;$"
+    expect_line $h "^routes=10\.211\.0\.0/16 dev [a-z0-9]+ proto kernel scope link src 10\.211\.0\.$((h + 1)) ?;$"
     expect_line $h '^offsegment=refused: .*(unreachable|Unreachable)'
     expect_line $h "^hosttmp=\\[tmp file $TOK\\]\$"
     expect_line $h "^guestwrite=guest $h\$"
@@ -174,6 +174,6 @@ printf '%s\n' 'echo "got: $(nc -l -p 5000)"; echo "routes=$(ip -4 route | tr "\n
     --job-host 0:"$WORK/nc0.sh" --job-host 1:"$WORK/nc1.sh" \
     >"$WORK/run3.out" 2>&1 || { cat "$WORK/run3.out"; fail "the initramfs pod with --net failed"; }
 grep -q '^\[host1\] got: hello from host0$' "$WORK/run3.out" || { cat "$WORK/run3.out"; fail "host1 did not get host0's message over the pod network"; }
-grep -qE '^\[host1\] routes=10\.211\.0\.0/24 dev [a-z0-9]+ [^;]*;$' "$WORK/run3.out" \
+grep -qE '^\[host1\] routes=10\.211\.0\.0/16 dev [a-z0-9]+ [^;]*;$' "$WORK/run3.out" \
     || { grep routes= "$WORK/run3.out"; fail "an initramfs guest has more than the segment's route"; }
 pass "initramfs guests with --net: host0 -> host1 by name over the pod network"

@@ -102,7 +102,7 @@ EOF
 rc=0; (cd "$WORK/proj" && "$CXLPOD_LAUNCH" -w "$WORK/p5" -n 2 "${SHM[@]}" --userland host --pool-backend memdev \
     --timeout 600 --job-host 0:h0.sh --job-host 1:h1.sh --kill 1@KILL-ME --restart 1) >"$WORK/5.out" 2>&1 || rc=$?
 [ $rc = 0 ] || { cat "$WORK/5.out"; fail "the kill/restart pod failed (rc=$rc)"; }
-grep -qE '^\[host1\] restarted=1 addr=10\.211\.0\.2/24 name=host1$' "$WORK/5.out" || { cat "$WORK/5.out"; fail "host 1 did not come back as host1 at 10.211.0.2"; }
+grep -qE '^\[host1\] restarted=1 addr=10\.211\.0\.2/16 name=host1$' "$WORK/5.out" || { cat "$WORK/5.out"; fail "host 1 did not come back as host1 at 10.211.0.2"; }
 line=$(grep '^\[host0\] peer boot now=' "$WORK/5.out") || { cat "$WORK/5.out"; fail "host 0 did not log into the restarted host1"; }
 now=${line#*now=}; now=${now%% *}; file=${line##*file=}
 [ -n "$now" ] && [ "$now" = "$file" ] || fail "host 0 reached another boot of host1 than the restarted one ($line)"

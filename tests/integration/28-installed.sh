@@ -54,7 +54,7 @@ file "$P/share/cxlpod/guest/bin/cxlpod-info" | grep -q 'statically linked' \
     || fail "the installed guest tools are not static: $(file "$P/share/cxlpod/guest/bin/cxlpod-info")"
 # the man pages are the tools' --help: every launcher option is in its page
 grep -q -- '--userland' "$P/share/man/man1/cxlpod-launch.1" || fail "cxlpod-launch.1 lacks --userland"
-for sub in create inspect check reset-host wipe; do
+for sub in create inspect check reset-host wipe upgrade; do
     grep -qi "^\.SH \"CXLPOD-POOL $sub\"" "$P/share/man/man1/cxlpod-pool.1" || fail "cxlpod-pool.1 has no section for $sub"
 done
 if command -v man >/dev/null; then

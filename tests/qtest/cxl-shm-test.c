@@ -82,17 +82,23 @@ static const char *fw_args(void)
     return "";
 }
 
-static char *host_args(const char *pool, int host_id, const char *extra)
+static char *host_args_n(const char *pool, int host_id, int max_hosts,
+                         const char *extra)
 {
     return g_strdup_printf(
         "%s-machine q35,cxl=on -m 128M -nodefaults "
         "-device pxb-cxl,bus_nr=%d,bus=pcie.0,id=cxl.1 "
         "-device cxl-rp,port=0,bus=cxl.1,id=rp0,chassis=0,slot=2 "
         "-device cxl-shm,bus=rp0,id=shm0,pool=%s,size=%llu,"
-        "coherent-size=%llu,host-id=%d,max-hosts=4%s "
+        "coherent-size=%llu,host-id=%d,max-hosts=%d%s "
         "-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G",
-        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE, host_id,
+        fw_args(), PXB_BUS, pool, POOL_SIZE, COH_SIZE, host_id, max_hosts,
         extra ? extra : "");
+}
+
+static char *host_args(const char *pool, int host_id, const char *extra)
+{
+    return host_args_n(pool, host_id, 4, extra);
 }
 
 /* Base of the CXL fixed memory window, from the memory tree */
@@ -264,7 +270,7 @@ static void test_identify(void)
 
     host_start(&h, pool, 2, false);
     g_assert_cmphex(r32(&h, A_CXLSHM_MAGIC), ==, CXLSHM_MAGIC_VALUE);
-    g_assert_cmpuint(r32(&h, A_CXLSHM_VERSION), ==, 1);
+    g_assert_cmpuint(r32(&h, A_CXLSHM_VERSION), ==, CXLSHM_VERSION_VALUE);
     g_assert_cmpuint(r32(&h, A_CXLSHM_HOST_ID), ==, 2);
     g_assert_cmpuint(r32(&h, A_CXLSHM_MAX_HOSTS), ==, 4);
     g_assert_cmphex(r64(&h, A_CXLSHM_SIZE), ==, POOL_SIZE);
@@ -287,7 +293,7 @@ static void test_identify(void)
     /* owner-only pool file, metadata + data */
     g_assert_cmpint(stat(pool, &st), ==, 0);
     g_assert_cmpint(st.st_mode & 0777, ==, 0600);
-    g_assert_cmpint(st.st_size, ==, META_SIZE + POOL_SIZE);
+    g_assert_cmpint(st.st_size, ==, cxlpool_file_size(POOL_SIZE, 4));
 
     /* committing the decoder maps the device: CAPS.DIRECT */
     host_enable(&h, true);
@@ -989,6 +995,83 @@ static void timed_start(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(args);
     host_enable(h, true);
     g_assert_cmpuint(r32(h, A_CXLSHM_MODE), ==, 1);
+}
+
+/*
+ * Pool format 4: a pod of 256 host slots with hosts 130, 194 and 255 (the
+ * last words of HOST_LIVE, all 8 host bits of a lock tag; 130 and 194
+ * share the snoop filter's holders bit 2, as hosts of one class of a
+ * coarse filter do).  Each sees the others in the host table, a
+ * non-coherent line goes from 255 to 130 by writeback and invalidate,
+ * and in the coherent window 255's store makes the copies of both hosts
+ * of class 2 stale: each of them misses next, although the other's read
+ * has set their shared bit again.
+ */
+static void test_wide_pod(void)
+{
+    g_autofree char *pool = pool_path("wide.pool");
+    g_autofree char *opts = g_strdup_printf(TIMED ",snoop-filter-entries="
+                                            "8192");
+    uint64_t nc = COH_SIZE + 0x40000, l = 0x1000, hits, misses;
+    const int ids[3] = { 130, 194, 255 };
+    struct stat st;
+    Host h[3];
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        g_autofree char *args = host_args_n(pool, ids[i], 256, opts);
+
+        h[i].qts = qtest_init(args);
+        host_enable(&h[i], true);
+    }
+    g_assert_cmpuint(r32(&h[0], A_CXLSHM_MAX_HOSTS), ==, 256);
+    g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(0)), ==, 0);
+    g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(1)), ==, 0);
+    g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(2)), ==, 1ULL << 2);
+    g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(3)), ==,
+                    1ULL << 2 | 1ULL << 63);
+    g_assert_cmpuint(r32(&h[2], A_CXLSHM_HOST_STATE(130)), ==, 1);
+    g_assert_cmpuint(r64(&h[0], A_CXLSHM_HOST_GEN(255)), ==, 1);
+    g_assert_cmpuint(r32(&h[0], A_CXLSHM_HOST_STATE(129)), ==, 0);
+    g_assert_cmpint(stat(pool, &st), ==, 0);
+    g_assert_cmpint(st.st_size, ==, cxlpool_file_size(POOL_SIZE, 256));
+
+    /* non-coherent: written back by 255, stale in 130 until invalidated */
+    g_assert_cmphex(mem_rq(&h[0], nc), ==, 0);
+    mem_wq(&h[2], nc, 0xc255);
+    g_assert_cmpuint(doorbell(&h[2], OP_WB, nc, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0xc255);
+    g_assert_cmphex(mem_rq(&h[0], nc), ==, 0);
+    g_assert_cmpuint(doorbell(&h[0], OP_INV, nc, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&h[0], nc), ==, 0xc255);
+
+    /* coherent: 130 and 194 hold the line, 255 stores */
+    g_assert_cmphex(mem_rq(&h[0], l), ==, 0);
+    g_assert_cmphex(mem_rq(&h[1], l), ==, 0);
+    g_assert_cmphex(mem_rq(&h[1], l + 8), ==, 0);
+    hits = rstat(&h[1], CXLSHM_STAT_HITS);
+    g_assert_cmpuint(hits, ==, 1);
+    mem_wq(&h[2], l, 5);
+    g_assert_cmpuint(rstat(&h[2], CXLSHM_STAT_BACK_INVAL), ==, 1);
+    hits = rstat(&h[0], CXLSHM_STAT_HITS);
+    misses = rstat(&h[0], CXLSHM_STAT_MISSES);
+    g_assert_cmphex(mem_rq(&h[0], l), ==, 5);       /* a snoop of 255's */
+    g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_HITS), ==, hits);
+    g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_MISSES), ==, misses + 1);
+    g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_SNOOPS), ==, 1);
+    hits = rstat(&h[1], CXLSHM_STAT_HITS);
+    misses = rstat(&h[1], CXLSHM_STAT_MISSES);
+    g_assert_cmphex(mem_rq(&h[1], l), ==, 5);       /* stale too: a miss */
+    g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_HITS), ==, hits);
+    g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_MISSES), ==, misses + 1);
+    g_assert_cmphex(mem_rq(&h[1], l + 8), ==, 0);   /* then a hit */
+    g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_HITS), ==, hits + 1);
+
+    qtest_quit(h[2].qts);
+    g_assert_cmpuint(r32(&h[0], A_CXLSHM_HOST_STATE(255)), ==, 3);
+    g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(3)), ==, 1ULL << 2);
+    qtest_quit(h[1].qts);
+    qtest_quit(h[0].qts);
 }
 
 /*
@@ -1796,7 +1879,8 @@ typedef enum {
     POOL_MISSING,
     POOL_TEXT,          /* some other file */
     POOL_BAD_MAGIC,
-    POOL_VERSION,       /* version 4 with a valid checksum */
+    POOL_VERSION,       /* version 5 with a valid checksum */
+    POOL_OLD,           /* version 3, the format before */
     POOL_CORRUPT,       /* geometry changed, checksum not */
     POOL_SHORT,         /* truncated data */
     POOL_LIVE,          /* host 0 is held by a running QEMU */
@@ -1908,9 +1992,9 @@ static const struct {
     { "coherent-too-big", POOL_GOOD,
       "pool=%s,size=256M,coherent-size=512M", "[0, size=268435456]" },
     { "max-hosts-zero", POOL_GOOD, "pool=%s,size=256M,max-hosts=0",
-      "property 'max-hosts' is 0 (allowed: [1, 32])" },
-    { "max-hosts-33", POOL_GOOD, "pool=%s,size=256M,max-hosts=33",
-      "property 'max-hosts' is 33" },
+      "property 'max-hosts' is 0 (allowed: [1, 256])" },
+    { "max-hosts-257", POOL_GOOD, "pool=%s,size=256M,max-hosts=257",
+      "property 'max-hosts' is 257" },
     { "host-id-range", POOL_GOOD, "pool=%s,size=256M,max-hosts=4,host-id=4",
       "property 'host-id' is 4 (allowed: [0, max-hosts-1=3])" },
     { "mode-bogus", POOL_GOOD, "pool=%s,size=256M,mode=fast",
@@ -1957,7 +2041,10 @@ static const struct {
     { "bad-magic", POOL_BAD_MAGIC, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "bad magic" },
     { "version", POOL_VERSION, "pool=%s,size=256M,coherent-size=64M,"
-      "max-hosts=4", "has format version 4" },
+      "max-hosts=4", "has format version 5" },
+    { "version-before", POOL_OLD, "pool=%s,size=256M,coherent-size=64M,"
+      "max-hosts=4", "has format version 3, this QEMU supports version 4 "
+      "only: upgrade it in place with 'cxlpod-pool upgrade " },
     { "corrupt", POOL_CORRUPT, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "corrupt header" },
     { "truncated", POOL_SHORT, "pool=%s,size=256M,coherent-size=64M,"
@@ -1977,10 +2064,10 @@ static const struct {
     { "directory", POOL_DIR, "pool=%s,size=256M", "cannot open pool" },
     { "fifo", POOL_FIFO, "pool=%s,size=256M", "is not a regular file" },
     { "full-fs", POOL_FULL_FS, "pool=%s,size=256M",
-      "cannot allocate the 258 MiB of pool" },
+      "cannot allocate the 260 MiB of pool" },
     /* a refused start leaves a user's empty file its size and its mode */
     { "empty-full-fs", POOL_EMPTY_FULL_FS, "pool=%s,size=256M",
-      "cannot allocate the 258 MiB of pool" },
+      "cannot allocate the 260 MiB of pool" },
     /* refused after the pool checks: nothing may have been written */
     { "only-migratable", POOL_GOOD, "pool=%s,size=256M,coherent-size=64M,"
       "max-hosts=4", "cannot be migrated", "-only-migratable" },
@@ -2047,7 +2134,8 @@ static void test_refused_config(const void *data)
         case POOL_NO_HEADER:
             /* what pool_create leaves when killed after sizing the file */
             g_assert_true(g_file_set_contents(pool, "", 0, NULL));
-            g_assert_cmpint(truncate(pool, META_SIZE + POOL_SIZE), ==, 0);
+            g_assert_cmpint(truncate(pool, cxlpool_file_size(POOL_SIZE, 4)),
+                            ==, 0);
             /* killed a minute ago: a new file would be waited for 5 s */
             g_assert_cmpint(utimensat(AT_FDCWD, pool, (struct timespec[2]) {
                 { .tv_sec = time(NULL) - 60 },
@@ -2097,9 +2185,9 @@ static void test_refused_config(const void *data)
         if (refused[i].kind == POOL_BAD_MAGIC) {
             patch_pool(pool, 0, "XXXX", 4);
         } else if (refused[i].kind == POOL_VERSION) {
-            /* version 4, checksum made valid: a future format */
-            uint8_t hdr[0x48];
-            uint32_t ver = 4, crc;
+            /* version 5, checksum made valid: a future format */
+            uint8_t hdr[0x5c];
+            uint32_t ver = 5, crc;
             g_autofree char *ck = NULL;
 
             pool_pread(pool, 0, hdr, sizeof(hdr));
@@ -2119,7 +2207,12 @@ static void test_refused_config(const void *data)
                 crc = c ^ 0xffffffff;
             }
             patch_pool(pool, 0, hdr, sizeof(hdr));
-            patch_pool(pool, 0x48, &crc, 4);
+            patch_pool(pool, 0x5c, &crc, 4);
+        } else if (refused[i].kind == POOL_OLD) {
+            /* the format before: refused with the command that upgrades */
+            uint32_t ver = 3;
+
+            patch_pool(pool, 8, &ver, 4);
         } else if (refused[i].kind == POOL_CORRUPT) {
             uint64_t coh = 128 * MiB;
 
@@ -3414,12 +3507,15 @@ static void test_rejoin_rollback(void)
     g_autofree char *pool = pool_path("rollback.pool");
     uint64_t off = COH_SIZE + 0x3000;
     uint64_t tag = CXLPOOL_TAG(0, 0, 1);    /* host 0, slot 0, generation 1 */
-    uint64_t undo = 0x20000 + (0 * 2 + 1) * 64 * 128;  /* host 0, bank 1 */
+    CXLPoolLayout lo;
+    uint64_t undo;
     uint64_t lock = 0x10000 + ((off / 4096) % 8192) * 8;
     uint8_t old[LINE], torn[LINE], got[LINE];
     uint64_t zero = 0;
     Host h;
 
+    cxlpool_layout(&lo, POOL_SIZE, 4);
+    undo = lo.undo + (0 * 2 + 1) * 64 * 128;    /* host 0, bank 1 */
     host_start(&h, pool, 0, false);     /* generation 1, then leaves */
     qtest_quit(h.qts);
 
@@ -4431,17 +4527,21 @@ static void test_stopped_peer_fence_timed(void)
  * line silently: b's store back-invalidates a, then b alone holds the
  * line, and a works on.
  */
+/* The holders word of the filter entry of coherent line @off, or 0 */
 static uint64_t sf_entry_of(const char *pool, uint64_t off)
 {
-    uint64_t e[4];
+    CXLPoolSnoopEntry e[4];
+    CXLPoolLayout lo;
     int i;
 
     /* the default filter: 32768 entries, 4 ways per set */
-    pool_pread(pool, 0x111000 + (off / LINE % 8192) * 4 * 8, e, sizeof(e));
+    cxlpool_layout(&lo, POOL_SIZE, 4);
+    pool_pread(pool, lo.sf_entries + (off / LINE % 8192) * sizeof(e), e,
+               sizeof(e));
     for (i = 0; i < 4; i++) {
-        if ((e[i] & 1ULL << 63) &&
-            ((e[i] >> 42) & 0x1fffff) == off / LINE / 8192) {
-            return e[i];
+        if ((e[i].tag & 1ULL << 63) &&
+            ((e[i].tag >> 42) & 0x1fffff) == off / LINE / 8192) {
+            return e[i].holders;
         }
     }
     return 0;
@@ -4502,10 +4602,13 @@ static void test_stopped_peer_reset_load(void)
     uint64_t page = COH_SIZE + 0x9000, off = page + 0x40;
     uint64_t word = 0x10000 + (page / 4096 % 8192) * 8;
     uint64_t tag = CXLPOOL_TAG(1, 63, 1), zero = 0;
-    uint64_t undo = 0x20000 + (1 * 2 + 1) * 64 * 128 + 63 * 128;
     uint8_t old[LINE], torn[LINE], fresh[LINE], whole[LINE];
+    CXLPoolLayout lo;
+    uint64_t undo;
     Host a, b;
 
+    cxlpool_layout(&lo, POOL_SIZE, 4);
+    undo = lo.undo + (1 * 2 + 1) * 64 * 128 + 63 * 128;
     host_start(&a, pool, 0, true);
     host_start(&b, pool, 1, true);
     memset(old, 0x5a, LINE);
@@ -5570,7 +5673,8 @@ static char *hugetlbfs_dir(void)
     if (f) {
         sscanf(f, "Hugepagesize: %lu", &page_kb);
     }
-    if (page_kb != 2048 || free_pages * 2 * MiB < META_SIZE + POOL_SIZE) {
+    if (page_kb != 2048 ||
+        free_pages * 2 * MiB < cxlpool_file_size(POOL_SIZE, 4)) {
         return NULL;
     }
     lines = g_strsplit(mounts, "\n", -1);
@@ -6032,6 +6136,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq", test_doorbell_irq);
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
+    qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
     qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);
     qtest_add_data_func("/cxl-shm/refused-config", NULL, test_refused_config);

@@ -21,10 +21,12 @@ expect "bench.sh --rounds 0 is refused" 1 'positive number' bash "$S/bench.sh" -
 expect "bench.sh --frob is refused" 1 'unknown argument: --frob' bash "$S/bench.sh" --frob
 expect "bench.sh --help" 0 'dry-run' bash "$S/bench.sh" --help
 
-expect "bench-scale.sh --dry-run (1..32 hosts, pools to 16G)" 0 'dry run: .*nothing booted' \
+expect "bench-scale.sh --dry-run (1..64 hosts, pools to 16G)" 0 'dry run: .*nothing booted' \
     bash "$S/bench-scale.sh" --dry-run --workdir "$WORK/scale"
-[ "$(grep -c -- '-device cxl-shm' "$WORK/scale/pod32.dry-run")" = 32 ] && ok "bench-scale.sh: 32 QEMU command lines for pod32" \
-    || bad "bench-scale.sh: pod32's command lines"
+[ "$(grep -c -- '-device cxl-shm' "$WORK/scale/pod64.dry-run")" = 64 ] && ok "bench-scale.sh: 64 QEMU command lines for pod64" \
+    || bad "bench-scale.sh: pod64's command lines"
+expect "bench-scale.sh --launcher --dry-run is refused" 1 'boots nothing' \
+    bash "$S/bench-scale.sh" --launcher --dry-run
 grep -q 'size=16G\|size=17179869184' "$WORK/scale/size16G.dry-run" && ok "bench-scale.sh: the 16G pool" \
     || { bad "bench-scale.sh: the 16G pool is not in its command line"; head -c 600 "$WORK/scale/size16G.dry-run"; }
 expect "bench-scale.sh --quick --dry-run" 0 'pod4: 4 host' bash "$S/bench-scale.sh" --quick --dry-run
@@ -36,13 +38,13 @@ expect "bench-pod.sh --dry-run --hosts 4 --skip boot,net --ipod-arg --boot-paral
 expect "bench-pod.sh --skip frob is refused" 1 "'frob' is not boot, net, pod, ipod or ssh" bash "$S/bench-pod.sh" --dry-run --skip frob
 expect "bench-pod.sh --dry-run --skip boot,net,pod,ipod --ssh-hosts 4,8 --ssh-reps 3" 0 'ssh: 8 host-userland guests, the guests. ssh fast' \
     bash "$S/bench-pod.sh" --dry-run --skip boot,net,pod,ipod --ssh-hosts 4,8 --ssh-reps 3
-expect "bench-pod.sh --ssh-hosts 1 is refused" 1 'wants numbers 2..32' bash "$S/bench-pod.sh" --dry-run --ssh-hosts 1
+expect "bench-pod.sh --ssh-hosts 1 is refused" 1 'wants numbers 2..256' bash "$S/bench-pod.sh" --dry-run --ssh-hosts 1
 expect "bench-pod.sh --ssh-reps 0 is refused" 1 'wants a positive number' bash "$S/bench-pod.sh" --dry-run --ssh-reps 0
-expect "bench-pod.sh --hosts 99 is refused" 1 'wants 1..32' bash "$S/bench-pod.sh" --dry-run --hosts 99
+expect "bench-pod.sh --hosts 257 is refused" 1 'wants 1..256' bash "$S/bench-pod.sh" --dry-run --hosts 257
 
 expect "bench-timed.sh --dry-run" 0 'has the timed-bench case' bash "$S/bench-timed.sh" --dry-run
 expect "bench-timed.sh --frob is refused" 1 'unknown argument' bash "$S/bench-timed.sh" --frob
 
 expect "bench-contend.sh --dry-run" 0 'dry run: 4 hosts on 256 bytes' bash "$S/bench-contend.sh" --dry-run
-expect "bench-contend.sh --hosts 1 is refused" 1 'wants 2..32' bash "$S/bench-contend.sh" --dry-run --hosts 1
+expect "bench-contend.sh --hosts 1 is refused" 1 'wants 2..256' bash "$S/bench-contend.sh" --dry-run --hosts 1
 finish

@@ -21,7 +21,8 @@
  * engine without them (every writeback reads the pool line).  Best of
  * --repeat N (default 5) passes; prints MB/s and the ratio to memcpy.
  * Run with `meson test -C build/meson --benchmark`, or directly:
- * bench_lines [--repeat N] [--mib M] [--no-versions].
+ * bench_lines [--repeat N] [--mib M] [--no-versions] [--only NAME]
+ * (--only: time memcpy, NAME and the floor only, e.g. under perf record).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -171,8 +172,10 @@ int main(int argc, char **argv)
     };
     CXLShmLineCount n0 = { 0 };
     double best[NR_BENCH];
+    bool run[NR_BENCH];
     int repeat = 5, mib = 64, i, r;
     bool versions = true;
+    const char *only = NULL;
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
@@ -181,9 +184,11 @@ int main(int argc, char **argv)
             mib = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--no-versions")) {
             versions = false;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_lines [--repeat N] [--mib M] "
-                    "[--no-versions]\n");
+                    "[--no-versions] [--only NAME]\n");
             return 2;
         }
     }
@@ -218,21 +223,30 @@ int main(int argc, char **argv)
      */
     for (i = 0; i < NR_BENCH; i++) {
         best[i] = 1e9;
+        run[i] = !only || order[i] == B_MEMCPY || order[i] == B_FLOOR ||
+                 !strcmp(only, name[i]);
     }
     for (r = 0; r < repeat; r++) {
         for (i = 0; i < NR_BENCH; i++) {
-            double t = pass(order[i], r * NR_BENCH + i + 1);
+            double t;
 
+            if (!run[i]) {
+                continue;
+            }
+            t = pass(order[i], r * NR_BENCH + i + 1);
             best[i] = MIN(best[i], t);
         }
     }
     printf("line engine on the host, %d MiB in 1 MiB calls, best of %d, "
            "page versions %s (%" PRIu64 " lines written in sync)\n", mib,
            repeat, versions ? "on" : "off", in_sync);
-    printf("%-15s %9s %8s\n", "operation", "MB/s", "x memcpy");
+    printf("%-15s %9s %8s %8s\n", "operation", "MB/s", "x memcpy",
+           "x floor");
     for (i = 0; i < NR_BENCH; i++) {
-        printf("%-15s %9.0f %8.2f\n", name[i], nc / best[i] / 1e6,
-               best[0] / best[i]);
+        if (run[i]) {
+            printf("%-15s %9.0f %8.2f %8.2f\n", name[i], nc / best[i] / 1e6,
+                   best[0] / best[i], best[B_FLOOR] / best[i]);
+        }
     }
     return 0;
 }

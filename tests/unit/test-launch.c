@@ -73,7 +73,10 @@ static void test_kill(void)
     g_assert_true(!parse_kill("1", &k, &why));
     g_assert_true(!parse_kill("1@", &k, &why));
     g_assert_true(!parse_kill("1@+abc", &k, &why));
-    g_assert_true(!parse_kill("99@foo", &k, &why));
+    g_assert_true(parse_kill("255@foo", &k, &why) && k.host == 255);
+    g_free(k.pattern);
+    g_assert_true(!parse_kill("256@foo", &k, &why));
+    g_assert_cmpstr(why, ==, "host id before '@' must be a number 0..255");
     /* random kills */
     g_assert_true(parse_kill("0@random:0.2-1.5", &k, &why) && k.host == 0 && k.random &&
           !k.pattern && k.min_s == 0.2 && k.max_s == 1.5);
@@ -400,7 +403,7 @@ static void test_pod_args(void)
     parse_log(up, strlen(up) - 3, &r);     /* UP line not complete yet */
     g_assert_true(r.ready && !r.up);
 
-    g_assert_cmpstr(pod_addr(2, true), ==, "10.211.0.3/24");
+    g_assert_cmpstr(pod_addr(2, true), ==, "10.211.0.3/16");
     g_assert_cmpstr(pod_mac(17), ==, "52:54:00:c1:00:11");
 
     parse_line("-n 3 --userland host -- true", &o);
@@ -517,14 +520,14 @@ static void test_pool_hosts(void)
             uint32_t u32;
             uint64_t u64;
             memcpy(meta, "CXLPOOL", 8);
-            u32 = 3;                            /* the format's version */
+            u32 = 4;                            /* the format's version */
             memcpy(meta + 0x08, &u32, 4);
             u32 = 3;
             memcpy(meta + 0x2c, &u32, 4);
-            u32 = 0x1000;
-            memcpy(meta + 0x30, &u32, 4);
+            u64 = 0x1000;                       /* the host table */
+            memcpy(meta + 0x50, &u64, 8);
             u32 = 128;
-            memcpy(meta + 0x34, &u32, 4);
+            memcpy(meta + 0x58, &u32, 4);
             for (int i = 0; i < 3; i++) {
                 u32 = (uint32_t)(i + 1);        /* live, failed, left */
                 memcpy(meta + 0x1000 + 128 * i, &u32, 4);
@@ -539,7 +542,7 @@ static void test_pool_hosts(void)
             g_assert_true(pst[0] == 1 && pst[1] == 2 && pst[2] == 3 && pg[2] == 12);
             g_assert_true(!strcmp(pool_state_name(pst[2]), "left"));
             g_assert_true(read_pool_hosts(tmpl, 2, pst, pg) == 2);
-            meta[8] = 1;                        /* version 1: not read */
+            meta[8] = 3;                        /* version 3: not read */
             g_assert_true(g_file_set_contents(tmpl, (char *)meta,
                                               sizeof(meta), NULL));
             g_assert_true(read_pool_hosts(tmpl, 4, pst, pg) == 0);
@@ -751,10 +754,10 @@ static const struct {
 } bad_confs[] = {
     { "[pod]\nhosts = 2\nfoo = 1\n", "*pod.conf: [pod]: unknown key 'foo'*" },
     { "[pods]\nhosts = 2\n", "*unknown group [pods]*" },
-    { "[host.40]\njob = x\n", "*unknown group [host.40]*" },
+    { "[host.256]\njob = x\n", "*unknown group [host.256]*" },
     { "[host.x]\njob = x\n", "*unknown group [host.x]*" },
-    { "[pod]\nhosts = 33\n[job]\ncommand = x\n",
-      "*bad [pod] hosts in *pod.conf '33': need a number 1..32*" },
+    { "[pod]\nhosts = 257\n[job]\ncommand = x\n",
+      "*bad [pod] hosts in *pod.conf '257': need a number 1..256*" },
     { "[device]\nsize = 100M\n[job]\ncommand = x\n",
       "*bad [device] size in *'100M': must be a multiple of 256 MiB*" },
     { "[job]\ncommand = x\njson = maybe\n",
@@ -1026,6 +1029,108 @@ static void test_event_logs_refused_child(void)
     exit(0);
 }
 
+/* The argument of host @host's QEMU that starts with @prefix */
+static char *qemu_arg(const struct opts *o, int host, const char *prefix)
+{
+    struct host_paths hp;
+    g_autoptr(GPtrArray) a = argv_new();
+
+    host_paths_init(&hp, "/w", host);
+    build_qemu_argv(a, o, ACCEL_TCG, host, &hp, false, false);
+    for (guint i = 0; i < a->len; i++) {
+        if (g_str_has_prefix(g_ptr_array_index(a, i), prefix)) {
+            return g_strdup(g_ptr_array_index(a, i));
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A pod of 256 hosts, the most there may be: every per-host option takes
+ * host 255, every host gets its own address, MAC and name, and host 257
+ * is refused.  (Failed with the limit of 32: -n 64 was "need a number
+ * 1..32", and host 254 would have been 10.211.0.255/24, the broadcast.)
+ */
+static void test_many_hosts(void)
+{
+    struct opts o;
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash,
+                                                       g_str_equal, g_free,
+                                                       NULL);
+
+    g_assert_cmpint(atoi(MAX_HOSTS_STR), ==, MAX_HOSTS);
+    g_assert_cmpint(atoi(MAX_HOST_ID_STR), ==, MAX_HOSTS - 1);
+    parse_line("-n 256 --max-hosts 256 --net --kill 255@+1 --restart 255 "
+               "--job-host 200:/dev/null --device-opt 255:mode=timed "
+               "--pool-backend 254:file --boot-parallel 256 -- true", &o);
+    g_assert_cmpint(o.nhosts, ==, 256);
+    g_assert_cmpint(o.max_hosts, ==, 256);
+    g_assert_true(o.kills[0].host == 255 && o.restart[255]);
+    g_assert_true(o.n_host_jobs == 1 && o.host_jobs[0].host == 200);
+    o.pool = g_strdup("/p");      /* main() fills these in */
+    o.qemu = g_strdup("/q");
+    o.kernel = g_strdup("/k");
+    o.initrd = g_strdup("/i");
+    o.workdir = g_strdup("/w");
+    g_assert_true(host_on_memdev(&o, 253) && !host_on_memdev(&o, 254));
+
+    /* addresses: hosts 0..253 where they always were, then 10.211.1.x;
+     * none is a .0 or .255 */
+    g_assert_cmpstr(pod_addr(0, true), ==, "10.211.0.1/16");
+    g_assert_cmpstr(pod_addr(253, false), ==, "10.211.0.254");
+    g_assert_cmpstr(pod_addr(254, false), ==, "10.211.1.1");
+    g_assert_cmpstr(pod_addr(255, true), ==, "10.211.1.2/16");
+    g_assert_cmpstr(pod_mac(255), ==, "52:54:00:c1:00:ff");
+    g_assert_cmpstr(pod_mac(256), ==, "52:54:00:c1:01:00");
+    for (int i = 0; i < o.nhosts; i++) {
+        char *a = pod_addr(i, false), *m = pod_mac(i);
+        unsigned b1, b2, b3, b4;
+        g_assert_cmpint(sscanf(a, "%u.%u.%u.%u", &b1, &b2, &b3, &b4), ==, 4);
+        g_assert_true(b1 == 10 && b2 == 211 && b4 >= 1 && b4 <= 254);
+        g_assert_true(g_hash_table_add(seen, a));
+        g_assert_true(g_hash_table_add(seen, m));
+        g_assert_true(g_hash_table_add(seen, qemu_arg(&o, i, "cxlpod-host")));
+    }
+    g_assert_cmpuint(g_hash_table_size(seen), ==, 3 * 256);
+
+    /* the device, the kernel and the NIC of the last host */
+    g_autofree char *dev = qemu_arg(&o, 255, "cxl-shm,");
+    g_assert_nonnull(strstr(dev, ",host-id=255,max-hosts=256,"));
+    g_assert_nonnull(strstr(dev, ",mode=timed"));
+    g_autofree char *dev0 = qemu_arg(&o, 0, "cxl-shm,");
+    g_assert_null(strstr(dev0, "mode=timed"));
+    g_autofree char *dev254 = qemu_arg(&o, 254, "cxl-shm,");
+    g_assert_nonnull(strstr(dev254, ",pool=/p,"));
+    g_autofree char *k = qemu_arg(&o, 255, "console=ttyS0");
+    g_assert_nonnull(strstr(k, " cxlpod.host=255 cxlpod.nhosts=256 "));
+    g_autofree char *nic = qemu_arg(&o, 255, "virtio-net-pci,");
+    g_assert_nonnull(strstr(nic, ",mac=52:54:00:c1:00:ff,"));
+
+    /* one more is refused, with the limit */
+    static const struct {
+        const char *line, *pattern;
+    } refused[] = {
+        { "-n 257 -- true", "*bad --hosts '257': need a number 1..256*" },
+        { "-n 2 --max-hosts 257 -- true",
+          "*bad --max-hosts '257': need a number 1..256*" },
+        { "-n 256 --kill 256@+1 -- true",
+          "*bad --kill '256@+1': host id before '@' must be a number "
+          "0..255*" },
+        { "--device-opt 256:mode=timed -- true",
+          "*bad --device-opt '256:mode=timed': host id before ':' must be "
+          "0..255*" },
+        { "-n 200 --restart 200 --kill 200@+1 -- true",
+          "*--kill 200@...: there are only 200 hosts (0..199)*" },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(refused); i++) {
+        g_setenv("CXLPOD_TEST_LINE", refused[i].line, TRUE);
+        g_test_trap_subprocess("/launch/event-logs/refused/child", 0,
+                               G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_failed();
+        g_test_trap_assert_stderr(refused[i].pattern);
+    }
+}
+
 /* qmp's usage and argument checks, before any socket is touched */
 static void test_qmp_args(void)
 {
@@ -1056,7 +1161,7 @@ static void test_console_args(void)
     g_assert_cmpint(console_main(5, many), ==, EXIT_USAGE);
     char *opt[] = { PROG, "console", "--bogus", "/tmp", "0", NULL };
     g_assert_cmpint(console_main(5, opt), ==, EXIT_USAGE);
-    char *host[] = { PROG, "console", "/tmp", "32", NULL };
+    char *host[] = { PROG, "console", "/tmp", "256", NULL };
     g_assert_cmpint(console_main(4, host), ==, EXIT_USAGE);
 }
 
@@ -1098,6 +1203,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/kernel-cmdline", test_kernel_cmdline);
     g_test_add_func("/launch/memdev-args", test_memdev_args);
     g_test_add_func("/launch/pod-args", test_pod_args);
+    g_test_add_func("/launch/many-hosts", test_many_hosts);
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);

@@ -138,6 +138,10 @@ static void test_basic(void)
 	CHECK(cxlpod_host_id(p, &id) == 0 && id == 0);
 	CHECK(cxlpod_max_hosts(p, &mh) == 0 && mh == 1);
 	CHECK(cxlpod_hosts_live(p, &live) == 0 && live == 1);
+	uint64_t words[CXLPOD_HOST_WORDS] = { 0 };
+	CHECK(CXLPOD_HOST_WORDS * 64 >= CXLPOD_MAX_HOSTS);
+	CHECK(cxlpod_hosts_live_map(p, words, CXLPOD_HOST_WORDS) == 0 && words[0] == 1 &&
+	      (CXLPOD_HOST_WORDS == 1 || words[CXLPOD_HOST_WORDS - 1] == 0));
 	CHECK(cxlpod_host_state(p, 0, &hs, NULL) == 0 && hs == CXLPOD_HOST_LIVE);
 	CHECK(cxlpod_host_state(p, 5, &hs, NULL) == EINVAL);
 

@@ -67,6 +67,10 @@ static int failures;
 
 static uint8_t *pool;
 static uint64_t *locks, *versions, *turns;
+/* the host that died: above 127, so that its tag uses all 8 host bits */
+#define DEAD            200
+/* the turn entries of a pool of CXLSHM_MAX_HOSTS hosts */
+#define TURN_WORDS      (DIV_ROUND_UP(CXLSHM_MAX_HOSTS, 64) + 1)
 static CXLShmUndo *undo;
 static bool use_versions;
 
@@ -91,7 +95,7 @@ static void pod_reset(void)
     memset(pool, 0, SIZE);
     memset(locks, 0, CXLSHM_NR_LOCKS * 8);
     memset(versions, 0, CXLSHM_NR_LOCKS * 8);
-    memset(turns, 0, CXLSHM_NR_LOCKS * 8);
+    memset(turns, 0, CXLSHM_NR_LOCKS * TURN_WORDS * 8);
     memset(undo, 0, CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
            sizeof(CXLShmUndo));
 }
@@ -110,7 +114,7 @@ static bool dead_hosts_alive(void *opaque, uint32_t host, uint64_t gen)
 {
     (void)opaque;
     (void)gen;
-    return host != 7;   /* host 7 is the one that "died" */
+    return host != DEAD;    /* host DEAD is the one that "died" */
 }
 
 /* A host on the pool @p of @size bytes (the coherent window is COH) */
@@ -125,6 +129,7 @@ static void host_init_on(CXLShmLines *l, uint32_t id, uint8_t *p,
     l->size = size;
     l->locks = locks;
     l->turns = turns;
+    l->turn_words = TURN_WORDS;
     l->undo = undo;
     if (use_versions) {
         l->versions = versions;
@@ -390,7 +395,7 @@ static void test_torn(void)
 /* --- rollback --------------------------------------------------------- */
 
 /*
- * Host 7 (generation @gen, undo slot @slot) locked the page of @off,
+ * Host DEAD (generation @gen, undo slot @slot) locked the page of @off,
  * logged the old line (0x1111 words), wrote half of a new one and died.
  * Returns its undo slot.
  */
@@ -406,8 +411,8 @@ static uint64_t *lock_word(uint64_t off)
 
 static CXLShmUndo *dead_half_write(uint64_t off, uint64_t gen, uint64_t slot)
 {
-    uint64_t tag = CXLPOOL_TAG(7, slot, gen);
-    CXLShmUndo *u = &undo[(7 * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
+    uint64_t tag = CXLPOOL_TAG(DEAD, slot, gen);
+    CXLShmUndo *u = &undo[(DEAD * 2 + (gen & 1)) * CXLSHM_UNDO_SLOTS + slot];
     uint64_t *p = (uint64_t *)(pool + off);
     int w;
 
@@ -631,7 +636,7 @@ static void test_media_write(void)
     }
 
     /*
-     * Host 7 (gen 5) died half-way through a media write of a
+     * Host DEAD (gen 5) died half-way through a media write of a
      * non-coherent line: the next media write on that page rolls it back
      * first.  In the coherent window the same record is not replayed
      * (guests stored there since, without locks): the line's lock is
@@ -966,7 +971,7 @@ static void test_stopped_peer(void)
     /* it has waited long now: it asks for its turn */
     usleep(200);
     cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
-    t = turns[(page / 4096) % CXLSHM_NR_LOCKS];
+    t = turns[(page / 4096) % CXLSHM_NR_LOCKS * TURN_WORDS];
     CHECK(t & 1, "host 0 is not listed as waiting (turn word 0x%llx)",
           (unsigned long long)t);
     took = MAX(took, (g_get_monotonic_time() - t0) / 300);
@@ -980,9 +985,18 @@ static void test_stopped_peer(void)
     CHECK(got == page + 4096, "writeback after the peer went on got to "
           "0x%llx", (unsigned long long)got);
     CHECK(*(uint64_t *)(pool + line) == 0xabcd, "the line did not land");
-    t = turns[(page / 4096) % CXLSHM_NR_LOCKS];
-    CHECK((uint32_t)t == 0 && (t >> 32) == 1, "turn word 0x%llx: host 0 "
-          "should be the last holder, nobody waiting", (unsigned long long)t);
+    {
+        uint64_t *e = &turns[(page / 4096) % CXLSHM_NR_LOCKS * TURN_WORDS];
+        uint64_t waiting = 0;
+
+        for (st = 0; st < TURN_WORDS - 1; st++) {
+            waiting |= e[st];
+        }
+        CHECK(!waiting && e[TURN_WORDS - 1] == 1, "turn entry: waiting "
+              "0x%llx, last %llu: host 0 should be the last holder, nobody "
+              "waiting", (unsigned long long)waiting,
+              (unsigned long long)e[TURN_WORDS - 1]);
+    }
     munmap((void *)sp_flag, sizeof(int));
     host_free(&a);
 }
@@ -992,6 +1006,8 @@ static void test_stopped_peer(void)
 #define TURN_HOSTS      4
 #define TURN_HOLD_US    20
 #define TURN_SECONDS    1
+/* one host in each word of a 256-host pool's waiting bitmap */
+static const uint32_t turn_ids[TURN_HOSTS] = { 3, 69, 137, 255 };
 
 static uint64_t turns_run(bool with_turns, uint64_t *wins)
 {
@@ -1010,7 +1026,7 @@ static uint64_t turns_run(bool with_turns, uint64_t *wins)
             CXLShmLines b;
             CXLShmLineLock h = { NULL };
 
-            host_init(&b, i);
+            host_init(&b, turn_ids[i]);
             if (!with_turns) {
                 b.turns = NULL;
             }
@@ -1082,7 +1098,7 @@ int main(void)
     pool = shared(SIZE);
     locks = shared(CXLSHM_NR_LOCKS * 8);
     versions = shared(CXLSHM_NR_LOCKS * 8);
-    turns = shared(CXLSHM_NR_LOCKS * 8);
+    turns = shared(CXLSHM_NR_LOCKS * TURN_WORDS * 8);
     undo = shared(CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
                   sizeof(CXLShmUndo));
     printf("-- without page versions\n");

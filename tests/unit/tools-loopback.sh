@@ -80,6 +80,18 @@ for backend in loopback model; do
 	grep -q 'verified 5000 intact, 0 torn, 0 missing' "$W/out.1" && ok "$backend crash reader counts" || bad "$backend crash reader counts"
 done
 
+# More hosts than the tools once allowed (32): the join and barriers of
+# tool.c, litmus's lines (its sb ring ran into the atomic test's line past
+# 39 hosts), the experiment's control lines (host 32's line was host 0's
+# welcome, and its welcomes a 32-entry array)
+export CXLPOD_LOOPBACK="$W/pool-many:1M:32M:nc"
+run 40 cxlpod-litmus --iters 5 --atomic-ops 100
+expect 40 0 'mismatches: PASS' "model litmus 40 hosts"
+run 40 cxlpod-mq --messages 200
+expect 40 0 'mq: OK' "model mq 40 hosts"
+run 34 cxlpod-allreduce-exp --hosts-list 34 --sizes 4K --no-slices
+expect 34 0 'exact sums, 0 disturbed' "model allreduce-exp 34 hosts"
+
 # cxlpod-allreduce-exp --help states its real defaults: a run without
 # --areas, --hosts-list and --sizes runs exactly the lists it names
 "$B/cxlpod-allreduce-exp" --help >"$W/are-help" 2>&1

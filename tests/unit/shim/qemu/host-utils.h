@@ -9,4 +9,9 @@ static inline int ctz32(uint32_t val)
     return val ? __builtin_ctz(val) : 32;
 }
 
+static inline int ctz64(uint64_t val)
+{
+    return val ? __builtin_ctzll(val) : 64;
+}
+
 #endif

@@ -28,6 +28,10 @@
 #define QEMU_ALWAYS_INLINE __attribute__((always_inline))
 #define QEMU_ALIGN_DOWN(n, m) ((n) / (m) * (m))
 #define QEMU_ALIGN_UP(n, m) QEMU_ALIGN_DOWN((n) + (m) - 1, (m))
+#define ROUND_UP(n, d) QEMU_ALIGN_UP(n, d)
+#define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
+#define tostring(s) #s
+#define stringify(s) tostring(s)
 
 /*
  * QEMU's byte-range locks (util/osdep.c): open file description locks,
