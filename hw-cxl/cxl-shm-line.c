@@ -313,6 +313,18 @@ static int slot_claim(CXLShmLines *l)
     }
 }
 
+/*
+ * Does the undo area have @tag's slot?  It holds the pool's max-hosts
+ * hosts: a tag naming another host was written by no host of this pool.
+ */
+static bool undo_has(const CXLShmLines *l, uint64_t tag)
+{
+    uint32_t hosts = l->max_hosts ? l->max_hosts : CXLSHM_MAX_HOSTS;
+
+    return CXLPOOL_TAG_HOST(tag) < hosts &&
+           CXLPOOL_TAG_SLOT(tag) < CXLSHM_UNDO_SLOTS;
+}
+
 /* A dead writer's unfinished pool write: put the old line back */
 static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
 {
@@ -321,7 +333,7 @@ static void rollback(CXLShmLines *l, uint64_t *word, uint64_t tag)
     CXLShmUndo *u;
     uint64_t off;
 
-    if (host >= CXLSHM_MAX_HOSTS || slot >= CXLSHM_UNDO_SLOTS) {
+    if (!undo_has(l, tag)) {
         return;
     }
     u = undo_slot(l, host, tag, slot);
@@ -1042,7 +1054,7 @@ static bool load_page_busy(CXLShmLines *l, uint64_t *word, uint64_t tag,
     CXLShmUndo *u = NULL, snap;
     uint64_t armed = 0, uoff = 0;
 
-    if (host < CXLSHM_MAX_HOSTS && slot < CXLSHM_UNDO_SLOTS) {
+    if (undo_has(l, tag)) {
         u = undo_slot(l, host, tag, slot);
         armed = qatomic_load_acquire(&u->armed);
         uoff = qatomic_read(&u->offset);

@@ -109,6 +109,7 @@ typedef struct CXLShmLines {
     uint64_t size;
     uint64_t *locks;            /* CXLSHM_NR_LOCKS words, shared */
     CXLShmUndo *undo;           /* [host][bank][slot], shared */
+    uint32_t max_hosts;         /* hosts undo holds (0: CXLSHM_MAX_HOSTS) */
     /*
      * Optional (all or none): versions[i], shared, counts the pool writes
      * made under locks[i] (odd while one is in progress); seen[p],

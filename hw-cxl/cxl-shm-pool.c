@@ -578,6 +578,7 @@ static void pool_setup_lines(CXLShmState *s)
     s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
     s->lines.turns = cxl_shm_pool_tail(s, s->layout.turns);
     s->lines.turn_words = s->layout.turn_words;
+    s->lines.max_hosts = s->max_hosts;
     s->lines.host_id = s->host_id;
     s->lines.generation = s->generation;
     s->lines.coherent_size = s->coherent_size;

@@ -3496,6 +3496,36 @@ static void test_record_replay_refused(void)
 }
 
 /*
+ * A line lock word that names a host beyond the pool's max-hosts (foreign
+ * or corrupt metadata: no host of this pool can have written it) is taken
+ * over as a dead holder's, and nothing is rolled back from an undo slot
+ * the pool does not have.  Format 4 sizes the undo area by max-hosts: the
+ * engine's bound was the build's 256 hosts, so host 200's slot was read
+ * megabytes past the 4-host pool's tail (whatever was mapped there; the
+ * unit test line-engine foreign-tag puts a PROT_NONE page there and
+ * crashed on that engine).  Here the takeover, end to end.
+ */
+static void test_foreign_lock_tag(void)
+{
+    g_autofree char *pool = pool_path("foreign-tag.pool");
+    uint64_t off = COH_SIZE + 0x5000;
+    uint64_t tag = CXLPOOL_TAG(200, 0, 1);
+    uint64_t lock = 0x10000 + ((off / 4096) % 8192) * 8, word;
+    Host h;
+
+    host_start(&h, pool, 0, true);
+    qtest_quit(h.qts);
+    patch_pool(pool, lock, &tag, 8);
+    host_start(&h, pool, 0, true);
+    mem_wq(&h, off, 0xf00d);
+    g_assert_cmpuint(doorbell(&h, OP_WB, off, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, off), ==, 0xf00d);
+    pool_pread(pool, lock, &word, 8);
+    g_assert_cmphex(word, ==, 0);
+    qtest_quit(h.qts);
+}
+
+/*
  * A host that died in the middle of a writeback left its line lock held
  * and its undo record armed; the next QEMU on the same slot takes the
  * lock over at its join and rolls the half-written line back.  (The kill
@@ -6137,6 +6167,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
+    qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
     qtest_add_func("/cxl-shm/concurrent-join", test_concurrent_join);
     qtest_add_data_func("/cxl-shm/refused-config", NULL, test_refused_config);

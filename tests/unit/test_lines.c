@@ -1001,6 +1001,49 @@ static void test_stopped_peer(void)
     host_free(&a);
 }
 
+/* --- foreign-tag ------------------------------------------------------------ */
+
+/*
+ * A lock word naming a host beyond the pool's max-hosts (no host of this
+ * pool wrote it) is taken over as a dead holder's without touching an undo
+ * slot the pool does not have: the undo area here holds 4 hosts and
+ * everything after it is PROT_NONE, as the end of a format-4 tail is.
+ */
+static void test_foreign_tag(void)
+{
+    const uint64_t page = COH + 9 * 4096;
+    size_t small = 4 * 2 * CXLSHM_UNDO_SLOTS * sizeof(CXLShmUndo);
+    size_t span = CXLSHM_MAX_HOSTS * 2 * CXLSHM_UNDO_SLOTS *
+                  sizeof(CXLShmUndo);
+    CXLShmUndo *u4 = mmap(NULL, span, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CXLShmLineCount n = { 0 };
+    uint64_t *w = lock_word(page), got = 0;
+    CXLShmLines a;
+    int i;
+
+    assert(u4 != MAP_FAILED && mprotect(u4, small, PROT_READ | PROT_WRITE) == 0);
+    pod_reset();
+    host_init(&a, 0);
+    a.undo = u4;
+    a.max_hosts = 4;
+    *w = CXLPOOL_TAG(DEAD, 0, 1);
+    *img_word(&a, page, 0) = 0x1234;
+    /* the holder's liveness is looked at every few busy tries */
+    for (i = 0; i < 1000 && got != page + 4096; i++) {
+        got = cxl_shm_lines_op(&a, CXLSHM_LINE_WRITEBACK, page, 4096, &n);
+    }
+    CHECK(got == page + 4096, "the foreign holder's lock was never taken "
+          "over");
+    CHECK(*(uint64_t *)(pool + page) == 0x1234, "the line did not land");
+    CHECK(*w == 0, "lock word 0x%llx after the writeback",
+          (unsigned long long)*w);
+    printf("foreign-tag: host %d's lock in a 4-host pool taken over, no "
+           "undo slot beyond the pool's read\n", DEAD);
+    host_free(&a);
+    munmap(u4, span);
+}
+
 /* --- turns ---------------------------------------------------------------- */
 
 #define TURN_HOSTS      4
@@ -1110,6 +1153,7 @@ int main(void)
     test_in_sync_run();
     test_stopped_peer();
     test_turns();
+    test_foreign_tag();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
