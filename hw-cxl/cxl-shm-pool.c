@@ -157,20 +157,12 @@ static bool pool_owner_alive(void *opaque, uint32_t host, uint64_t gen)
            cxlpool_host_locked(s->fd, host);
 }
 
-#define POOL_REFRESH_NS         (1 * SCALE_MS)
-
 void cxl_shm_pool_refresh_hosts(CXLShmState *s)
 {
-    int64_t now = get_clock(), last = qatomic_read(&s->hosts_checked_ns);
     uint32_t i;
     bool suspect = false;
 
-    /*
-     * A liveness check is a system call per live host: at most one scan
-     * per POOL_REFRESH_NS, however many registers the guests read
-     */
-    if (!s->joined || (now - last < POOL_REFRESH_NS && now >= last) ||
-        qatomic_cmpxchg(&s->hosts_checked_ns, last, now) != last) {
+    if (!s->joined) {
         return;
     }
     for (i = 0; i < s->max_hosts; i++) {

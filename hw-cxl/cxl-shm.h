@@ -214,7 +214,6 @@ struct CXLShmState {
     CXLShmPoolMade made;        /* what this start made, to undo if refused */
     mode_t made_old_mode;       /* the mode of a user's empty file */
     CXLPoolHost slot_before;    /* our host entry before this join */
-    int64_t hosts_checked_ns;   /* the last liveness scan (get_clock()) */
     uint64_t peer_gen[CXLPOOL_MAX_HOSTS];   /* generations at this join */
     HostMemoryBackend *backend;
     MemoryRegion *pool_mr;
