@@ -327,7 +327,20 @@ static int try_pci(cxlpod *p, const char *bdf)
 			    strerror(errno));
 	struct stat sb;
 	if (fstat(fd, &sb) == 0 && sb.st_size < BAR5_SIZE) {
+		/* a cxl-shm of register block version 1 had 4 KiB: say which */
+		volatile uint32_t *r = sb.st_size >= 4096 ?
+			mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+		uint32_t magic = 0, version = 0;
+		if (r != MAP_FAILED) {
+			magic = r[A_CXLSHM_MAGIC / 4];
+			version = r[A_CXLSHM_VERSION / 4];
+			munmap((void *)r, 4096);
+		}
 		close(fd);
+		if (magic == CXLSHM_MAGIC_VALUE)
+			return fail(ENOTSUP, "%s: cxl-shm register block version %u, this library "
+				    "knows %u only (use the guest tools built with that QEMU)",
+				    bdf, version, CXLSHM_VERSION_VALUE);
 		return fail(ENODEV, "%s: BAR5 is %lld bytes, want %d", bdf,
 			    (long long)sb.st_size, BAR5_SIZE);
 	}
