@@ -51,8 +51,10 @@ stat0() {  # stat0 NAME: host 0's query-cxl-shm statistic NAME (0 if none)
     jq -r --arg k "$1" '[.. | objects | select(has($k)) | .[$k]][0] // 0' <<<"$j" 2>/dev/null || echo 0
 }
 held1() {  # line lock words host 1 holds now (the pool file's metadata)
+    # a tag: bit 63 held, host in bits 55..62, slot 48..54 (pool format 4):
+    # host 1's tags begin 0x80 then a byte of 0x80..0xff
     od -An -v -tx8 -j $((0x10000)) -N $((8192 * 8)) "$WORK/pod/pool.img" |
-        tr -s ' ' '\n' | grep -c '^81' || true
+        tr -s ' ' '\n' | grep -c '^80[89a-f]' || true
 }
 start_pod() {  # both jobs run and host 0 has written lines back
     pod -n 2 "${SHM[@]}" --json --timeout 600 -- "$JOB" \
