@@ -310,6 +310,26 @@ static bool report_kills(const struct opts *o, JsonBuilder *b)
     return asked <= nlat;
 }
 
+/*
+ * Member @name: the time from the pod's start until every host had its
+ * ready marker (@up: its up marker), or null unless every host had it
+ */
+static void add_pod_time(const struct opts *o, JsonBuilder *b,
+                         const char *name, bool up)
+{
+    double last = 0;
+
+    for (int i = 0; i < o->nhosts && last >= 0; i++) {
+        double t = up ? g_hosts[i].t_up : g_hosts[i].t_ready;
+        last = t <= 0 ? -1 : MAX(last, t - g_pod_t0);
+    }
+    if (last >= 0) {
+        add_num(b, name, last, 2);
+    } else {
+        add_null(b, name);
+    }
+}
+
 int report(const struct opts *o, enum accel accel, double wall,
            bool timed_out, bool interrupted)
 {
@@ -349,24 +369,10 @@ int report(const struct opts *o, enum accel accel, double wall,
     }
     json_builder_end_array(b);
     /* the pod's boot: from its first QEMU's start to its last ready marker */
-    double all_ready = 0;
-    for (int i = 0; i < o->nhosts && all_ready >= 0; i++) {
-        const struct host *h = &g_hosts[i];
-        all_ready = h->t_ready <= 0 ? -1 : MAX(all_ready, h->t_ready - g_pod_t0);
-    }
-    if (all_ready >= 0) {
-        add_num(b, "all_ready_s", all_ready, 2);
-    } else {
-        add_null(b, "all_ready_s");
-    }
+    add_pod_time(o, b, "all_ready_s", false);
     /* the same to the last up marker (pod network, host userland) */
-    double all_up = pod_has_net(o) ? 0 : -1;
-    for (int i = 0; i < o->nhosts && all_up >= 0; i++) {
-        const struct host *h = &g_hosts[i];
-        all_up = h->t_up <= 0 ? -1 : MAX(all_up, h->t_up - g_pod_t0);
-    }
-    if (all_up >= 0) {
-        add_num(b, "all_up_s", all_up, 2);
+    if (pod_has_net(o)) {
+        add_pod_time(o, b, "all_up_s", true);
     } else {
         add_null(b, "all_up_s");
     }
