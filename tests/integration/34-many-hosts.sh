@@ -58,7 +58,10 @@ next=host\$(( (me + 1) % n ))
 if ping -c 1 -W 20 \$next >/dev/null 2>&1; then echo "ping \$next ok"; else echo "ping \$next FAILED"; fi
 cxlpod-mq --messages 100 --timeout $TO
 EOF
-pod -n "$N" "${SHM[@]}" --net --mem 256M --json --job "$WORK/job.sh" >"$WORK/pod.out" \
+# the launcher's default limit (300 s + 10 s a host) is the boot alone of
+# a large pod on 2 cores: the jobs' own limit (TO) comes on top
+LIMIT=(); [ "$N" -le 8 ] || LIMIT=(--timeout $((300 + 20 * N + TO)))
+pod -n "$N" "${SHM[@]}" --net --mem 256M --json "${LIMIT[@]}" --job "$WORK/job.sh" >"$WORK/pod.out" \
     || { tail -n 40 "$WORK/pod.out"; fail "the $N-host pod failed"; }
 j=$(tail -n 1 "$WORK/pod.out")
 [ "$(jq -r '[.results[] | select(.status == "ok")] | length' <<<"$j")" = "$N" ] \
