@@ -277,8 +277,6 @@ static void check_reserved(Pool *p, Report *r)
 /* An entry's first word (docs/pool-format.md, "Snoop filter") */
 #define SF_VALID                (1ULL << 63)
 #define SF_OWNER_MASK           0x1ffULL        /* owner + 1, bits 0..8 */
-/* 9..32 the epoch (any value), 33..37 zero */
-#define SF_RESERVED_MASK        (((1ULL << 38) - 1) & ~((1ULL << 33) - 1))
 
 /* The first non-zero snoop-filter entry from @from on, or the end */
 static uint64_t first_entry(const CXLPoolSnoopEntry *sf, uint64_t from)
@@ -294,8 +292,8 @@ static uint64_t first_entry(const CXLPoolSnoopEntry *sf, uint64_t from)
 
 /*
  * The entries of a set-up filter: an invalid entry is zero (the device
- * writes an entry only when it makes it valid); a valid one has zeros in
- * bits 33..37 (9..32 are its epoch) and an owner of this pool
+ * writes an entry only when it makes it valid); a valid one has an owner
+ * of this pool (bits 9..41, the epoch and age, take any value)
  */
 static void check_sf_entries(Pool *p, Report *r, const CXLPoolSnoopEntry *sf,
                              uint64_t n)
@@ -309,7 +307,7 @@ static void check_sf_entries(Pool *p, Report *r, const CXLPoolSnoopEntry *sf,
         if (!t && !h) {
             continue;
         }
-        if (!(t & SF_VALID) || (t & SF_RESERVED_MASK) ||
+        if (!(t & SF_VALID) ||
             (t & SF_OWNER_MASK) > p->nr_hosts ||
             (p->nr_hosts < 64 && (h >> p->nr_hosts))) {
             problem(r, SF_RESET_RECOVERY, "snoop filter entry %" PRIu64

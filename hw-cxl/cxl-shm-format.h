@@ -77,7 +77,7 @@ enum {
  * Snoop filter of the coherent window (mode=timed): a header, then
  * [CXLSHM_NR_LOCKS sets][ways] entries of two words; set i holds coherent
  * lines L with L % 8192 == i and is guarded by line lock i.  Word 0 of an
- * entry: bit 63 valid, 42..62 tag (L / 8192), 38..41 age, 9..32 epoch
+ * entry: bit 63 valid, 42..62 tag (L / 8192), 38..41 age, 9..37 epoch
  * (moved by every store; a new entry takes the header's count of
  * entries made, so that no copy made under an earlier entry matches),
  * 0..8 the host holding it modified + 1 (0: none).  Word 1: the hosts

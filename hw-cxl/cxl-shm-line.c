@@ -401,7 +401,6 @@ static bool owner_alive(CXLShmLines *l, uint64_t tag)
  */
 #define TURN_AFTER_US           100
 #define TURN_EXPIRE_US          5000
-#define TURN_WORDS_MAX          (CXLSHM_MAX_HOSTS / 64 + 2)
 
 static uint64_t *word_turn(CXLShmLines *l, const uint64_t *word)
 {
@@ -491,9 +490,9 @@ static int64_t now_us(void)
 static bool turn_mine(CXLShmLines *l, uint64_t *turn)
 {
     static __thread uint64_t *stuck_word;
-    static __thread uint64_t stuck_val[TURN_WORDS_MAX];
+    static __thread uint64_t stuck_val[CXLSHM_TURN_WORDS_MAX];
     static __thread int64_t stuck_since;
-    uint64_t t[TURN_WORDS_MAX];
+    uint64_t t[CXLSHM_TURN_WORDS_MAX];
     int who;
 
     if (!turn) {

@@ -52,6 +52,8 @@
 #define CXLSHM_NR_LOCKS         8192    /* lock words in the metadata */
 #define CXLSHM_UNDO_SLOTS       64      /* per host and bank */
 #define CXLSHM_MAX_HOSTS        256
+/* a lock turn entry: a bitmap of the hosts waiting, then the last holder */
+#define CXLSHM_TURN_WORDS_MAX   (CXLSHM_MAX_HOSTS / 64 + 1)
 
 /* One pool write in progress (docs/pool-format.md, "Undo slots") */
 typedef struct CXLShmUndo {

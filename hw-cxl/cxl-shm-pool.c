@@ -570,6 +570,9 @@ static void pool_setup_lines(CXLShmState *s)
     s->lines.versions = (uint64_t *)(s->meta + CXLPOOL_VERSIONS_OFFSET);
     s->lines.turns = cxl_shm_pool_tail(s, s->layout.turns);
     s->lines.turn_words = s->layout.turn_words;
+    /* the line engine copies a turn entry into an array of the largest */
+    assert(s->lines.turn_words >= 2 &&
+           s->lines.turn_words <= CXLSHM_TURN_WORDS_MAX);
     s->lines.max_hosts = s->max_hosts;
     s->lines.host_id = s->host_id;
     s->lines.generation = s->generation;

@@ -31,8 +31,9 @@ uint64_t cxl_shm_sf_tag(uint64_t off)
     return (off / CXLSHM_LINE / CXLSHM_NR_LOCKS) & SF_TAG_MASK;
 }
 
+/* The way of @tag in @set, its first word in *@word; -1 if none */
 int cxl_shm_sf_find(CXLShmState *s, const CXLPoolSnoopEntry *set,
-                    uint64_t tag)
+                    uint64_t tag, uint64_t *word)
 {
     uint32_t i;
 
@@ -40,6 +41,7 @@ int cxl_shm_sf_find(CXLShmState *s, const CXLPoolSnoopEntry *set,
         uint64_t e = qatomic_read(&set[i].tag);
 
         if ((e & SF_VALID) && ((e >> SF_TAG_SHIFT) & SF_TAG_MASK) == tag) {
+            *word = e;
             return i;
         }
     }
@@ -88,7 +90,7 @@ int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
             victim = i;
         }
     }
-    holders = set[victim].holders;
+    holders = cxl_shm_sf_live(s, set[victim].holders);
     qatomic_inc(&s->stats[CXLSHM_STAT_SF_EVICTIONS]);
     stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop64(holders));
     if (holders) {
@@ -104,17 +106,44 @@ take:
 }
 
 /*
- * The holders bits of the hosts the pool's table shows live (this one
- * included): a bit is live if any host of its class is
+ * Whether a host of holders bit @b other than this one is live in the
+ * pool's table (hosts b, b + 64, ...: one host up to 64 hosts)
  */
-uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
+static bool sf_class_live(CXLShmState *s, uint64_t b)
 {
-    uint64_t live = sf_bit(s->host_id);
-    uint32_t i;
+    uint32_t h;
 
-    for (i = 0; i < s->max_hosts; i++) {
-        if (qatomic_read(&s->hosts[i].state) == CXLPOOL_HOST_LIVE) {
-            live |= sf_bit(i);
+    for (h = b; h < s->max_hosts; h += 64) {
+        if (h != s->host_id &&
+            qatomic_read(&s->hosts[h].state) == CXLPOOL_HOST_LIVE) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a host sharing this host's holders bit is live (past 64 hosts) */
+bool cxl_shm_sf_classmates(CXLShmState *s)
+{
+    return sf_class_live(s, s->host_id % 64);
+}
+
+/*
+ * The holders bits among @bits that stand for a live host (this host's
+ * always does): hosts that left or died hold nothing.  Only the bits
+ * asked about are looked up, so a line one or two hosts hold costs one
+ * or two reads of the host table, whatever the pod's size.
+ */
+uint64_t cxl_shm_sf_live(CXLShmState *s, uint64_t bits)
+{
+    uint64_t live = bits & sf_bit(s->host_id), rest = bits & ~live;
+
+    while (rest) {
+        uint32_t b = ctz64(rest);
+
+        rest &= rest - 1;
+        if (sf_class_live(s, b)) {
+            live |= 1ULL << b;
         }
     }
     return live;
@@ -132,7 +161,12 @@ uint64_t cxl_shm_sf_live_hosts(CXLShmState *s)
  */
 void cxl_shm_sf_forget_me(CXLShmState *s)
 {
-    uint64_t me = sf_bit(s->host_id);
+    /*
+     * Past 64 hosts the bit stands for this host's live classmates too:
+     * it stays while one of them is live, as a coarse filter cannot tell
+     * which host of the class dropped its lines
+     */
+    uint64_t me = cxl_shm_sf_classmates(s) ? 0 : sf_bit(s->host_id);
     uint32_t i, j, busy = 0;
 
     for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
@@ -152,11 +186,6 @@ void cxl_shm_sf_forget_me(CXLShmState *s)
             if ((e & SF_OWNER_MASK) == s->host_id + 1) {
                 qatomic_set(&set[j].tag, e & ~SF_OWNER_MASK);
             }
-            /*
-             * Coarse beyond 64 hosts: the bit may stand for another live
-             * host too, which is then snooped or back-invalidated once
-             * more than it needs, as by a coarse hardware filter
-             */
             qatomic_set(&set[j].holders, set[j].holders & ~me);
         }
         cxl_shm_lines_unlock(&s->lines, &h);

@@ -346,9 +346,9 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
      * would, and the hosts whose copy the store made stale all miss.
      */
     if (!write && !excl && cached) {
-        i = cxl_shm_sf_find(s, set, tag);
+        i = cxl_shm_sf_find(s, set, tag, &e);
         if (i >= 0 && (qatomic_read(&set[i].holders) & me) &&
-            sf_epoch(qatomic_read(&set[i].tag)) == w->epoch) {
+            sf_epoch(e) == w->epoch) {
             qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
             c->ns += qatomic_read(&t->hit_ns);
             return ld_bytes(s->pool + off, size);
@@ -374,13 +374,13 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
     }
 
-    i = cxl_shm_sf_find(s, set, tag);
+    i = cxl_shm_sf_find(s, set, tag, &e);
     if (i < 0) {
         i = cxl_shm_sf_insert(s, set, tag, off, c);
+        e = set[i].tag;
     }
-    e = set[i].tag;
     /* hosts that left or died hold nothing any more */
-    holders = set[i].holders & cxl_shm_sf_live_hosts(s);
+    holders = cxl_shm_sf_live(s, set[i].holders);
     owner = e & SF_OWNER_MASK;
     if (owner && !(holders & sf_bit(owner - 1))) {
         owner = 0;
@@ -390,6 +390,14 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     if (write || excl) {
         /* ownership for a store (an atomic's load takes it for its store) */
         others = holders & ~me;
+        if ((holders & me) && cxl_shm_sf_classmates(s)) {
+            /*
+             * Past 64 hosts this host's bit stands for its live
+             * classmates too: a coarse filter back-invalidates the
+             * class, as it cannot tell whether the copy is this host's
+             */
+            others |= me;
+        }
         if (others) {
             stat_add(s, CXLSHM_STAT_BACK_INVAL, ctpop64(others));
             c->ns += qatomic_read(&t->bi_ns);

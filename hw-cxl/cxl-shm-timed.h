@@ -18,8 +18,8 @@
 #define SF_AGE_SHIFT            38
 #define SF_AGE_MAX              15ULL
 #define SF_OWNER_MASK           0x1ffULL       /* the owner + 1, bits 0..8 */
-#define SF_EPOCH_SHIFT          9              /* stores to the line, 9..32 */
-#define SF_EPOCH_MASK           0xffffffULL
+#define SF_EPOCH_SHIFT          9              /* stores to the line, 9..37 */
+#define SF_EPOCH_MASK           0x1fffffffULL
 
 static inline uint32_t sf_epoch(uint64_t e)
 {
@@ -99,11 +99,12 @@ void cxl_shm_timed_latency(CXLShmState *s, uint32_t *read_ns,
 CXLPoolSnoopEntry *cxl_shm_sf_set(CXLShmState *s, uint64_t off);
 uint64_t cxl_shm_sf_tag(uint64_t off);
 int cxl_shm_sf_find(CXLShmState *s, const CXLPoolSnoopEntry *set,
-                    uint64_t tag);
+                    uint64_t tag, uint64_t *word);
 void cxl_shm_sf_touch(CXLShmState *s, CXLPoolSnoopEntry *set, int i);
 int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
                       uint64_t off, Cost *c);
-uint64_t cxl_shm_sf_live_hosts(CXLShmState *s);
+uint64_t cxl_shm_sf_live(CXLShmState *s, uint64_t bits);
+bool cxl_shm_sf_classmates(CXLShmState *s);
 void cxl_shm_sf_forget_me(CXLShmState *s);
 bool cxl_shm_sf_join(CXLShmState *s, Error **errp);
 

@@ -1005,14 +1005,17 @@ static void timed_start(Host *h, const char *pool, int host_id,
  * non-coherent line goes from 255 to 130 by writeback and invalidate,
  * and in the coherent window 255's store makes the copies of both hosts
  * of class 2 stale: each of them misses next, although the other's read
- * has set their shared bit again.
+ * has set their shared bit again.  Then class 2 alone: 130's store
+ * back-invalidates its own class (194's copy), and 194's reset keeps the
+ * class's bit, so its next read snoops 130's modified copy (both failed
+ * before the filter modelled the writer's class and the classmates).
  */
 static void test_wide_pod(void)
 {
     g_autofree char *pool = pool_path("wide.pool");
     g_autofree char *opts = g_strdup_printf(TIMED ",snoop-filter-entries="
                                             "8192");
-    uint64_t nc = COH_SIZE + 0x40000, l = 0x1000, hits, misses;
+    uint64_t nc = COH_SIZE + 0x40000, l = 0x1000, hits, misses, bi, snoops;
     const int ids[3] = { 130, 194, 255 };
     struct stat st;
     Host h[3];
@@ -1070,6 +1073,25 @@ static void test_wide_pod(void)
     qtest_quit(h[2].qts);
     g_assert_cmpuint(r32(&h[0], A_CXLSHM_HOST_STATE(255)), ==, 3);
     g_assert_cmphex(r64(&h[0], A_CXLSHM_HOST_LIVE_WORD(3)), ==, 1ULL << 2);
+
+    /*
+     * Class 2 alone holds the line (255 left): 130's store cannot tell
+     * its own copy from 194's, so the class is back-invalidated once
+     */
+    bi = rstat(&h[0], CXLSHM_STAT_BACK_INVAL);
+    mem_wq(&h[0], l, 6);
+    g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_BACK_INVAL), ==, bi + 1);
+
+    /*
+     * 194's reset keeps class 2's bit while 130 is live: 130's modified
+     * copy is still snooped by 194's next read
+     */
+    snoops = rstat(&h[1], CXLSHM_STAT_SNOOPS);
+    qtest_qmp_assert_success(h[1].qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(h[1].qts, "RESET");
+    host_enable(&h[1], true);
+    g_assert_cmphex(mem_rq(&h[1], l), ==, 6);
+    g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_SNOOPS), ==, snoops + 1);
     qtest_quit(h[1].qts);
     qtest_quit(h[0].qts);
 }

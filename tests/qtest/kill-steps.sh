@@ -127,6 +127,32 @@ for row in "${STEPS[@]}"; do
     done
 done
 
+# the same death on a pool the device gets from a memory-backend-file
+# (memdev=): the backend makes the file, the device sizes it and dies
+# before its header; the next memdev start is refused the same way
+P=$D/memdev.pool
+name="after-allocate (memdev, missing pool)"
+# shellcheck disable=SC2046
+"$QEMU" $(qemu_args "$P" 0 | sed "s|pool=$P,size=256M|memdev=pm|;s|max-hosts=4|&,x-test-kill-at=after-allocate|") \
+    -object memory-backend-file,id=pm,mem-path="$P",size=256M,offset=2M,share=on \
+    >"$D/killed.log" 2>&1 &
+k=$!; PIDS+=("$k")
+wait_exit "$k" 30; rc=$?
+[ $rc = 137 ] && ok "$name: QEMU killed itself with SIGKILL" || { bad "$name: QEMU killed itself with SIGKILL" "exit $rc: $(cat "$D/killed.log")"; kill -9 "$k" 2>/dev/null; }
+expect "$name: check reports the problem" 1 "has no header" "$TOOL" check "$P"
+# shellcheck disable=SC2046
+expect "$name: the next memdev start is refused, saying how to recover" 1 \
+    "has no header: .*cxlpod-pool create $P" \
+    timeout 30 "$QEMU" $(qemu_args "$P" 0 | sed "s|pool=$P,size=256M|memdev=pm|") \
+    -object memory-backend-file,id=pm,mem-path="$P",size=256M,offset=2M,share=on
+expect "$name: recovery with cxlpod-pool create" 0 "had no header" \
+    "$TOOL" create --size 256M --coherent-size 64M --max-hosts 4 "$P"
+start_memdev_host "$P" 0; h=$PID
+wait_joined "$P" 0 "$h" 1 && ok "$name: the next memdev start joins with generation 1" \
+    || bad "$name: the next memdev start joins with generation 1" "$(cat "$D/qemu-0.log")"
+stop_host "$h"; wait "$h" 2>/dev/null
+rm -f "$P"
+
 # a step name the device does not know is refused, before the pool is
 # touched (it used to be a warning, and the QEMU ran)
 # shellcheck disable=SC2046
