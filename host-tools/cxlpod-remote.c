@@ -11,8 +11,9 @@
  *                 [--timeout MS] [--no-join] COMMAND [ARGS] [, COMMAND ...]
  *
  * Connects, joins slot N (unless --no-join) and runs the commands in
- * order, one output line each.  Exit status: 0 every command ok, 1 one
- * failed (its line says why), 2 usage, 3 the connection was lost.
+ * order, one output line each, then leaves.  Exit status: 0 every
+ * command ok, 1 one failed (its line says why), 2 usage, 3 the
+ * connection was lost or a reply did not come in time.
  */
 
 #include "qemu/osdep.h"
@@ -21,6 +22,9 @@
 
 static CXLShmRemote *R;
 static bool lost;
+static bool left;
+static int timeout = 5000;      /* per request */
+static int retry = -1;          /* how long a busy request is retried */
 
 /* The tool waits for each request; the library itself never does */
 static int wait_req(CXLShmRemoteReq *req)
@@ -41,7 +45,8 @@ static int wait_req(CXLShmRemoteReq *req)
     if (req->status == CXLSHM_REMOTE_PENDING) {
         req->status = CXLSHM_WIRE_LOST;
     }
-    if (req->status == CXLSHM_WIRE_LOST) {
+    if (req->status == CXLSHM_WIRE_LOST ||
+        req->status == CXLSHM_WIRE_TIMEOUT) {
         lost = true;
     }
     return req->status;
@@ -67,7 +72,7 @@ static int writeback(uint64_t off, uint32_t n, uint8_t val, uint64_t mask,
     g_autofree CXLShmWireLine *l = g_new0(CXLShmWireLine, n);
     CXLShmRemoteReq req = { 0 };
     uint32_t i, done = 0;
-    int64_t until = now_ns() + 5000000000LL;
+    int64_t until = now_ns() + retry * 1000000LL;
 
     for (i = 0; i < n; i++) {
         l[i].offset = off + (uint64_t)i * 64;
@@ -92,7 +97,7 @@ static int writeback(uint64_t off, uint32_t n, uint8_t val, uint64_t mask,
 static int fetch(uint64_t off, uint32_t len, uint8_t *buf)
 {
     CXLShmRemoteReq req = { .buf = buf, .len = len };
-    int64_t until = now_ns() + 5000000000LL;
+    int64_t until = now_ns() + retry * 1000000LL;
 
     do {
         cxl_shm_remote_fetch(R, off, len, &req);
@@ -105,7 +110,7 @@ static int atomic(CXLShmWireAtomic op, uint64_t off, uint64_t a, uint64_t b,
                   uint64_t *old)
 {
     CXLShmRemoteReq req = { 0 };
-    int64_t until = now_ns() + 5000000000LL;
+    int64_t until = now_ns() + retry * 1000000LL;
 
     do {
         cxl_shm_remote_atomic(R, op, off, a, b, &req);
@@ -208,7 +213,8 @@ static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 "  hammer OFF LINES              write back for ever (tests kill it)\n" \
 "  bench OFF COH-OFF [N]         round trips (us) of the basic requests\n" \
 "  leave\n" \
-"Exit status: 0 all ok, 1 a command failed, 2 usage, 3 connection lost.\n" \
+"The client leaves at the end (unless a command did).  Exit status: 0 all\n" \
+"ok, 1 a command failed, 2 usage, 3 connection lost or no reply in time.\n" \
 "UCX_TLS defaults to tcp and, for a loopback address, UCX_NET_DEVICES to\n" \
 "lo, unless set.  See docs/pool-tool.md.\n"
 
@@ -216,7 +222,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: cxlpod-remote [--connect ADDR:PORT] --key FILE [--host N]\n"
-"                     [--timeout MS] [--no-join] COMMAND [ARGS] [, ...]\n"
+"                     [--timeout MS] [--retry MS] [--no-join]\n"
+"                     COMMAND [ARGS] [, ...]\n"
 USAGE_COMMANDS);
 }
 
@@ -322,6 +329,7 @@ static int run(char **a, int n)
 
         cxl_shm_remote_leave(R, &req);
         st = wait_req(&req);
+        left = true;
         if (!st) {
             printf("ok\n");
         }
@@ -340,7 +348,7 @@ int main(int argc, char **argv)
 {
     g_autofree char *connect = NULL;
     g_autofree char *key_path = NULL;
-    int host = 0, timeout = 5000;
+    int host = 0;
     gboolean no_join = FALSE;
     GOptionEntry entries[] = {
         { "connect", 'c', 0, G_OPTION_ARG_STRING, &connect,
@@ -350,6 +358,9 @@ int main(int argc, char **argv)
         { "host", 'n', 0, G_OPTION_ARG_INT, &host, "host slot to join", "N" },
         { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout,
           "per request (default 5000)", "MS" },
+        { "retry", 'r', 0, G_OPTION_ARG_INT, &retry,
+          "how long a busy request is tried again (default: --timeout)",
+          "MS" },
         { "no-join", 0, 0, G_OPTION_ARG_NONE, &no_join,
           "send requests without joining (tests the refusal)", NULL },
         { NULL }
@@ -372,6 +383,9 @@ int main(int argc, char **argv)
         }
         usage(stderr);
         return 2;
+    }
+    if (retry < 0) {
+        retry = timeout;
     }
     if (!cxl_shm_remote_read_key(key_path, key, &err)) {
         fprintf(stderr, "cxlpod-remote: %s\n", err->message);
@@ -420,6 +434,13 @@ int main(int argc, char **argv)
             }
             start = i + 1;
         }
+    }
+    if (!no_join && !lost && !left) {
+        /* a clean exit leaves, as a QEMU that quits does */
+        CXLShmRemoteReq bye = { 0 };
+
+        cxl_shm_remote_leave(R, &bye);
+        wait_req(&bye);
     }
     if (lost && cxl_shm_remote_error(R)) {
         fprintf(stderr, "cxlpod-remote: %s\n", cxl_shm_remote_error(R));

@@ -32,6 +32,7 @@
 #define SERVE_BUSY_US           200     /* a request's bound on busy locks */
 #define SERVE_FLOCK_US          100000  /* the pool's flock, at most */
 #define SERVE_MAX_CONNS         1024
+#define SERVE_JOIN_US           10000000 /* from connect to join, at most */
 
 typedef struct Slot Slot;
 
@@ -942,8 +943,13 @@ static void sweep(Serve *S)
             }
             continue;
         }
-        if (!c->dead && now - c->last_us > (int64_t)S->hb_ms * 1000) {
-            c->dead = c->slot ? "no heartbeat" : "no join in time";
+        if (!c->dead && c->slot &&
+            now - c->last_us > (int64_t)S->hb_ms * 1000) {
+            c->dead = "no heartbeat";
+        }
+        if (!c->dead && !c->slot &&
+            now - c->last_us > (int64_t)SERVE_JOIN_US) {
+            c->dead = "no join in time";
         }
         if (c->dead) {
             if (c->slot) {
