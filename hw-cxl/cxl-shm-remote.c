@@ -17,6 +17,13 @@
 #include "cxl-shm-remote.h"
 
 #define REMOTE_TIMEOUT_MS       5000
+
+/* docs/interfaces.md, section 3, gives these sizes */
+G_STATIC_ASSERT(sizeof(CXLShmWireHello) == 48);
+G_STATIC_ASSERT(sizeof(CXLShmWireReq) == 48);
+G_STATIC_ASSERT(sizeof(CXLShmWireReply) == 32);
+G_STATIC_ASSERT(sizeof(CXLShmWireLine) == 80);
+G_STATIC_ASSERT(sizeof(CXLShmWireJoined) == 24);
 #define REMOTE_ERROR            g_quark_from_static_string("cxl-shm-remote")
 
 struct CXLShmRemote {
