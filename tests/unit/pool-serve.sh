@@ -203,7 +203,35 @@ wait $C; rc=$?; t1=$(now_ms)
 [ $rc = 3 ] && [ $((t1 - t0)) -lt 8000 ] && ok "service killed: the joined client exits 3 in $((t1 - t0)) ms" || bad "client after service death" "exit $rc after $((t1 - t0)) ms: $(cat "$D/svc.out")"
 grep -q "connection to the pool service lost\|did not answer" "$D/svc.out" && ok "... and says why" || bad "client says why" "$(cat "$D/svc.out")"
 expect "no service: connecting fails, no hang" 3 "" "$REMOTE" --connect 127.0.0.1:$PORT --key "$P.key" --timeout 1000 read 0x100
+# What a service killed in the middle of a line write leaves: host 2
+# live at a generation of the service's, its liveness byte free, the lock
+# word of a page tagged with it, its undo slot armed with the line's old
+# bytes (0x5a) and the line half written (0xee)
+UNDO=$("$POOL_TOOL" inspect --json "$P" | jq .layout.undo)
+WORD=$(((NC + 0x20000) / 4096 % 8192))
+python3 - "$P" "$UNDO" "$WORD" $((NC + 0x20000)) <<'EOF'
+import os, struct, sys
+p, undo, word, off = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(p, os.O_RDWR)
+tail = struct.unpack_from('<Q', os.pread(fd, 0x60, 0), 0x30)[0]
+e = tail + 2 * 128
+gen = struct.unpack_from('<Q', os.pread(fd, 8, e + 8), 0)[0] + 1
+os.pwrite(fd, struct.pack('<Q', gen), e + 8)
+os.pwrite(fd, struct.pack('<I', 1), e)
+slot = 3
+tag = (1 << 63) | (2 << 55) | (slot << 48) | (gen & ((1 << 48) - 1))
+u = undo + ((2 * 2 + (gen & 1)) * 64 + slot) * 128
+os.pwrite(fd, struct.pack('<Q', off) + b'\x5a' * 64, u + 8)
+os.pwrite(fd, struct.pack('<Q', tag), u)
+os.pwrite(fd, struct.pack('<Q', tag), 0x10000 + 8 * word)
+os.pwrite(fd, b'\xee' * 32, 0x200000 + off)
+EOF
+[ "$(held_locks)" = 1 ] && ok "a killed service's half-done write set up (lock held, undo armed)" || bad "half-done write set up" "$(held_locks)"
 start_service || exit 1
+[ "$(pool_hex $((NC + 0x20000)) 64)" = "$(rep 5a 64)" ] && ok "the restarted service rolled the half-done line back" || bad "rollback" "$(pool_hex $((NC + 0x20000)) 64)"
+[ "$(held_locks)" = 0 ] && ok "... and freed its lock" || bad "lock after restart" "$(held_locks)"
+grep -q "host 2 (generation [0-9]*) found dead: failed" "$D/serve.log" && ok "... and failed host 2" || bad "host 2 reaped"
+expect "... cxlpod-pool check: clean" 0 "ok \(size" "$POOL_TOOL" check "$P"
 expect "a restarted service: host 1 it served before is failed" 0 " 1:2:" R --host 3 hosts
 expect "... and host 1 rejoins" 0 "^ok 99\$" R --host 1 read 0x100
 kill $SERVE_PID; wait $SERVE_PID
