@@ -25,6 +25,7 @@ static bool lost;
 static bool left;
 static int timeout = 5000;      /* per request */
 static int retry = -1;          /* how long a busy request is retried */
+static gboolean spin;           /* poll UCX without sleeping */
 
 /* The tool waits for each request; the library itself never does */
 static int wait_req(CXLShmRemoteReq *req)
@@ -36,7 +37,7 @@ static int wait_req(CXLShmRemoteReq *req)
         if (req->status != CXLSHM_REMOTE_PENDING) {
             break;
         }
-        if (cxl_shm_remote_arm(R)) {
+        if (!spin && cxl_shm_remote_arm(R)) {
             struct pollfd p = { .fd = cxl_shm_remote_fd(R), .events = POLLIN };
 
             poll(&p, 1, 5);
@@ -143,61 +144,40 @@ static void report(const char *what, int64_t *t, int n)
 /* Round trips of the basic requests, one at a time */
 static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 {
+    static const char *const what[] = {
+        "writeback 1 line", "writeback 64 lines (4 KiB)", "fetch 1 line",
+        "fetch 64 KiB", "fetch-add",
+    };
     g_autofree int64_t *t = g_new(int64_t, n);
-    uint8_t buf[65536];
-    uint64_t w, c, old;
-    int i, st;
+    g_autofree uint8_t *buf = g_malloc(65536);
+    uint64_t w, c;
+    size_t k;
+    int i, st = 0;
 
-    for (i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
+    for (k = 0; k < G_N_ELEMENTS(what); k++) {
+        for (i = 0; i < n && !st; i++) {
+            int64_t t0 = now_ns();
 
-        st = writeback(nc_off, 1, i, ~0ULL, &w, &c);
-        t[i] = now_ns() - t0;
+            switch (k) {
+            case 0:
+            case 1:
+                st = writeback(nc_off, k ? 64 : 1, i, ~0ULL, &w, &c);
+                break;
+            case 2:
+            case 3:
+                st = fetch(nc_off, k == 2 ? 64 : 65536, buf);
+                break;
+            default:
+                st = atomic(CXLSHM_ATOMIC_FETCH_ADD, coh_off, 1, 0, &w);
+                break;
+            }
+            t[i] = now_ns() - t0;
+        }
         if (st) {
             return st;
         }
+        report(what[k], t, n);
     }
-    report("writeback 1 line", t, n);
-    for (i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
-
-        st = writeback(nc_off, 64, i, ~0ULL, &w, &c);
-        t[i] = now_ns() - t0;
-        if (st) {
-            return st;
-        }
-    }
-    report("writeback 64 lines (4 KiB)", t, n);
-    for (i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
-
-        st = fetch(nc_off, 64, buf);
-        t[i] = now_ns() - t0;
-        if (st) {
-            return st;
-        }
-    }
-    report("fetch 1 line", t, n);
-    for (i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
-
-        st = fetch(nc_off, 65536, buf);
-        t[i] = now_ns() - t0;
-        if (st) {
-            return st;
-        }
-    }
-    report("fetch 64 KiB", t, n);
-    for (i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
-
-        st = atomic(CXLSHM_ATOMIC_FETCH_ADD, coh_off, 1, 0, &old);
-        t[i] = now_ns() - t0;
-        if (st) {
-            return st;
-        }
-    }
-    report("fetch-add", t, n);
     return 0;
 }
 
@@ -222,7 +202,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: cxlpod-remote [--connect ADDR:PORT] --key FILE [--host N]\n"
-"                     [--timeout MS] [--retry MS] [--no-join]\n"
+"                     [--timeout MS] [--retry MS] [--spin] [--no-join]\n"
 "                     COMMAND [ARGS] [, ...]\n"
 USAGE_COMMANDS);
 }
@@ -361,6 +341,9 @@ int main(int argc, char **argv)
         { "retry", 'r', 0, G_OPTION_ARG_INT, &retry,
           "how long a busy request is tried again (default: --timeout)",
           "MS" },
+        { "spin", 's', 0, G_OPTION_ARG_NONE, &spin,
+          "wait for replies by polling UCX without sleeping (lower latency, "
+          "a core busy)", NULL },
         { "no-join", 0, 0, G_OPTION_ARG_NONE, &no_join,
           "send requests without joining (tests the refusal)", NULL },
         { NULL }

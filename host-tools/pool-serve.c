@@ -26,7 +26,7 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 #include <ucp/api/ucp.h>
-#include "cxl-shm-wire.h"
+#include "cxl-shm-remote.h"
 
 #define SERVE_DEFAULT_PORT      17600
 #define SERVE_BUSY_US           200     /* a request's bound on busy locks */
@@ -170,9 +170,8 @@ int pool_key_make(const char *path, uid_t uid, gid_t gid)
 /* The key file: 64 hex digits, readable by its owner only */
 static bool key_load(const char *path, uint8_t *key)
 {
-    g_autofree char *text = NULL;
+    g_autoptr(GError) err = NULL;
     struct stat st;
-    size_t i;
 
     if (stat(path, &st) < 0) {
         fail("serve: no key file '%s' (%s): make it with 'cxlpod-pool key "
@@ -185,22 +184,9 @@ static bool key_load(const char *path, uint8_t *key)
              "its owner only (chmod 600)", path, st.st_mode & 0777);
         return false;
     }
-    if (!g_file_get_contents(path, &text, NULL, NULL) ||
-        strlen(g_strchomp(text)) != 2 * CXLSHM_WIRE_KEY) {
-        fail("serve: key file '%s' is not %d hex digits", path,
-             2 * CXLSHM_WIRE_KEY);
+    if (!cxl_shm_remote_read_key(path, key, &err)) {
+        fail("serve: %s", err->message);
         return false;
-    }
-    for (i = 0; i < CXLSHM_WIRE_KEY; i++) {
-        int hi = g_ascii_xdigit_value(text[2 * i]);
-        int lo = g_ascii_xdigit_value(text[2 * i + 1]);
-
-        if (hi < 0 || lo < 0) {
-            fail("serve: key file '%s' is not %d hex digits", path,
-                 2 * CXLSHM_WIRE_KEY);
-            return false;
-        }
-        key[i] = hi << 4 | lo;
     }
     return true;
 }
@@ -966,16 +952,6 @@ static void sweep(Serve *S)
 
 /* ---- setup ---- */
 
-static bool addr_is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET) {
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
-                24) == 127;
-    }
-    return sa->sa_family == AF_INET6 &&
-           IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-}
-
 static bool addr_is_any(const struct sockaddr *sa)
 {
     if (sa->sa_family == AF_INET) {
@@ -1033,15 +1009,6 @@ static bool serve_listen(Serve *S, const char *listen, bool named)
         .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV,
     };
     struct addrinfo *ai = NULL;
-    ucp_config_t *cfg;
-    ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
-    };
-    ucp_worker_params_t wp = {
-        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
-    };
     ucp_am_handler_param_t am = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                       UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -1073,7 +1040,7 @@ static bool serve_listen(Serve *S, const char *listen, bool named)
         fail("serve: --listen '%s': cannot resolve '%s'", listen, host);
         return false;
     }
-    loop = addr_is_loopback(ai->ai_addr);
+    loop = cxl_shm_remote_is_loopback(ai->ai_addr);
     if (!loop && (addr_is_any(ai->ai_addr) || !named ||
                   !g_hostname_is_ip_address(host))) {
         fail("serve: refusing to listen on '%s', which is not a loopback "
@@ -1083,27 +1050,12 @@ static bool serve_listen(Serve *S, const char *listen, bool named)
         freeaddrinfo(ai);
         return false;
     }
-    if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
-        freeaddrinfo(ai);
-        fail("serve: cannot read the UCX configuration");
-        return false;
-    }
-    if (!getenv("UCX_TLS")) {
-        ucp_config_modify(cfg, "TLS", "tcp");
-    }
-    if (loop && !getenv("UCX_NET_DEVICES")) {
-        ucp_config_modify(cfg, "NET_DEVICES", "lo");
-    }
-    st = ucp_init(&params, cfg, &S->ctx);
-    ucp_config_release(cfg);
-    if (st == UCS_OK) {
-        st = ucp_worker_create(S->ctx, &wp, &S->worker);
-    }
+    st = cxl_shm_remote_ucx_start(loop, &S->ctx, &S->worker, &S->efd);
     if (st == UCS_OK) {
         st = ucp_worker_set_am_recv_handler(S->worker, &am);
     }
-    if (st == UCS_OK) {
-        st = ucp_worker_get_efd(S->worker, &S->efd);
+    if (st == UCS_OK && S->efd < 0) {
+        st = UCS_ERR_UNSUPPORTED;       /* the loop sleeps on it */
     }
     if (st == UCS_OK) {
         lp.sockaddr.addr = ai->ai_addr;

@@ -256,7 +256,7 @@ static void send_join(CXLShmRemote *r)
     send_req(r, &hdr, mac, sizeof(mac), req);
 }
 
-static bool is_loopback(const struct sockaddr *sa)
+bool cxl_shm_remote_is_loopback(const struct sockaddr *sa)
 {
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
@@ -271,14 +271,9 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
-                                 const uint8_t *key, size_t key_len,
-                                 uint32_t timeout_ms, GError **errp)
+ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
+                                      ucp_worker_h *worker, int *efd)
 {
-    CXLShmRemote *r;
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
-    struct addrinfo *ai = NULL;
-    char port_s[8];
     ucp_config_t *cfg;
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
@@ -288,6 +283,46 @@ CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
         .thread_mode = UCS_THREAD_MODE_SINGLE,
     };
+    ucs_status_t st;
+
+    *ctx = NULL;
+    *worker = NULL;
+    *efd = -1;
+    st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK) {
+        return st;
+    }
+    if (!getenv("UCX_TLS")) {
+        ucp_config_modify(cfg, "TLS", "tcp");
+    }
+    if (!getenv("UCX_NET_DEVICES") && loopback) {
+        ucp_config_modify(cfg, "NET_DEVICES", "lo");
+    }
+    st = ucp_init(&params, cfg, ctx);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        *ctx = NULL;
+        return st;
+    }
+    st = ucp_worker_create(*ctx, &wp, worker);
+    if (st != UCS_OK) {
+        *worker = NULL;
+        return st;
+    }
+    if (ucp_worker_get_efd(*worker, efd) != UCS_OK) {
+        *efd = -1;
+    }
+    return UCS_OK;
+}
+
+CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
+                                 const uint8_t *key, size_t key_len,
+                                 uint32_t timeout_ms, GError **errp)
+{
+    CXLShmRemote *r;
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+    struct addrinfo *ai = NULL;
+    char port_s[8];
     ucp_am_handler_param_t am = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                       UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -326,27 +361,10 @@ CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
     r->pending = g_hash_table_new(g_int64_hash, g_int64_equal);
     r->hb.status = CXLSHM_WIRE_OK;
 
-    st = ucp_config_read(NULL, NULL, &cfg);
+    st = cxl_shm_remote_ucx_start(cxl_shm_remote_is_loopback(ai->ai_addr),
+                                  &r->ctx, &r->worker, &r->efd);
     if (st != UCS_OK) {
         goto fail;
-    }
-    if (!getenv("UCX_TLS")) {
-        ucp_config_modify(cfg, "TLS", "tcp");
-    }
-    if (!getenv("UCX_NET_DEVICES") && is_loopback(ai->ai_addr)) {
-        ucp_config_modify(cfg, "NET_DEVICES", "lo");
-    }
-    st = ucp_init(&params, cfg, &r->ctx);
-    ucp_config_release(cfg);
-    if (st != UCS_OK) {
-        goto fail;
-    }
-    st = ucp_worker_create(r->ctx, &wp, &r->worker);
-    if (st != UCS_OK) {
-        goto fail;
-    }
-    if (ucp_worker_get_efd(r->worker, &r->efd) != UCS_OK) {
-        r->efd = -1;
     }
     am.id = CXLSHM_AM_HELLO;
     am.cb = am_hello;

@@ -23,6 +23,8 @@
 #ifndef HW_CXLPOD_CXL_SHM_REMOTE_H
 #define HW_CXLPOD_CXL_SHM_REMOTE_H
 
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
 #include "cxl-shm-wire.h"
 
 #define CXLSHM_REMOTE_PENDING   (-1)
@@ -54,6 +56,16 @@ CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
                                  const uint8_t *key, size_t key_len,
                                  uint32_t timeout_ms, GError **errp);
 void cxl_shm_remote_free(CXLShmRemote *r);
+
+/*
+ * The UCX context and worker of either side: active messages and a
+ * wakeup fd (*@efd, -1 if none), one thread; UCX_TLS "tcp" and, when
+ * @loopback, UCX_NET_DEVICES "lo" unless the environment sets them
+ */
+ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
+                                      ucp_worker_h *worker, int *efd);
+/* Is @sa an IPv4 127/8 or the IPv6 loopback address? */
+bool cxl_shm_remote_is_loopback(const struct sockaddr *sa);
 
 /* Read a key file (64 hex digits and a newline): false and @errp if bad */
 bool cxl_shm_remote_read_key(const char *path, uint8_t *key, GError **errp);
