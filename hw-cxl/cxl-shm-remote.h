@@ -47,10 +47,12 @@ typedef struct CXLShmRemoteReq {
 
 /*
  * Start connecting to the service at @addr:@port (an IPv4 or IPv6
- * literal or a name) with the pod's @key.  Returns NULL and sets @errp
- * if UCX cannot even start.  @timeout_ms bounds every request (0: 5000).
- * UCX_TLS defaults to "tcp" and, for a loopback address, UCX_NET_DEVICES
- * to "lo" unless the environment sets them.
+ * literal, or a name: getaddrinfo() may then block on the resolver, so a
+ * caller that must not wait passes a literal) with the pod's @key.
+ * Returns NULL and sets @errp if UCX cannot even start.  @timeout_ms
+ * bounds every request (0: 5000).  UCX_TLS defaults to "tcp" and, for a
+ * loopback address, UCX_NET_DEVICES to "lo" unless the environment sets
+ * them.
  */
 CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
                                  const uint8_t *key, size_t key_len,
