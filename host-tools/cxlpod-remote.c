@@ -40,7 +40,7 @@ static int wait_req(CXLShmRemoteReq *req)
         if (!spin && cxl_shm_remote_arm(R)) {
             struct pollfd p = { .fd = cxl_shm_remote_fd(R), .events = POLLIN };
 
-            poll(&p, 1, 5);
+            poll(&p, 1, cxl_shm_remote_timeout_ms(R));
         }
     }
     if (req->status == CXLSHM_REMOTE_PENDING) {

@@ -484,6 +484,35 @@ const CXLShmWireJoined *cxl_shm_remote_geometry(CXLShmRemote *r)
     return &r->geo;
 }
 
+static void earliest(gpointer key G_GNUC_UNUSED, gpointer value,
+                     gpointer opaque)
+{
+    const CXLShmRemoteReq *req = value;
+    int64_t *due = opaque;
+
+    *due = MIN(*due, req->deadline_us);
+}
+
+int cxl_shm_remote_timeout_ms(CXLShmRemote *r)
+{
+    int64_t due = INT64_MAX, now = now_us();
+
+    if (r->error) {
+        return -1;
+    }
+    g_hash_table_foreach(r->pending, earliest, &due);
+    if (r->join_req) {
+        due = MIN(due, r->join_req->deadline_us);
+    }
+    if (r->joined) {
+        due = MIN(due, r->last_send_us + (int64_t)r->geo.heartbeat_ms * 250);
+    }
+    if (due == INT64_MAX) {
+        return -1;
+    }
+    return due <= now ? 0 : MIN((due - now + 999) / 1000, INT_MAX);
+}
+
 static gboolean expired(gpointer key G_GNUC_UNUSED, gpointer value,
                         gpointer opaque)
 {

@@ -85,6 +85,14 @@ bool cxl_shm_remote_progress(CXLShmRemote *r);
 /* Arm the fd before sleeping on it: false if there is work already */
 bool cxl_shm_remote_arm(CXLShmRemote *r);
 
+/*
+ * How long a caller sleeping on the fd may sleep before it must call
+ * progress again (the next heartbeat or request deadline), in ms; -1:
+ * nothing is due.  While joined, a caller that does not call progress
+ * for the service's heartbeat timeout is failed by the service.
+ */
+int cxl_shm_remote_timeout_ms(CXLShmRemote *r);
+
 /* Why the connection is lost, or NULL while it is up */
 const char *cxl_shm_remote_error(CXLShmRemote *r);
 
