@@ -1086,6 +1086,7 @@ int cmd_serve(int argc, char **argv)
     g_autofree char *listen = NULL;
     g_autofree char *key_path = NULL;
     int hb_ms = 1000;
+    gboolean spin = FALSE;
     GOptionEntry entries[] = {
         { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
           "address and port to serve on (default 127.0.0.1:"
@@ -1096,6 +1097,8 @@ int cmd_serve(int argc, char **argv)
           "the pod's key (default POOL.key)", "FILE" },
         { "heartbeat-timeout", 't', 0, G_OPTION_ARG_INT, &hb_ms,
           "fail a remote host silent this long (default 1000)", "MS" },
+        { "spin", 's', 0, G_OPTION_ARG_NONE, &spin,
+          "poll UCX without sleeping (lower latency, a core busy)", NULL },
         { NULL }
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new(
@@ -1118,7 +1121,8 @@ int cmd_serve(int argc, char **argv)
     }
     if (argc != 2 || hb_ms < 10 || hb_ms > 600000) {
         fail("serve: usage: cxlpod-pool serve [--listen ADDR:PORT] "
-             "[--key FILE] [--heartbeat-timeout MS (10..600000)] POOL");
+             "[--key FILE] [--heartbeat-timeout MS (10..600000)] [--spin] "
+             "POOL");
         return 2;
     }
     S = g_new0(Serve, 1);
@@ -1175,7 +1179,8 @@ int cmd_serve(int argc, char **argv)
             }
         }
         sweep(S);
-        if (g_queue_is_empty(&S->inbox) && g_queue_is_empty(&S->conn_reqs) &&
+        if (!spin && g_queue_is_empty(&S->inbox) &&
+            g_queue_is_empty(&S->conn_reqs) &&
             ucp_worker_arm(S->worker) == UCS_OK) {
             struct pollfd pfd = { .fd = S->efd, .events = POLLIN };
 
