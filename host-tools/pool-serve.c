@@ -463,6 +463,8 @@ static bool slot_lines(Serve *S, Slot *s)
     l->runs = g_new0(CXLShmRun, CXLSHM_NR_LOCKS);
     l->turns = pool_tail(&S->p, S->p.lo.turns);
     l->turn_words = S->p.lo.turn_words;
+    /* the line engine copies a turn entry into an array of the largest */
+    assert(l->turn_words >= 2 && l->turn_words <= CXLSHM_TURN_WORDS_MAX);
     l->host_id = s->host;
     l->generation = s->generation;
     l->owner_alive = serve_owner_alive;

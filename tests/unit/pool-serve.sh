@@ -39,13 +39,16 @@ held_locks() { od -An -tx8 -v -j $((0x10000)) -N 65536 "$P" | tr ' ' '\n' | grep
 
 SERVE_PID=
 start_service() {
+    # not the last service's port: the shell truncates the file only
+    # once the background job runs
+    rm -f "$D/serve.out"
     "$POOL_TOOL" serve --listen 127.0.0.1:0 --heartbeat-timeout $HB "$P" \
         >"$D/serve.out" 2>>"$D/serve.log" &
     SERVE_PID=$!
     PIDS+=("$SERVE_PID")
     local i
-    for i in $(seq 100); do
-        PORT=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$D/serve.out")
+    for i in $(seq 400); do
+        PORT=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$D/serve.out" 2>/dev/null)
         [ -n "$PORT" ] && return 0
         sleep 0.05
     done
