@@ -12,6 +12,9 @@
  *   cxlpod-pool reset-host N POOL
  *   cxlpod-pool wipe POOL
  *   cxlpod-pool upgrade [--dry-run] POOL
+ *   cxlpod-pool key POOL
+ *   cxlpod-pool serve [--listen ADDR:PORT] [--key FILE]
+ *                     [--heartbeat-timeout MS] POOL
  *
  * The format code (layout, validation, liveness probe, creation) is the
  * device's own, hw-cxl/cxl-shm-format.c.  Commands that write take the
@@ -38,6 +41,9 @@ static const struct {
     { "wipe", cmd_wipe, "zero the data (no host may be live)" },
     { "upgrade", cmd_upgrade, "convert a pool of format version 3 to "
       "version 4 in place" },
+    { "key", cmd_key, "make the pod's key POOL.key if it is missing" },
+    { "serve", cmd_serve, "serve the pool to hosts on other machines over "
+      "UCX" },
 };
 
 static void usage(FILE *f)

@@ -49,6 +49,7 @@ int cmd_create(int argc, char **argv)
     g_autofree char *coh_s = NULL;
     g_autofree char *mode_s = NULL;
     g_autofree char *owner = NULL;
+    g_autofree char *key = NULL;
     int max_hosts = 2;
     GOptionEntry entries[] = {
         { "size", 's', 0, G_OPTION_ARG_STRING, &size_s,
@@ -196,6 +197,15 @@ int cmd_create(int argc, char **argv)
     printf("created pool '%s': size %" PRIu64 " coherent-size %" PRIu64
            " max-hosts %u mode 0%lo\n", path, g.size, g.coherent_size,
            g.max_hosts, mode);
+    /* the pod's key, for remote hosts (cxlpod-pool serve); one kept */
+    key = pool_key_path(path);
+    ret = pool_key_make(key, uid, gid);
+    if (ret < 0 && ret != -EEXIST) {
+        fail("cannot make the pod's key '%s': %s", key, strerror(-ret));
+        return 1;
+    }
+    printf("%s key '%s'\n", ret == -EEXIST ? "kept the pod's" :
+           "made the pod's", key);
     return 0;
 
 refused:

@@ -8,6 +8,7 @@
  *   pool-check.c    check
  *   pool-write.c    create, reset-host, wipe
  *   pool-upgrade.c  upgrade (format version 3 to 4)
+ *   pool-serve.c    serve (the pool over UCX) and key
  *
  * Copyright (c) 2025 cxlpod authors
  *
@@ -107,6 +108,13 @@ int cmd_check(int argc, char **argv);
 int cmd_reset_host(int argc, char **argv);
 int cmd_wipe(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_key(int argc, char **argv);
+
+/* pool-serve.c: the pod's key, POOL.key (g_free), made mode 0600 */
+char *pool_key_path(const char *pool);
+/* 0, or -errno (-EEXIST: there is one) */
+int pool_key_make(const char *path, uid_t uid, gid_t gid);
 
 /*
  * pool-upgrade.c: may the pool in @fd be upgraded now?  -1 it is not of

@@ -15,7 +15,7 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       libattr1-dev libvdeplug-dev vde2
       openssh-client openssh-server openmpi-bin libopenmpi-dev
       python3 socat iperf3 iproute2 gnuplot-nox
-      python3-numpy debhelper dh-python lintian)
+      python3-numpy debhelper dh-python lintian libucx-dev)
 # libattr1-dev: QEMU's virtio-9p (host-userland guests' root file system);
 # libvdeplug-dev + vde2: -netdev vde and vde_switch (the pod network);
 # openssh-server, openmpi-bin, python3, socat, iperf3: run inside
@@ -23,6 +23,8 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
 # (docs/your-software.md); their services are never started on the host.
 # python3-numpy: the Python module's tests (its buffers as NumPy arrays);
 # debhelper, dh-python, lintian: the Debian package (scripts/build-deb.sh).
+# libucx-dev (UCX 1.13): cxlpod-pool serve and its client library, the
+# pool served to hosts on other machines (docs/pool-tool.md).
 # gnuplot-nox: the figures of scripts/bench.sh, scripts/bench-scale.sh and
 # scripts/experiment.sh (docs/benchmarks.md, docs/experiment.md).
 BPO_PKGS=(meson python3-pycotap)

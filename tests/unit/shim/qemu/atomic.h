@@ -7,6 +7,7 @@
 #define qatomic_load_acquire(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define qatomic_xchg(p, v) __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST)
 #define qatomic_fetch_inc(p) __atomic_fetch_add(p, 1, __ATOMIC_SEQ_CST)
+#define qatomic_fetch_add(p, v) __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST)
 #define qatomic_fetch_and(p, v) __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST)
 #define qatomic_fetch_or(p, v) __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST)
 #define qatomic_cmpxchg(p, o, n) ({ \

@@ -1,0 +1,124 @@
+/*
+ * cxl-shm: client of a remote pool (`cxlpod-pool serve`) over UCX
+ *
+ * Copyright (c) 2025 cxlpod authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Nothing here waits: a request is submitted, and the caller drives
+ * cxl_shm_remote_progress() (from its main loop when the fd of
+ * cxl_shm_remote_fd() is readable, or by polling) until the request's
+ * status is no longer CXLSHM_REMOTE_PENDING.  A lost connection, or a
+ * reply that does not come within the request timeout, completes every
+ * pending request with CXLSHM_WIRE_LOST or CXLSHM_WIRE_TIMEOUT: a caller
+ * never hangs on a service that died or stopped.  While joined, progress
+ * sends a heartbeat whenever the connection has been idle for a quarter
+ * of the service's heartbeat timeout.
+ *
+ * No QEMU dependency beyond qemu/osdep.h: the unit tests and the host
+ * tools build it with tests/unit/shim.  Not thread-safe: one thread
+ * submits and progresses.
+ */
+
+#ifndef HW_CXLPOD_CXL_SHM_REMOTE_H
+#define HW_CXLPOD_CXL_SHM_REMOTE_H
+
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+#include "cxl-shm-wire.h"
+
+#define CXLSHM_REMOTE_PENDING   (-1)
+
+typedef struct CXLShmRemote CXLShmRemote;
+
+/* One request; the caller owns it and keeps it until it completes */
+typedef struct CXLShmRemoteReq {
+    int status;                 /* PENDING, or a CXLShmWireStatus */
+    uint32_t count;             /* the reply's count */
+    uint64_t value0;            /* the reply's values */
+    uint64_t value1;
+    void *buf;                  /* FETCH and HOSTS: where the data goes */
+    size_t len;                 /* its size */
+    size_t got;                 /* bytes of payload copied to buf */
+    /* private */
+    uint64_t id;
+    int64_t deadline_us;
+} CXLShmRemoteReq;
+
+/*
+ * Start connecting to the service at @addr:@port (an IPv4 or IPv6
+ * literal, or a name: getaddrinfo() may then block on the resolver, so a
+ * caller that must not wait passes a literal) with the pod's @key.
+ * Returns NULL and sets @errp if UCX cannot even start.  @timeout_ms
+ * bounds every request (0: 5000).  UCX_TLS defaults to "tcp" and, for a
+ * loopback address, UCX_NET_DEVICES to "lo" unless the environment sets
+ * them.
+ */
+CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
+                                 const uint8_t *key, size_t key_len,
+                                 uint32_t timeout_ms, GError **errp);
+void cxl_shm_remote_free(CXLShmRemote *r);
+
+/*
+ * The UCX context and worker of either side: active messages and a
+ * wakeup fd (*@efd, -1 if none), one thread; UCX_TLS "tcp" and, when
+ * @loopback, UCX_NET_DEVICES "lo" unless the environment sets them
+ */
+ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
+                                      ucp_worker_h *worker, int *efd);
+/* Is @sa an IPv4 127/8 or the IPv6 loopback address? */
+bool cxl_shm_remote_is_loopback(const struct sockaddr *sa);
+
+/* Read a key file (64 hex digits and a newline): false and @errp if bad */
+bool cxl_shm_remote_read_key(const char *path, uint8_t *key, GError **errp);
+
+/* The fd to poll for readability, or -1 (then poll progress) */
+int cxl_shm_remote_fd(CXLShmRemote *r);
+
+/*
+ * Drive the connection: completes requests whose replies arrived, sends
+ * heartbeats, times requests out.  Returns false once the connection is
+ * lost (every request then completes with an error).
+ */
+bool cxl_shm_remote_progress(CXLShmRemote *r);
+
+/* Arm the fd before sleeping on it: false if there is work already */
+bool cxl_shm_remote_arm(CXLShmRemote *r);
+
+/*
+ * How long a caller sleeping on the fd may sleep before it must call
+ * progress again (the next heartbeat or request deadline), in ms; -1:
+ * nothing is due.  While joined, a caller that does not call progress
+ * for the service's heartbeat timeout is failed by the service.
+ */
+int cxl_shm_remote_timeout_ms(CXLShmRemote *r);
+
+/* Why the connection is lost, or NULL while it is up */
+const char *cxl_shm_remote_error(CXLShmRemote *r);
+
+/* The geometry JOIN returned (zero before) */
+const CXLShmWireJoined *cxl_shm_remote_geometry(CXLShmRemote *r);
+
+/*
+ * Submit a request.  Each returns false, with @req completed (status
+ * LOST or EINVAL), if it cannot be sent; else @req is pending.
+ */
+bool cxl_shm_remote_join(CXLShmRemote *r, uint32_t slot,
+                         CXLShmRemoteReq *req);
+bool cxl_shm_remote_leave(CXLShmRemote *r, CXLShmRemoteReq *req);
+bool cxl_shm_remote_heartbeat(CXLShmRemote *r, CXLShmRemoteReq *req);
+bool cxl_shm_remote_writeback(CXLShmRemote *r, const CXLShmWireLine *lines,
+                              uint32_t n, CXLShmRemoteReq *req);
+/* @len bytes at @offset into req->buf (req->len at least @len) */
+bool cxl_shm_remote_fetch(CXLShmRemote *r, uint64_t offset, uint32_t len,
+                          CXLShmRemoteReq *req);
+bool cxl_shm_remote_atomic(CXLShmRemote *r, CXLShmWireAtomic op,
+                           uint64_t offset, uint64_t arg0, uint64_t arg1,
+                           CXLShmRemoteReq *req);
+/* The host table (max_hosts entries of 128 bytes) into req->buf */
+bool cxl_shm_remote_hosts(CXLShmRemote *r, CXLShmRemoteReq *req);
+
+/* A status as a word ("ok", "busy", ...) */
+const char *cxl_shm_remote_status_name(int status);
+
+#endif
