@@ -211,7 +211,8 @@ if ! skip ipod; then
             # CPU time (user + system) of the pod's QEMUs so far, in seconds
             cpu=$(for p in $pids; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done |
                   awk -v hz="$(getconf CLK_TCK)" '{s += $1} END {printf "%.1f", s / hz}')
-            kill -INT $lp
+            # $lp is the subshell of `launch ... &`: the launcher is its child
+            pkill -INT -P $lp 2>/dev/null || kill -INT $lp
         fi
         sleep 0.5
     done
