@@ -78,8 +78,8 @@ enum {
  * [CXLSHM_NR_LOCKS sets][ways] entries of two words; set i holds coherent
  * lines L with L % 8192 == i and is guarded by line lock i.  Word 0 of an
  * entry: bit 63 valid, 42..62 tag (L / 8192), 38..41 age, 9..37 epoch
- * (moved by every store; a new entry takes the header's count of
- * entries made, so that no copy made under an earlier entry matches),
+ * (the header's count of epochs handed out, taken by a new entry and by
+ * every store, so that no copy made before either matches),
  * 0..8 the host holding it modified + 1 (0: none).  Word 1: the hosts
  * holding a copy, bit h % 64 for host h (exact up to 64 hosts; beyond, a
  * bit stands for every host of its class, as a coarse snoop filter's
@@ -91,7 +91,7 @@ enum {
 typedef struct CXLPoolSnoopHeader {
     uint64_t magic;             /* CXLPOOL_SF_MAGIC once set up */
     uint64_t ways;              /* entries = ways * CXLSHM_NR_LOCKS */
-    uint64_t inserts;           /* entries made: a new entry's epoch */
+    uint64_t inserts;           /* epochs handed out: entries and stores */
 } CXLPoolSnoopHeader;
 
 typedef struct CXLPoolSnoopEntry {

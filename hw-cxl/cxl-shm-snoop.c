@@ -99,10 +99,23 @@ int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
     trace_cxl_shm_timed_sf_evict(s->host_id, off, holders);
 take:
     qatomic_set(&set[victim].holders, 0);
-    qatomic_set(&set[victim].tag, SF_VALID | tag << SF_TAG_SHIFT |
-                (qatomic_fetch_inc(&s->t.sf_header->inserts) &
-                 SF_EPOCH_MASK) << SF_EPOCH_SHIFT);
+    smp_wmb();      /* a lock-free reader re-reads the tag after holders */
+    qatomic_set(&set[victim].tag,
+                cxl_shm_sf_new_epoch(s, SF_VALID | tag << SF_TAG_SHIFT));
     return victim;
+}
+
+/*
+ * @e with an epoch no copy can have: the pod's count of epochs handed
+ * out (new entries and stores alike), so that an entry made again for a
+ * line never takes the epoch a store gave an earlier one
+ */
+uint64_t cxl_shm_sf_new_epoch(CXLShmState *s, uint64_t e)
+{
+    uint64_t n = qatomic_fetch_inc(&s->t.sf_header->inserts);
+
+    return (e & ~(SF_EPOCH_MASK << SF_EPOCH_SHIFT)) |
+           (n & SF_EPOCH_MASK) << SF_EPOCH_SHIFT;
 }
 
 /*
@@ -161,12 +174,7 @@ uint64_t cxl_shm_sf_live(CXLShmState *s, uint64_t bits)
  */
 void cxl_shm_sf_forget_me(CXLShmState *s)
 {
-    /*
-     * Past 64 hosts the bit stands for this host's live classmates too:
-     * it stays while one of them is live, as a coarse filter cannot tell
-     * which host of the class dropped its lines
-     */
-    uint64_t me = cxl_shm_sf_classmates(s) ? 0 : sf_bit(s->host_id);
+    uint64_t me;
     uint32_t i, j, busy = 0;
 
     for (i = 0; i < CXLSHM_NR_LOCKS; i++) {
@@ -177,6 +185,14 @@ void cxl_shm_sf_forget_me(CXLShmState *s)
             busy++;
             continue;
         }
+        /*
+         * Past 64 hosts the bit stands for this host's live classmates
+         * too: it stays while one of them is live, as a coarse filter
+         * cannot tell which host of the class dropped its lines.  Looked
+         * at under the set's lock: a classmate that stores here holds it
+         * and is live before it does.
+         */
+        me = cxl_shm_sf_classmates(s) ? 0 : sf_bit(s->host_id);
         for (j = 0; j < s->t.sf_ways; j++) {
             uint64_t e = set[j].tag;
 

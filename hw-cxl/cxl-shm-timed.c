@@ -299,6 +299,22 @@ static uint64_t timed_nc(CXLShmState *s, CPUState *cpu, uint64_t off,
 }
 
 /*
+ * Without the lock: entry @ent, whose word was @e, lists @me, and its word
+ * still names the same line and epoch after that (an entry evicted and
+ * made again, or a store, in between changes it; the writers store the
+ * holders before the word)
+ */
+static bool sf_holds(CXLPoolSnoopEntry *ent, uint64_t e, uint64_t me)
+{
+    smp_rmb();      /* the holders after the word @e */
+    if (!(qatomic_read(&ent->holders) & me)) {
+        return false;
+    }
+    smp_rmb();      /* the word again after the holders */
+    return !((qatomic_read(&ent->tag) ^ e) & SF_IDENT_MASK);
+}
+
+/*
  * A coherent-window access inside one line; cache lock held.  *@busy as
  * for timed_nc().
  */
@@ -347,8 +363,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
      */
     if (!write && !excl && cached) {
         i = cxl_shm_sf_find(s, set, tag, &e);
-        if (i >= 0 && (qatomic_read(&set[i].holders) & me) &&
-            sf_epoch(e) == w->epoch) {
+        if (i >= 0 && sf_epoch(e) == w->epoch && sf_holds(&set[i], e, me)) {
             qatomic_inc(&s->stats[CXLSHM_STAT_HITS]);
             c->ns += qatomic_read(&t->hit_ns);
             return ld_bytes(s->pool + off, size);
@@ -382,7 +397,12 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     /* hosts that left or died hold nothing any more */
     holders = cxl_shm_sf_live(s, set[i].holders);
     owner = e & SF_OWNER_MASK;
-    if (owner && !(holders & sf_bit(owner - 1))) {
+    /* the owner field is exact: a host that left or died owns nothing */
+    if (owner && (!(holders & sf_bit(owner - 1)) ||
+                  (owner != s->host_id + 1 &&
+                   (owner > s->max_hosts ||
+                    qatomic_read(&s->hosts[owner - 1].state) !=
+                    CXLPOOL_HOST_LIVE)))) {
         owner = 0;
     }
     present = cached && (holders & me) && sf_epoch(e) == w->epoch;
@@ -390,11 +410,14 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
     if (write || excl) {
         /* ownership for a store (an atomic's load takes it for its store) */
         others = holders & ~me;
-        if ((holders & me) && cxl_shm_sf_classmates(s)) {
+        if ((holders & me) && owner != s->host_id + 1 &&
+            cxl_shm_sf_classmates(s)) {
             /*
              * Past 64 hosts this host's bit stands for its live
              * classmates too: a coarse filter back-invalidates the
              * class, as it cannot tell whether the copy is this host's
+             * (unless this host owns the line: a classmate's read since
+             * its store would have snooped it and cleared the owner)
              */
             others |= me;
         }
@@ -405,7 +428,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         }
         holders = me;
         owner = s->host_id + 1;
-        e = sf_epoch_next(e);
+        e = cxl_shm_sf_new_epoch(s, e);
     } else if (owner && owner != s->host_id + 1) {
         /* another host holds it modified: it writes it back, then shares */
         snooped = true;
@@ -431,6 +454,7 @@ static uint64_t timed_coherent(CXLShmState *s, CPUState *cpu, uint64_t off,
         trace_cxl_shm_timed_miss(s->host_id, off, write);
     }
     qatomic_set(&set[i].holders, holders);
+    smp_wmb();      /* a lock-free reader re-reads the tag after holders */
     qatomic_set(&set[i].tag, (e & ~SF_OWNER_MASK) | owner);
     cxl_shm_sf_touch(s, set, i);
     w->epoch = sf_epoch(e);

@@ -26,12 +26,12 @@ static inline uint32_t sf_epoch(uint64_t e)
     return (e >> SF_EPOCH_SHIFT) & SF_EPOCH_MASK;
 }
 
-/* @e with its epoch moved on: a store made every other copy stale */
-static inline uint64_t sf_epoch_next(uint64_t e)
-{
-    return (e & ~(SF_EPOCH_MASK << SF_EPOCH_SHIFT)) |
-           (uint64_t)((sf_epoch(e) + 1) & SF_EPOCH_MASK) << SF_EPOCH_SHIFT;
-}
+/*
+ * What names a copy's entry: valid, tag and epoch; not the age and owner,
+ * which other hosts' accesses move without making a copy stale
+ */
+#define SF_IDENT_MASK \
+    (~((SF_AGE_MAX << SF_AGE_SHIFT) | SF_OWNER_MASK))
 
 /* The holders bit of host @h: h % 64 (coarse beyond 64 hosts) */
 static inline uint64_t sf_bit(uint32_t h)
@@ -105,6 +105,7 @@ int cxl_shm_sf_insert(CXLShmState *s, CXLPoolSnoopEntry *set, uint64_t tag,
                       uint64_t off, Cost *c);
 uint64_t cxl_shm_sf_live(CXLShmState *s, uint64_t bits);
 bool cxl_shm_sf_classmates(CXLShmState *s);
+uint64_t cxl_shm_sf_new_epoch(CXLShmState *s, uint64_t e);
 void cxl_shm_sf_forget_me(CXLShmState *s);
 bool cxl_shm_sf_join(CXLShmState *s, Error **errp);
 

@@ -1006,9 +1006,10 @@ static void timed_start(Host *h, const char *pool, int host_id,
  * and in the coherent window 255's store makes the copies of both hosts
  * of class 2 stale: each of them misses next, although the other's read
  * has set their shared bit again.  Then class 2 alone: 130's store
- * back-invalidates its own class (194's copy), and 194's reset keeps the
- * class's bit, so its next read snoops 130's modified copy (both failed
- * before the filter modelled the writer's class and the classmates).
+ * back-invalidates its own class (194's copy), but not again once it
+ * owns the line; 194's reset keeps the class's bit, so its next read
+ * snoops 130's modified copy; and once 130 is killed owning the line,
+ * 194 no longer snoops it (each failed on the device before its fix).
  */
 static void test_wide_pod(void)
 {
@@ -1018,6 +1019,8 @@ static void test_wide_pod(void)
     uint64_t nc = COH_SIZE + 0x40000, l = 0x1000, hits, misses, bi, snoops;
     const int ids[3] = { 130, 194, 255 };
     struct stat st;
+    int status;
+    pid_t pid;
     Host h[3];
     int i;
 
@@ -1081,6 +1084,9 @@ static void test_wide_pod(void)
     bi = rstat(&h[0], CXLSHM_STAT_BACK_INVAL);
     mem_wq(&h[0], l, 6);
     g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_BACK_INVAL), ==, bi + 1);
+    /* ... but not once it owns the line: no other copy can exist */
+    mem_wq(&h[0], l + 8, 6);
+    g_assert_cmpuint(rstat(&h[0], CXLSHM_STAT_BACK_INVAL), ==, bi + 1);
 
     /*
      * 194's reset keeps class 2's bit while 130 is live: 130's modified
@@ -1092,8 +1098,21 @@ static void test_wide_pod(void)
     host_enable(&h[1], true);
     g_assert_cmphex(mem_rq(&h[1], l), ==, 6);
     g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_SNOOPS), ==, snoops + 1);
+
+    /*
+     * 130 owns the line again and dies: 194, of its class, still holds
+     * the class's bit, but a dead owner is snooped no more
+     */
+    mem_wq(&h[0], l, 7);
+    pid = qtest_pid(h[0].qts);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    qtest_remove_abrt_handler(h[0].qts);
+    g_assert_cmpuint(r32(&h[1], A_CXLSHM_HOST_STATE(130)), ==, 2);
+    snoops = rstat(&h[1], CXLSHM_STAT_SNOOPS);
+    g_assert_cmphex(mem_rq(&h[1], l), ==, 7);
+    g_assert_cmpuint(rstat(&h[1], CXLSHM_STAT_SNOOPS), ==, snoops);
     qtest_quit(h[1].qts);
-    qtest_quit(h[0].qts);
 }
 
 /*

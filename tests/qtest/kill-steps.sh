@@ -132,6 +132,7 @@ done
 # before its header; the next memdev start is refused the same way
 P=$D/memdev.pool
 name="after-allocate (memdev, missing pool)"
+qemu_args "$P" 0 | grep -q "pool=$P,size=256M" || bad "$name: qemu_args still has the text the memdev rewrite replaces"
 # shellcheck disable=SC2046
 "$QEMU" $(qemu_args "$P" 0 | sed "s|pool=$P,size=256M|memdev=pm|;s|max-hosts=4|&,x-test-kill-at=after-allocate|") \
     -object memory-backend-file,id=pm,mem-path="$P",size=256M,offset=2M,share=on \
