@@ -400,18 +400,19 @@ fail:
     return NULL;
 }
 
-void cxl_shm_remote_free(CXLShmRemote *r)
+/* The connection is lost (@why) and its endpoint closed by force */
+static void remote_abort(CXLShmRemote *r, const char *why)
 {
-    if (!r) {
-        return;
-    }
-    remote_lost(r, "closed");
-    if (r->ep) {
+    ucp_ep_h ep = r->ep;
+
+    remote_lost(r, why);
+    r->ep = NULL;
+    if (ep) {
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
             .flags = UCP_EP_CLOSE_FLAG_FORCE,
         };
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(r->ep, &p);
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
         int i;
 
         /* a forced close completes locally within a few progress calls */
@@ -423,6 +424,14 @@ void cxl_shm_remote_free(CXLShmRemote *r)
             ucp_request_free(sp);
         }
     }
+}
+
+void cxl_shm_remote_free(CXLShmRemote *r)
+{
+    if (!r) {
+        return;
+    }
+    remote_abort(r, "closed");
     if (r->worker) {
         ucp_worker_destroy(r->worker);
     }
@@ -544,14 +553,22 @@ bool cxl_shm_remote_progress(CXLShmRemote *r)
     if (r->join_req && now >= r->join_req->deadline_us) {
         req_complete(r->join_req, CXLSHM_WIRE_TIMEOUT);
         r->join_req = NULL;
+        remote_abort(r, "the pool service did not answer a join in time");
+        return false;
     }
-    g_hash_table_foreach_remove(r->pending, expired, &now);
-    if (r->hb.status == CXLSHM_WIRE_TIMEOUT) {
-        g_autofree char *why = g_strdup_printf("the pool service did not "
-                                               "answer a heartbeat within "
-                                               "%u ms", r->timeout_ms);
+    /*
+     * A request with no reply in time may or may not have been done (a
+     * fetch-add applied once, or not at all): the connection is given up,
+     * so that the service fails this host and rolls back what it left
+     * unfinished, as for a host that crashed; never retried on it
+     */
+    if (g_hash_table_foreach_remove(r->pending, expired, &now)) {
+        g_autofree char *why = g_strdup_printf(
+            "the pool service did not answer a %s within %u ms: the "
+            "connection is given up", r->hb.status == CXLSHM_WIRE_TIMEOUT ?
+            "heartbeat" : "request", r->timeout_ms);
 
-        remote_lost(r, why);
+        remote_abort(r, why);
         return false;
     }
     if (r->joined && r->hb.status != CXLSHM_REMOTE_PENDING &&

@@ -207,6 +207,7 @@ sleep 0.5
 kill -STOP $SERVE_PID
 t0=$(now_ms)
 expect "service stopped: a request times out" 3 "timed out" R --host 1 --timeout 400 read 0x100
+expect "... and the client gives the connection up (its outcome unknown)" 3 "connection is given up" R --host 1 --timeout 400 fadd 0x100 1
 kill -9 $SERVE_PID; kill -CONT $SERVE_PID 2>/dev/null
 wait $C; rc=$?; t1=$(now_ms)
 [ $rc = 3 ] && [ $((t1 - t0)) -lt 8000 ] && ok "service killed: the joined client exits 3 in $((t1 - t0)) ms" || bad "client after service death" "exit $rc after $((t1 - t0)) ms: $(cat "$D/svc.out")"
