@@ -192,7 +192,7 @@ static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 "  sleep MS                      stay joined (heartbeats) for MS\n" \
 "  hammer OFF LINES              write back for ever (tests kill it)\n" \
 "  bench OFF COH-OFF [N]         round trips (us) of the basic requests\n" \
-"  leave\n" \
+"  leave | join N                leave; join host N again\n" \
 "The client leaves at the end (unless a command did).  Exit status: 0 all\n" \
 "ok, 1 a command failed, 2 usage, 3 connection lost or no reply in time.\n" \
 "UCX_TLS defaults to tcp and, for a loopback address, UCX_NET_DEVICES to\n" \
@@ -304,6 +304,15 @@ static int run(char **a, int n)
         }
     } else if (!strcmp(a[0], "bench") && (n == 3 || n == 4)) {
         st = bench(num(a[1]), num(a[2]), n == 4 ? num(a[3]) : 1000);
+    } else if (!strcmp(a[0], "join") && n == 2) {
+        CXLShmRemoteReq req = { 0 };
+
+        cxl_shm_remote_join(R, num(a[1]), &req);
+        st = wait_req(&req);
+        if (!st) {
+            left = false;
+            printf("ok generation %" PRIu64 "\n", req.value0);
+        }
     } else if (!strcmp(a[0], "leave") && n == 1) {
         CXLShmRemoteReq req = { 0 };
 

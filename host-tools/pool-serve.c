@@ -683,19 +683,26 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         c->dead = "refused";
         return;
     }
-    /* the nonce proves one join only */
-    if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
-        memset(c->nonce, 0, sizeof(c->nonce));
+    /*
+     * the nonce proves one join only: a join that is answered with an
+     * error gets a new one (a HELLO, before the reply), a joined
+     * connection gets its next one when it leaves
+     */
+    new_nonce(c, !!c->slot);
+    if (c->dead) {
+        return;
     }
     if (c->slot) {
         reply(c, rq, CXLSHM_WIRE_EPERM, 0, 0, 0, NULL, 0);
         return;
     }
     if (rq->arg0 >= S->p.nr_hosts) {
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EINVAL, 0, 0, 0, NULL, 0);
         return;
     }
     if (S->slots[rq->arg0]) {
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EBUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -708,11 +715,13 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         if (fd >= 0) {
             close(fd);
         }
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EIO, 0, 0, 0, NULL, 0);
         return;
     }
     if (!flock_bounded(S)) {
         close(fd);
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_BUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -721,6 +730,7 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         close(fd);
         slog("%s asked for host %" PRIu64 ", which is in use", c->peer,
              rq->arg0);
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EBUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -745,6 +755,7 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         S->slots[s->host] = s;
         c->slot = s;
         slot_fail(S, s, "no memory");
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EIO, 0, 0, 0, NULL, 0);
         return;
     }
@@ -956,6 +967,7 @@ static void handle(Serve *S, Msg *m)
         break;
     case CXLSHM_REQ_LEAVE:
         slot_leave(S, c->slot);
+        send_hello(c);          /* the nonce of a rejoin */
         reply(c, &rq, CXLSHM_WIRE_OK, 0, 0, 0, NULL, 0);
         break;
     case CXLSHM_REQ_WRITEBACK:

@@ -253,6 +253,8 @@ static void send_join(CXLShmRemote *r)
     g_hmac_update(h, slot_le, sizeof(slot_le));
     g_hmac_get_digest(h, mac, &mac_len);
     g_hmac_unref(h);
+    /* a nonce proves one join: the next comes in a HELLO of its own */
+    r->have_nonce = false;
     send_req(r, &hdr, mac, sizeof(mac), req);
 }
 
