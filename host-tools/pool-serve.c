@@ -961,6 +961,12 @@ static void handle(Serve *S, Msg *m)
         c->dead = "refused";
         return;
     }
+    /* every request but WRITEBACK is its header only */
+    if (rq.op != CXLSHM_REQ_WRITEBACK && plen) {
+        stat_add(S, c->slot, CXLSHM_STAT_ERRORS, 1);
+        reply(c, &rq, CXLSHM_WIRE_EPROTO, 0, 0, 0, NULL, 0);
+        return;
+    }
     switch (rq.op) {
     case CXLSHM_REQ_HEARTBEAT:
         reply(c, &rq, CXLSHM_WIRE_OK, 0, 0, 0, NULL, 0);
