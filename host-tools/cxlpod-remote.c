@@ -104,6 +104,9 @@ static int fetch(uint64_t off, uint32_t len, uint8_t *buf)
         cxl_shm_remote_fetch(R, off, len, &req);
         wait_req(&req);
     } while (req.status == CXLSHM_WIRE_BUSY && now_ns() < until);
+    if (req.status == CXLSHM_WIRE_OK && req.got != len) {
+        return CXLSHM_WIRE_EPROTO;      /* fewer bytes than asked for */
+    }
     return req.status;
 }
 

@@ -160,6 +160,12 @@ static ucs_status_t am_reply(void *arg, const void *header G_GNUC_UNUSED,
     }
     g_hash_table_remove(r->pending, &rep.id);
     plen = len - sizeof(rep);
+    if (rep.op != req->op) {
+        req_complete(req, CXLSHM_WIRE_EPROTO);
+        remote_lost(r, "the pool service answered a request with the reply "
+                    "of another kind");
+        return UCS_OK;
+    }
     req->count = rep.count;
     req->value0 = rep.value0;
     req->value1 = rep.value1;
@@ -168,8 +174,13 @@ static ucs_status_t am_reply(void *arg, const void *header G_GNUC_UNUSED,
         req->got = MIN(plen, req->len);
         memcpy(req->buf, (uint8_t *)data + sizeof(rep), req->got);
     }
-    if (rep.op == CXLSHM_REQ_JOIN && rep.status == CXLSHM_WIRE_OK &&
-        plen == sizeof(r->geo)) {
+    if (rep.op == CXLSHM_REQ_JOIN && rep.status == CXLSHM_WIRE_OK) {
+        if (plen != sizeof(r->geo)) {
+            /* joined without a geometry: no use, and not the protocol */
+            req_complete(req, CXLSHM_WIRE_EPROTO);
+            remote_lost(r, "the pool service's JOIN reply has no geometry");
+            return UCS_OK;
+        }
         memcpy(&r->geo, (uint8_t *)data + sizeof(rep), sizeof(r->geo));
         r->joined = true;
     }
@@ -226,6 +237,7 @@ static bool send_req(CXLShmRemote *r, CXLShmWireReq *hdr,
         g_free(buf);            /* done already: no callback */
     }
     req->id = hdr->id;
+    req->op = hdr->op;
     req->deadline_us = now_us() + (int64_t)r->timeout_ms * 1000;
     g_hash_table_insert(r->pending, &req->id, req);
     r->last_send_us = now_us();

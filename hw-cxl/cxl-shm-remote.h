@@ -42,6 +42,7 @@ typedef struct CXLShmRemoteReq {
     size_t got;                 /* bytes of payload copied to buf */
     /* private */
     uint64_t id;
+    uint16_t op;                /* the request's CXLShmWireOp */
     int64_t deadline_us;
 } CXLShmRemoteReq;
 
