@@ -178,25 +178,49 @@ int pool_key_make(const char *path, uid_t uid, gid_t gid)
     return 0;
 }
 
-/* The key file: 64 hex digits, readable by its owner only */
+/*
+ * The key file: 64 hex digits, owned by the service's user and readable
+ * by it only; checked on the open file (never a path checked, then
+ * opened) and read through it
+ */
 static bool key_load(const char *path, uint8_t *key)
 {
     g_autoptr(GError) err = NULL;
+    g_autofree char *via = NULL;
     struct stat st;
+    bool ok;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
-    if (stat(path, &st) < 0) {
+    if (fd < 0) {
         fail("serve: no key file '%s' (%s): make it with 'cxlpod-pool key "
              "POOL' (cxlpod-pool create makes one beside every new pool)",
              path, strerror(errno));
         return false;
     }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        fail("serve: key file '%s' is not a regular file", path);
+        close(fd);
+        return false;
+    }
+    if (st.st_uid != geteuid()) {
+        fail("serve: key file '%s' is owned by uid %u, not by the service's "
+             "user (uid %u): chown it", path, (unsigned)st.st_uid,
+             (unsigned)geteuid());
+        close(fd);
+        return false;
+    }
     if (st.st_mode & 077) {
         fail("serve: key file '%s' has mode 0%o: it must be readable by "
              "its owner only (chmod 600)", path, st.st_mode & 0777);
+        close(fd);
         return false;
     }
-    if (!cxl_shm_remote_read_key(path, key, &err)) {
-        fail("serve: %s", err->message);
+    /* the very file checked: its open descriptor */
+    via = g_strdup_printf("/proc/self/fd/%d", fd);
+    ok = cxl_shm_remote_read_key(via, key, &err);
+    close(fd);
+    if (!ok) {
+        fail("serve: key file '%s': %s", path, err->message);
         return false;
     }
     return true;

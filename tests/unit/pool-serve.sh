@@ -76,6 +76,11 @@ expect "serve refuses a wildcard address" 1 "not a loopback address" "$POOL_TOOL
 chmod 644 "$P.key"
 expect "serve refuses a key others can read" 1 "readable by its owner only" "$POOL_TOOL" serve --listen 127.0.0.1:0 "$P"
 chmod 600 "$P.key"
+if [ "$(id -u)" = 0 ]; then
+    chown 65534 "$P.key"
+    expect "serve refuses a key file another user owns" 1 "owned by uid 65534, not by the service's user" "$POOL_TOOL" serve --listen 127.0.0.1:0 "$P"
+    chown 0 "$P.key"
+fi
 start_service || exit 1
 ok "service listens on 127.0.0.1:$PORT"
 
