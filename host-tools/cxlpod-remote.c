@@ -407,8 +407,13 @@ int main(int argc, char **argv)
         return 3;
     }
     if (!no_join) {
-        cxl_shm_remote_join(R, host, &req);
-        if (wait_req(&req)) {
+        int64_t until = now_ns() + retry * 1000000LL;
+
+        do {    /* busy: the pool's flock was held, try again */
+            cxl_shm_remote_join(R, host, &req);
+            wait_req(&req);
+        } while (req.status == CXLSHM_WIRE_BUSY && now_ns() < until);
+        if (req.status) {
             printf("error join: %s%s%s\n",
                    cxl_shm_remote_status_name(req.status),
                    cxl_shm_remote_error(R) ? ": " : "",

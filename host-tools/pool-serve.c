@@ -713,6 +713,7 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
      * connection gets its next one when it leaves
      */
     new_nonce(c, !!c->slot);
+    c->accept_us = now_us();    /* proven: another 1 s to join, if busy */
     if (c->dead) {
         return;
     }
@@ -743,7 +744,8 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         reply(c, rq, CXLSHM_WIRE_EIO, 0, 0, 0, NULL, 0);
         return;
     }
-    if (!flock_bounded(S)) {
+    /* tried once: a local host keeping it makes the join "busy" */
+    if (cxlpool_flock(S->p.fd, LOCK_EX | LOCK_NB) < 0) {
         close(fd);
         send_hello(c);
         reply(c, rq, CXLSHM_WIRE_BUSY, 0, 0, 0, NULL, 0);

@@ -128,6 +128,13 @@ expect "the service still serves after all that" 0 "^ok 99\$" R --host 1 read 0x
 expect "leave and rejoin on the same connection (a fresh nonce)" 0 "^ok generation [0-9]+\$" R --host 1 leave , join 1 , read 0x100
 expect "... and it is served" 0 "^ok 99\$" R --host 1 leave , join 1 , read 0x100
 
+# --- a local process holding the pool's flock: a join is busy, retried
+python3 -c 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print("locked", flush=True); time.sleep(1.5)' "$P" >"$D/flock.out" 2>&1 & FL=$!; PIDS+=($FL)
+for i in $(seq 100); do grep -qs locked "$D/flock.out" && break; sleep 0.05; done
+expect "the pool's flock held: a join is answered busy" 1 "error join: busy" R --host 1 --retry 0 read 0x100
+expect "... and joins once it is free (the client retries)" 0 "^ok 99\$" R --host 1 --retry 5000 read 0x100
+wait $FL
+
 # --- unjoined connections: 1 s to join, 16 at most
 t0=$(now_ms)
 expect "a connection that never joins is dropped after 1 s" 3 "" R --no-join sleep 4000
