@@ -104,6 +104,9 @@ static int fetch(uint64_t off, uint32_t len, uint8_t *buf)
         cxl_shm_remote_fetch(R, off, len, &req);
         wait_req(&req);
     } while (req.status == CXLSHM_WIRE_BUSY && now_ns() < until);
+    if (req.status == CXLSHM_WIRE_OK && req.got != len) {
+        return CXLSHM_WIRE_EPROTO;      /* fewer bytes than asked for */
+    }
     return req.status;
 }
 
@@ -192,7 +195,7 @@ static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 "  sleep MS                      stay joined (heartbeats) for MS\n" \
 "  hammer OFF LINES              write back for ever (tests kill it)\n" \
 "  bench OFF COH-OFF [N]         round trips (us) of the basic requests\n" \
-"  leave\n" \
+"  leave | join N                leave; join host N again\n" \
 "The client leaves at the end (unless a command did).  Exit status: 0 all\n" \
 "ok, 1 a command failed, 2 usage, 3 connection lost or no reply in time.\n" \
 "UCX_TLS defaults to tcp and, for a loopback address, UCX_NET_DEVICES to\n" \
@@ -304,6 +307,15 @@ static int run(char **a, int n)
         }
     } else if (!strcmp(a[0], "bench") && (n == 3 || n == 4)) {
         st = bench(num(a[1]), num(a[2]), n == 4 ? num(a[3]) : 1000);
+    } else if (!strcmp(a[0], "join") && n == 2) {
+        CXLShmRemoteReq req = { 0 };
+
+        cxl_shm_remote_join(R, num(a[1]), &req);
+        st = wait_req(&req);
+        if (!st) {
+            left = false;
+            printf("ok generation %" PRIu64 "\n", req.value0);
+        }
     } else if (!strcmp(a[0], "leave") && n == 1) {
         CXLShmRemoteReq req = { 0 };
 
@@ -395,8 +407,13 @@ int main(int argc, char **argv)
         return 3;
     }
     if (!no_join) {
-        cxl_shm_remote_join(R, host, &req);
-        if (wait_req(&req)) {
+        int64_t until = now_ns() + retry * 1000000LL;
+
+        do {    /* busy: the pool's flock was held, try again */
+            cxl_shm_remote_join(R, host, &req);
+            wait_req(&req);
+        } while (req.status == CXLSHM_WIRE_BUSY && now_ns() < until);
+        if (req.status) {
             printf("error join: %s%s%s\n",
                    cxl_shm_remote_status_name(req.status),
                    cxl_shm_remote_error(R) ? ": " : "",

@@ -32,7 +32,14 @@
 #define SERVE_BUSY_US           200     /* a request's bound on busy locks */
 #define SERVE_FLOCK_US          100000  /* the pool's flock, at most */
 #define SERVE_MAX_CONNS         1024
-#define SERVE_JOIN_US           10000000 /* from connect to join, at most */
+#define SERVE_MAX_UNJOINED      16      /* connections yet to join */
+#define SERVE_JOIN_US           1000000 /* from connect to join, at most */
+#define SERVE_IDLE_US           10000000 /* left, and silent, at most */
+#define SERVE_REFUSED_US        100000  /* a refusal's reply, to be sent */
+/* A JOIN request, exactly; and the largest request (a full WRITEBACK) */
+#define SERVE_JOIN_LEN          (sizeof(CXLShmWireReq) + CXLSHM_WIRE_MAC)
+#define SERVE_MAX_LEN           (sizeof(CXLShmWireReq) + \
+                                 CXLSHM_WIRE_MAX_LINES * sizeof(CXLShmWireLine))
 
 typedef struct Slot Slot;
 
@@ -42,6 +49,10 @@ typedef struct Conn {
     uint8_t nonce[CXLSHM_WIRE_NONCE];
     Slot *slot;                 /* joined: the one host it acts for */
     int64_t last_us;            /* last message from the client */
+    int64_t accept_us;          /* when it was accepted */
+    int64_t dead_us;            /* when it was found dead */
+    bool ever_joined;           /* a JOIN succeeded on it once */
+    unsigned in_flight;         /* sends not completed yet */
     const char *dead;           /* why the connection is to be dropped */
     bool closing;
     void *close_req;
@@ -167,25 +178,49 @@ int pool_key_make(const char *path, uid_t uid, gid_t gid)
     return 0;
 }
 
-/* The key file: 64 hex digits, readable by its owner only */
+/*
+ * The key file: 64 hex digits, owned by the service's user and readable
+ * by it only; checked on the open file (never a path checked, then
+ * opened) and read through it
+ */
 static bool key_load(const char *path, uint8_t *key)
 {
     g_autoptr(GError) err = NULL;
+    g_autofree char *via = NULL;
     struct stat st;
+    bool ok;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
-    if (stat(path, &st) < 0) {
+    if (fd < 0) {
         fail("serve: no key file '%s' (%s): make it with 'cxlpod-pool key "
              "POOL' (cxlpod-pool create makes one beside every new pool)",
              path, strerror(errno));
         return false;
     }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        fail("serve: key file '%s' is not a regular file", path);
+        close(fd);
+        return false;
+    }
+    if (st.st_uid != geteuid()) {
+        fail("serve: key file '%s' is owned by uid %u, not by the service's "
+             "user (uid %u): chown it", path, (unsigned)st.st_uid,
+             (unsigned)geteuid());
+        close(fd);
+        return false;
+    }
     if (st.st_mode & 077) {
         fail("serve: key file '%s' has mode 0%o: it must be readable by "
              "its owner only (chmod 600)", path, st.st_mode & 0777);
+        close(fd);
         return false;
     }
-    if (!cxl_shm_remote_read_key(path, key, &err)) {
-        fail("serve: %s", err->message);
+    /* the very file checked: its open descriptor */
+    via = g_strdup_printf("/proc/self/fd/%d", fd);
+    ok = cxl_shm_remote_read_key(via, key, &err);
+    close(fd);
+    if (!ok) {
+        fail("serve: key file '%s': %s", path, err->message);
         return false;
     }
     return true;
@@ -219,10 +254,19 @@ int cmd_key(int argc, char **argv)
 
 /* ---- replies and connections ---- */
 
+typedef struct Sending {
+    Conn *c;
+    void *buf;
+} Sending;
+
 static void send_done(void *request, ucs_status_t status G_GNUC_UNUSED,
                       void *user_data)
 {
-    g_free(user_data);
+    Sending *sd = user_data;
+
+    sd->c->in_flight--;
+    g_free(sd->buf);
+    g_free(sd);
     ucp_request_free(request);
 }
 
@@ -233,20 +277,28 @@ static void am_send(Conn *c, unsigned id, void *buf, size_t len)
                         UCP_OP_ATTR_FIELD_USER_DATA,
         .flags = UCP_AM_SEND_FLAG_EAGER,
         .cb.send = send_done,
-        .user_data = buf,
     };
+    Sending *sd;
     ucs_status_ptr_t sp;
 
-    if (c->dead || c->closing) {
+    if ((c->dead && strcmp(c->dead, "refused")) || c->closing) {
         g_free(buf);
         return;
     }
+    sd = g_new(Sending, 1);
+    sd->c = c;
+    sd->buf = buf;
+    param.user_data = sd;
     sp = ucp_am_send_nbx(c->ep, id, NULL, 0, buf, len, &param);
     if (UCS_PTR_IS_ERR(sp)) {
         g_free(buf);
+        g_free(sd);
         c->dead = "send failed";
     } else if (sp == NULL) {
         g_free(buf);
+        g_free(sd);
+    } else {
+        c->in_flight++;
     }
 }
 
@@ -316,6 +368,33 @@ static void peer_name(ucp_conn_request_h req, char *buf, size_t len)
     }
 }
 
+/*
+ * Draw a fresh nonce for the connection's next JOIN and send it (a
+ * HELLO); no randomness: the connection is dropped, never a weak nonce
+ */
+static void new_nonce(Conn *c, bool send)
+{
+    CXLShmWireHello *h;
+
+    if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
+        c->dead = "no random nonce";
+        return;
+    }
+    if (!send) {
+        return;
+    }
+    h = g_new0(CXLShmWireHello, 1);
+    h->magic = CXLSHM_WIRE_MAGIC;
+    h->version = CXLSHM_WIRE_VERSION;
+    memcpy(h->nonce, c->nonce, sizeof(h->nonce));
+    am_send(c, CXLSHM_AM_HELLO, h, sizeof(*h));
+}
+
+static void send_hello(Conn *c)
+{
+    new_nonce(c, true);
+}
+
 static void conn_accept(Serve *S, ucp_conn_request_h req)
 {
     ucp_ep_params_t ep = {
@@ -326,13 +405,19 @@ static void conn_accept(Serve *S, ucp_conn_request_h req)
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler.cb = ep_error,
     };
-    CXLShmWireHello *h;
     Conn *c = g_new0(Conn, 1);
+    guint i, unjoined = 0;
 
     peer_name(req, c->peer, sizeof(c->peer));
-    if (S->conns->len >= SERVE_MAX_CONNS) {
-        slog("refused a connection from %s: %u connections already",
-             c->peer, S->conns->len);
+    for (i = 0; i < S->conns->len; i++) {
+        Conn *o = g_ptr_array_index(S->conns, i);
+
+        unjoined += !o->closing && !o->ever_joined;
+    }
+    if (S->conns->len >= SERVE_MAX_CONNS ||
+        unjoined >= SERVE_MAX_UNJOINED) {
+        slog("refused a connection from %s: %u connections already, %u "
+             "of them yet to join", c->peer, S->conns->len, unjoined);
         ucp_listener_reject(S->listener, req);
         g_free(c);
         return;
@@ -343,16 +428,9 @@ static void conn_accept(Serve *S, ucp_conn_request_h req)
         g_free(c);
         return;
     }
-    if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
-        c->dead = "no random nonce";
-    }
-    c->last_us = now_us();
+    c->last_us = c->accept_us = now_us();
     g_ptr_array_add(S->conns, c);
-    h = g_new0(CXLShmWireHello, 1);
-    h->magic = CXLSHM_WIRE_MAGIC;
-    h->version = CXLSHM_WIRE_VERSION;
-    memcpy(h->nonce, c->nonce, sizeof(h->nonce));
-    am_send(c, CXLSHM_AM_HELLO, h, sizeof(*h));
+    send_hello(c);
 }
 
 static Conn *conn_of(Serve *S, ucp_ep_h ep)
@@ -382,8 +460,19 @@ static ucs_status_t am_req(void *arg, const void *header G_GNUC_UNUSED,
     if (!c) {
         return UCS_OK;          /* not from a connection of ours */
     }
+    if (c->dead) {
+        return UCS_OK;          /* to be dropped: nothing more is read */
+    }
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         c->dead = "sent a rendezvous message (the protocol is eager only)";
+        return UCS_OK;
+    }
+    /* sized before it is copied: an unjoined peer can send a JOIN only */
+    if (!c->ever_joined ? len != SERVE_JOIN_LEN : len > SERVE_MAX_LEN) {
+        slog("dropped %s: a message of %zu bytes %s", c->peer, len,
+             c->ever_joined ? "(larger than any request)" :
+             "before a join (not a JOIN request)");
+        c->dead = "message of a bad size";
         return UCS_OK;
     }
     c->last_us = now_us();
@@ -618,19 +707,27 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         c->dead = "refused";
         return;
     }
-    /* the nonce proves one join only */
-    if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
-        memset(c->nonce, 0, sizeof(c->nonce));
+    /*
+     * the nonce proves one join only: a join that is answered with an
+     * error gets a new one (a HELLO, before the reply), a joined
+     * connection gets its next one when it leaves
+     */
+    new_nonce(c, !!c->slot);
+    c->accept_us = now_us();    /* proven: another 1 s to join, if busy */
+    if (c->dead) {
+        return;
     }
     if (c->slot) {
         reply(c, rq, CXLSHM_WIRE_EPERM, 0, 0, 0, NULL, 0);
         return;
     }
     if (rq->arg0 >= S->p.nr_hosts) {
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EINVAL, 0, 0, 0, NULL, 0);
         return;
     }
     if (S->slots[rq->arg0]) {
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EBUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -643,11 +740,14 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         if (fd >= 0) {
             close(fd);
         }
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EIO, 0, 0, 0, NULL, 0);
         return;
     }
-    if (!flock_bounded(S)) {
+    /* tried once: a local host keeping it makes the join "busy" */
+    if (cxlpool_flock(S->p.fd, LOCK_EX | LOCK_NB) < 0) {
         close(fd);
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_BUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -656,6 +756,7 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         close(fd);
         slog("%s asked for host %" PRIu64 ", which is in use", c->peer,
              rq->arg0);
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EBUSY, 0, 0, 0, NULL, 0);
         return;
     }
@@ -680,12 +781,14 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
         S->slots[s->host] = s;
         c->slot = s;
         slot_fail(S, s, "no memory");
+        send_hello(c);
         reply(c, rq, CXLSHM_WIRE_EIO, 0, 0, 0, NULL, 0);
         return;
     }
     cxl_shm_lines_recover_own(&s->lines);
     s->conn = c;
     c->slot = s;
+    c->ever_joined = true;
     S->slots[s->host] = s;
     slog("host %u joined from %s, generation %" PRIu64, s->host, c->peer,
          s->generation);
@@ -884,12 +987,19 @@ static void handle(Serve *S, Msg *m)
         c->dead = "refused";
         return;
     }
+    /* every request but WRITEBACK is its header only */
+    if (rq.op != CXLSHM_REQ_WRITEBACK && plen) {
+        stat_add(S, c->slot, CXLSHM_STAT_ERRORS, 1);
+        reply(c, &rq, CXLSHM_WIRE_EPROTO, 0, 0, 0, NULL, 0);
+        return;
+    }
     switch (rq.op) {
     case CXLSHM_REQ_HEARTBEAT:
         reply(c, &rq, CXLSHM_WIRE_OK, 0, 0, 0, NULL, 0);
         break;
     case CXLSHM_REQ_LEAVE:
         slot_leave(S, c->slot);
+        send_hello(c);          /* the nonce of a rejoin */
         reply(c, &rq, CXLSHM_WIRE_OK, 0, 0, 0, NULL, 0);
         break;
     case CXLSHM_REQ_WRITEBACK:
@@ -921,8 +1031,8 @@ static void sweep(Serve *S)
         Conn *c = g_ptr_array_index(S->conns, i);
 
         if (c->closing) {
-            if (!c->close_req ||
-                ucp_request_check_status(c->close_req) != UCS_INPROGRESS) {
+            if (c->in_flight == 0 && (!c->close_req ||
+                ucp_request_check_status(c->close_req) != UCS_INPROGRESS)) {
                 if (c->close_req) {
                     ucp_request_free(c->close_req);
                 }
@@ -935,19 +1045,33 @@ static void sweep(Serve *S)
             now - c->last_us > (int64_t)S->hb_ms * 1000) {
             c->dead = "no heartbeat";
         }
-        if (!c->dead && !c->slot &&
-            now - c->last_us > (int64_t)SERVE_JOIN_US) {
+        if (!c->dead && !c->ever_joined &&
+            now - c->accept_us > (int64_t)SERVE_JOIN_US) {
             c->dead = "no join in time";
         }
+        if (!c->dead && c->ever_joined && !c->slot &&
+            now - c->last_us > (int64_t)SERVE_IDLE_US) {
+            c->dead = "left, and idle";
+        }
         if (c->dead) {
+            if (!c->dead_us) {
+                c->dead_us = now;
+            }
             if (c->slot) {
                 g_autofree char *why = g_strdup_printf(
                     "%s (heartbeat timeout %u ms)", c->dead, S->hb_ms);
 
                 slot_fail(S, c->slot, why);
             }
-            /* a refused client gets its reply before the close */
-            conn_close(S, c, strcmp(c->dead, "refused") != 0);
+            /*
+             * a refused client gets its reply (for a short while at
+             * most) before the connection is closed, by force
+             */
+            if (!strcmp(c->dead, "refused") && c->in_flight &&
+                now - c->dead_us < SERVE_REFUSED_US) {
+                continue;
+            }
+            conn_close(S, c, true);
         }
     }
 }

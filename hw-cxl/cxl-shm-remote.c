@@ -160,6 +160,12 @@ static ucs_status_t am_reply(void *arg, const void *header G_GNUC_UNUSED,
     }
     g_hash_table_remove(r->pending, &rep.id);
     plen = len - sizeof(rep);
+    if (rep.op != req->op) {
+        req_complete(req, CXLSHM_WIRE_EPROTO);
+        remote_lost(r, "the pool service answered a request with the reply "
+                    "of another kind");
+        return UCS_OK;
+    }
     req->count = rep.count;
     req->value0 = rep.value0;
     req->value1 = rep.value1;
@@ -168,8 +174,13 @@ static ucs_status_t am_reply(void *arg, const void *header G_GNUC_UNUSED,
         req->got = MIN(plen, req->len);
         memcpy(req->buf, (uint8_t *)data + sizeof(rep), req->got);
     }
-    if (rep.op == CXLSHM_REQ_JOIN && rep.status == CXLSHM_WIRE_OK &&
-        plen == sizeof(r->geo)) {
+    if (rep.op == CXLSHM_REQ_JOIN && rep.status == CXLSHM_WIRE_OK) {
+        if (plen != sizeof(r->geo)) {
+            /* joined without a geometry: no use, and not the protocol */
+            req_complete(req, CXLSHM_WIRE_EPROTO);
+            remote_lost(r, "the pool service's JOIN reply has no geometry");
+            return UCS_OK;
+        }
         memcpy(&r->geo, (uint8_t *)data + sizeof(rep), sizeof(r->geo));
         r->joined = true;
     }
@@ -226,6 +237,7 @@ static bool send_req(CXLShmRemote *r, CXLShmWireReq *hdr,
         g_free(buf);            /* done already: no callback */
     }
     req->id = hdr->id;
+    req->op = hdr->op;
     req->deadline_us = now_us() + (int64_t)r->timeout_ms * 1000;
     g_hash_table_insert(r->pending, &req->id, req);
     r->last_send_us = now_us();
@@ -253,6 +265,8 @@ static void send_join(CXLShmRemote *r)
     g_hmac_update(h, slot_le, sizeof(slot_le));
     g_hmac_get_digest(h, mac, &mac_len);
     g_hmac_unref(h);
+    /* a nonce proves one join: the next comes in a HELLO of its own */
+    r->have_nonce = false;
     send_req(r, &hdr, mac, sizeof(mac), req);
 }
 
@@ -400,18 +414,19 @@ fail:
     return NULL;
 }
 
-void cxl_shm_remote_free(CXLShmRemote *r)
+/* The connection is lost (@why) and its endpoint closed by force */
+static void remote_abort(CXLShmRemote *r, const char *why)
 {
-    if (!r) {
-        return;
-    }
-    remote_lost(r, "closed");
-    if (r->ep) {
+    ucp_ep_h ep = r->ep;
+
+    remote_lost(r, why);
+    r->ep = NULL;
+    if (ep) {
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
             .flags = UCP_EP_CLOSE_FLAG_FORCE,
         };
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(r->ep, &p);
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
         int i;
 
         /* a forced close completes locally within a few progress calls */
@@ -423,6 +438,14 @@ void cxl_shm_remote_free(CXLShmRemote *r)
             ucp_request_free(sp);
         }
     }
+}
+
+void cxl_shm_remote_free(CXLShmRemote *r)
+{
+    if (!r) {
+        return;
+    }
+    remote_abort(r, "closed");
     if (r->worker) {
         ucp_worker_destroy(r->worker);
     }
@@ -544,14 +567,22 @@ bool cxl_shm_remote_progress(CXLShmRemote *r)
     if (r->join_req && now >= r->join_req->deadline_us) {
         req_complete(r->join_req, CXLSHM_WIRE_TIMEOUT);
         r->join_req = NULL;
+        remote_abort(r, "the pool service did not answer a join in time");
+        return false;
     }
-    g_hash_table_foreach_remove(r->pending, expired, &now);
-    if (r->hb.status == CXLSHM_WIRE_TIMEOUT) {
-        g_autofree char *why = g_strdup_printf("the pool service did not "
-                                               "answer a heartbeat within "
-                                               "%u ms", r->timeout_ms);
+    /*
+     * A request with no reply in time may or may not have been done (a
+     * fetch-add applied once, or not at all): the connection is given up,
+     * so that the service fails this host and rolls back what it left
+     * unfinished, as for a host that crashed; never retried on it
+     */
+    if (g_hash_table_foreach_remove(r->pending, expired, &now)) {
+        g_autofree char *why = g_strdup_printf(
+            "the pool service did not answer a %s within %u ms: the "
+            "connection is given up", r->hb.status == CXLSHM_WIRE_TIMEOUT ?
+            "heartbeat" : "request", r->timeout_ms);
 
-        remote_lost(r, why);
+        remote_abort(r, why);
         return false;
     }
     if (r->joined && r->hb.status != CXLSHM_REMOTE_PENDING &&

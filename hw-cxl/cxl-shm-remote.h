@@ -42,6 +42,7 @@ typedef struct CXLShmRemoteReq {
     size_t got;                 /* bytes of payload copied to buf */
     /* private */
     uint64_t id;
+    uint16_t op;                /* the request's CXLShmWireOp */
     int64_t deadline_us;
 } CXLShmRemoteReq;
 
@@ -78,7 +79,12 @@ int cxl_shm_remote_fd(CXLShmRemote *r);
 /*
  * Drive the connection: completes requests whose replies arrived, sends
  * heartbeats, times requests out.  Returns false once the connection is
- * lost (every request then completes with an error).
+ * lost (every request then completes with an error).  A request with no
+ * reply by its deadline completes TIMEOUT and the connection is given up
+ * (closed by force, every other request LOST): whether the service did
+ * it is unknown, so it is never retried on that connection; the service
+ * fails the host and rolls back what it left unfinished, as for a host
+ * that crashed, and the caller rejoins on a new connection.
  */
 bool cxl_shm_remote_progress(CXLShmRemote *r);
 

@@ -11,15 +11,19 @@
  * definition.  Every message is one UCP active message whose data is a
  * header and a payload, little endian, with no UCP header part:
  *
- *   CXLSHM_AM_HELLO  service -> client, once, on connect: CXLShmWireHello
+ *   CXLSHM_AM_HELLO  service -> client, on connect and with each new
+ *                    nonce (after LEAVE, after a proven JOIN that fails)
  *   CXLSHM_AM_REQ    client -> service: CXLShmWireReq + payload
  *   CXLSHM_AM_REPLY  service -> client: CXLShmWireReply + payload
  *
- * A request is answered by exactly one reply with the request's id.  The
- * first request of a connection must be JOIN, whose payload proves the
- * client holds the pod's key: HMAC-SHA256(key, CXLSHM_WIRE_AUTH_LABEL ||
- * nonce || slot as 4 bytes little endian).  Anything else first, or a
- * wrong proof, is refused (CXLSHM_WIRE_EACCES) and the connection closed.
+ * A well-formed request is answered by exactly one reply with the
+ * request's id; a message that is not one gets none and the connection
+ * is dropped.  The first request of a connection must be JOIN, whose
+ * payload proves the client holds the pod's key: HMAC-SHA256(key,
+ * CXLSHM_WIRE_AUTH_LABEL || nonce || slot as 4 bytes little endian).  A
+ * message of another size first is dropped unread, and a wrong proof is
+ * refused (CXLSHM_WIRE_EACCES); either way the connection is closed.
+ * Only the client authenticates: the service proves nothing to it.
  */
 
 #ifndef HW_CXLPOD_CXL_SHM_WIRE_H

@@ -76,6 +76,11 @@ expect "serve refuses a wildcard address" 1 "not a loopback address" "$POOL_TOOL
 chmod 644 "$P.key"
 expect "serve refuses a key others can read" 1 "readable by its owner only" "$POOL_TOOL" serve --listen 127.0.0.1:0 "$P"
 chmod 600 "$P.key"
+if [ "$(id -u)" = 0 ]; then
+    chown 65534 "$P.key"
+    expect "serve refuses a key file another user owns" 1 "owned by uid 65534, not by the service's user" "$POOL_TOOL" serve --listen 127.0.0.1:0 "$P"
+    chown 0 "$P.key"
+fi
 start_service || exit 1
 ok "service listens on 127.0.0.1:$PORT"
 
@@ -106,7 +111,8 @@ expect "cmpxchg that succeeds, xchg" 0 "^ok 99\$" R --host 1 cas 0x100 6000 42 ,
 head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$D/wrong.key"; echo >>"$D/wrong.key"
 expect "a wrong key is refused" 1 "error join: refused: wrong key" "$REMOTE" --connect 127.0.0.1:$PORT --key "$D/wrong.key" --host 1 fetch $NC 64
 grep -qE "refused 127\.0\.0\.1:[0-9]+: no proof of the pod's key" "$D/serve.log" && ok "... and logged with the peer's address" || bad "refusal logged" "$(tail -3 "$D/serve.log")"
-expect "a request before a join is refused" 1 "error refused" R --no-join fetch $NC 64
+expect "a request before a join is dropped, unread (not a JOIN's size)" 3 "error connection lost" R --no-join fetch $NC 64
+grep -q "dropped 127\.0\.0\.1:[0-9]*: a message of [0-9]* bytes before a join" "$D/serve.log" && ok "... and logged" || bad "unjoined request logged" "$(tail -3 "$D/serve.log")"
 expect "join of a slot past max-hosts" 1 "error join: invalid request" R --host 4 fetch $NC 64
 "$REMOTE" --connect 127.0.0.1:$PORT --key "$P.key" --host 2 sleep 3000 >/dev/null 2>&1 & S2=$!; PIDS+=($S2); sleep 0.5
 expect "join of a slot in use" 1 "error join: slot in use" R --host 2 fetch $NC 64
@@ -119,6 +125,28 @@ expect "writeback past the end" 1 "error invalid" R --host 1 write 0x10000000 1 
 expect "atomic outside the coherent window" 1 "error invalid" R --host 1 read $NC
 expect "atomic misaligned" 1 "error invalid" R --host 1 fadd 0x104 1
 expect "the service still serves after all that" 0 "^ok 99\$" R --host 1 read 0x100
+expect "leave and rejoin on the same connection (a fresh nonce)" 0 "^ok generation [0-9]+\$" R --host 1 leave , join 1 , read 0x100
+expect "... and it is served" 0 "^ok 99\$" R --host 1 leave , join 1 , read 0x100
+
+# --- a local process holding the pool's flock: a join is busy, retried
+python3 -c 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print("locked", flush=True); time.sleep(1.5)' "$P" >"$D/flock.out" 2>&1 & FL=$!; PIDS+=($FL)
+for i in $(seq 100); do grep -qs locked "$D/flock.out" && break; sleep 0.05; done
+expect "the pool's flock held: a join is answered busy" 1 "error join: busy" R --host 1 --retry 0 read 0x100
+expect "... and joins once it is free (the client retries)" 0 "^ok 99\$" R --host 1 --retry 5000 read 0x100
+wait $FL
+
+# --- unjoined connections: 1 s to join, 16 at most
+t0=$(now_ms)
+expect "a connection that never joins is dropped after 1 s" 3 "" R --no-join sleep 4000
+t1=$(now_ms)
+[ $((t1 - t0)) -lt 3500 ] && ok "... in $((t1 - t0)) ms" || bad "unjoined dropped" "$((t1 - t0)) ms"
+UJ=()
+for i in $(seq 16); do "$REMOTE" --connect 127.0.0.1:$PORT --key "$P.key" --no-join sleep 4000 >/dev/null 2>&1 & UJ+=($!); PIDS+=($!); done
+sleep 0.4
+expect "a 17th connection yet to join is refused" 3 "" R --host 1 --timeout 1000 read 0x100
+grep -q "refused a connection from .* 16 of them yet to join" "$D/serve.log" && ok "... and logged" || bad "unjoined cap logged" "$(tail -3 "$D/serve.log")"
+for p in "${UJ[@]}"; do wait $p; done
+expect "... and served once they were dropped" 0 "^ok 99\$" R --host 1 read 0x100
 
 # --- a local host holding a line lock (stopped): busy, never a hang
 # host 0 "runs locally": its liveness byte held, live in the table, and it
@@ -193,6 +221,7 @@ sleep 0.5
 kill -STOP $SERVE_PID
 t0=$(now_ms)
 expect "service stopped: a request times out" 3 "timed out" R --host 1 --timeout 400 read 0x100
+expect "... and the client gives the connection up (its outcome unknown)" 3 "did not answer a join in time" R --host 1 --timeout 400 fadd 0x100 1
 kill -9 $SERVE_PID; kill -CONT $SERVE_PID 2>/dev/null
 wait $C; rc=$?; t1=$(now_ms)
 [ $rc = 3 ] && [ $((t1 - t0)) -lt 8000 ] && ok "service killed: the joined client exits 3 in $((t1 - t0)) ms" || bad "client after service death" "exit $rc after $((t1 - t0)) ms: $(cat "$D/svc.out")"
