@@ -14,6 +14,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <sys/mount.h>
 #include <sys/file.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -6185,6 +6186,31 @@ static void test_route_switch(void)
     unlink(pool);
 }
 
+/*
+ * The work directory and its files, the tmpfs a case mounts there
+ * included; also run when a failed assertion aborts
+ */
+static void remove_tmpdir(void *unused)
+{
+    g_autofree char *full = g_build_filename(tmpdir, "full", NULL);
+    GDir *dir;
+    const char *name;
+
+    umount2(full, MNT_DETACH);
+    dir = g_dir_open(tmpdir, 0, NULL);
+    while (dir && (name = g_dir_read_name(dir))) {
+        g_autofree char *path = g_build_filename(tmpdir, name, NULL);
+
+        if (unlink(path) < 0) {
+            rmdir(path);
+        }
+    }
+    if (dir) {
+        g_dir_close(dir);
+    }
+    rmdir(tmpdir);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -6192,6 +6218,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     tmpdir = g_dir_make_tmp("cxl-shm-test-XXXXXX", NULL);
     g_assert_nonnull(tmpdir);
+    /* a failed assertion aborts: its pools (GiBs) go too */
+    qtest_add_abrt_handler(remove_tmpdir, tmpdir);
 
     qtest_add_func("/cxl-shm/identify", test_identify);
     qtest_add_func("/cxl-shm/slot-power-off", test_slot_power_off);
@@ -6306,20 +6334,7 @@ int main(int argc, char **argv)
     }
 
     ret = g_test_run();
-    {
-        GDir *dir = g_dir_open(tmpdir, 0, NULL);
-        const char *name;
-
-        while (dir && (name = g_dir_read_name(dir))) {
-            g_autofree char *path = g_build_filename(tmpdir, name, NULL);
-
-            unlink(path);
-        }
-        if (dir) {
-            g_dir_close(dir);
-        }
-    }
-    rmdir(tmpdir);
+    remove_tmpdir(NULL);
     g_free(tmpdir);
     return ret;
 }
