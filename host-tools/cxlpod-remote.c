@@ -408,11 +408,18 @@ int main(int argc, char **argv)
     }
     if (!no_join) {
         int64_t until = now_ns() + retry * 1000000LL;
+        gulong pause_us = 1000;
 
-        do {    /* busy: the pool's flock was held, try again */
+        for (;;) {
             cxl_shm_remote_join(R, host, &req);
             wait_req(&req);
-        } while (req.status == CXLSHM_WIRE_BUSY && now_ns() < until);
+            if (req.status != CXLSHM_WIRE_BUSY || now_ns() >= until) {
+                break;
+            }
+            /* the pool's flock is held (a QEMU making a pool): back off */
+            g_usleep(pause_us);
+            pause_us = MIN(pause_us * 2, 50000);
+        }
         if (req.status) {
             printf("error join: %s%s%s\n",
                    cxl_shm_remote_status_name(req.status),

@@ -33,7 +33,6 @@
 #define SERVE_FLOCK_US          100000  /* the pool's flock, at most */
 #define SERVE_MAX_CONNS         1024
 #define SERVE_MAX_UNJOINED      16      /* connections yet to join */
-#define SERVE_JOIN_US           1000000 /* from connect to join, at most */
 #define SERVE_IDLE_US           10000000 /* left, and silent, at most */
 #define SERVE_REFUSED_US        100000  /* a refusal's reply, to be sent */
 /* A JOIN request, exactly; and the largest request (a full WRITEBACK) */
@@ -85,6 +84,7 @@ typedef struct Serve {
     uint64_t coherent;
     uint8_t key[CXLSHM_WIRE_KEY];
     uint32_t hb_ms;
+    uint32_t join_ms;           /* from connect to join, at most */
     ucp_context_h ctx;
     ucp_worker_h worker;
     ucp_listener_h listener;
@@ -713,7 +713,7 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
      * connection gets its next one when it leaves
      */
     new_nonce(c, !!c->slot);
-    c->accept_us = now_us();    /* proven: another 1 s to join, if busy */
+    c->accept_us = now_us();    /* proven: the join time again, if busy */
     if (c->dead) {
         return;
     }
@@ -1046,7 +1046,7 @@ static void sweep(Serve *S)
             c->dead = "no heartbeat";
         }
         if (!c->dead && !c->ever_joined &&
-            now - c->accept_us > (int64_t)SERVE_JOIN_US) {
+            now - c->accept_us > (int64_t)S->join_ms * 1000) {
             c->dead = "no join in time";
         }
         if (!c->dead && c->ever_joined && !c->slot &&
@@ -1211,7 +1211,7 @@ int cmd_serve(int argc, char **argv)
 {
     g_autofree char *listen = NULL;
     g_autofree char *key_path = NULL;
-    int hb_ms = 1000;
+    int hb_ms = 1000, join_ms = 5000;
     gboolean spin = FALSE;
     GOptionEntry entries[] = {
         { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
@@ -1223,6 +1223,9 @@ int cmd_serve(int argc, char **argv)
           "the pod's key (default POOL.key)", "FILE" },
         { "heartbeat-timeout", 't', 0, G_OPTION_ARG_INT, &hb_ms,
           "fail a remote host silent this long (default 1000)", "MS" },
+        { "join-timeout", 'j', 0, G_OPTION_ARG_INT, &join_ms,
+          "drop a connection that has not joined this long after it "
+          "connected (default 5000)", "MS" },
         { "spin", 's', 0, G_OPTION_ARG_NONE, &spin,
           "poll UCX without sleeping (lower latency, a core busy)", NULL },
         { NULL }
@@ -1245,15 +1248,17 @@ int cmd_serve(int argc, char **argv)
         fail("serve: %s", err->message);
         return 2;
     }
-    if (argc != 2 || hb_ms < 10 || hb_ms > 600000) {
+    if (argc != 2 || hb_ms < 10 || hb_ms > 600000 || join_ms < 100 ||
+        join_ms > 600000) {
         fail("serve: usage: cxlpod-pool serve [--listen ADDR:PORT] "
-             "[--key FILE] [--heartbeat-timeout MS (10..600000)] [--spin] "
-             "POOL");
+             "[--key FILE] [--heartbeat-timeout MS (10..600000)] "
+             "[--join-timeout MS (100..600000)] [--spin] POOL");
         return 2;
     }
     S = g_new0(Serve, 1);
     S->path = argv[1];
     S->hb_ms = hb_ms;
+    S->join_ms = join_ms;
     S->efd = -1;
     S->conns = g_ptr_array_new();
     if (!key_path) {

@@ -14,6 +14,7 @@ REMOTE=${2:?usage: pool-serve.sh CXLPOD-POOL CXLPOD-REMOTE}
 D=$(mktemp -d /tmp/cxlpod-serve.XXXXXX)
 P=$D/p.pool
 HB=2000                 # the service's heartbeat timeout, ms
+JT=6000                 # the service's join timeout, ms (16 clients start well inside it)
 # A failure must be logged within HB + 1 s: the service notices within HB
 # plus its tick (at most 50 ms); the rest is slack for a loaded machine.
 # HB is twice the default: at a load average of 100 on 2 cores (a 64-guest
@@ -42,7 +43,7 @@ start_service() {
     # not the last service's port: the shell truncates the file only
     # once the background job runs
     rm -f "$D/serve.out"
-    "$POOL_TOOL" serve --listen 127.0.0.1:0 --heartbeat-timeout $HB "$P" \
+    "$POOL_TOOL" serve --listen 127.0.0.1:0 --heartbeat-timeout $HB --join-timeout $JT "$P" \
         >"$D/serve.out" 2>>"$D/serve.log" &
     SERVE_PID=$!
     PIDS+=("$SERVE_PID")
@@ -129,20 +130,27 @@ expect "leave and rejoin on the same connection (a fresh nonce)" 0 "^ok generati
 expect "... and it is served" 0 "^ok 99\$" R --host 1 leave , join 1 , read 0x100
 
 # --- a local process holding the pool's flock: a join is busy, retried
-python3 -c 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print("locked", flush=True); time.sleep(1.5)' "$P" >"$D/flock.out" 2>&1 & FL=$!; PIDS+=($FL)
-for i in $(seq 100); do grep -qs locked "$D/flock.out" && break; sleep 0.05; done
+# (it holds the flock until $D/unflock exists: no timing assumed)
+python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print("locked", flush=True)
+while not os.path.exists(sys.argv[2]): time.sleep(0.02)' "$P" "$D/unflock" >"$D/flock.out" 2>&1 & FL=$!; PIDS+=($FL)
+for i in $(seq 400); do grep -qs locked "$D/flock.out" && break; sleep 0.05; done
 expect "the pool's flock held: a join is answered busy" 1 "error join: busy" R --host 1 --retry 0 read 0x100
-expect "... and joins once it is free (the client retries)" 0 "^ok 99\$" R --host 1 --retry 5000 read 0x100
-wait $FL
+R --host 1 --retry 20000 read 0x100 >"$D/retry.out" 2>&1 & RJ=$!
+sleep 0.5; touch "$D/unflock"; wait $FL
+wait $RJ; rc=$?
+[ $rc = 0 ] && grep -q "^ok 99\$" "$D/retry.out" && ok "... and joins once it is free (the client retries)" \
+    || bad "... and joins once it is free (the client retries)" "exit $rc: $(cat "$D/retry.out")"
 
-# --- unjoined connections: 1 s to join, 16 at most
+# --- unjoined connections: the join timeout (JT ms here), 16 at most
 t0=$(now_ms)
-expect "a connection that never joins is dropped after 1 s" 3 "" R --no-join sleep 4000
+expect "a connection that never joins is dropped after the join timeout" 3 "" R --no-join sleep $((3 * JT))
 t1=$(now_ms)
-[ $((t1 - t0)) -lt 3500 ] && ok "... in $((t1 - t0)) ms" || bad "unjoined dropped" "$((t1 - t0)) ms"
+[ $((t1 - t0)) -lt $((3 * JT)) ] && ok "... in $((t1 - t0)) ms" || bad "unjoined dropped" "$((t1 - t0)) ms"
 UJ=()
-for i in $(seq 16); do "$REMOTE" --connect 127.0.0.1:$PORT --key "$P.key" --no-join sleep 4000 >/dev/null 2>&1 & UJ+=($!); PIDS+=($!); done
-sleep 0.4
+for i in $(seq 16); do "$REMOTE" --connect 127.0.0.1:$PORT --key "$P.key" --no-join sleep $((3 * JT)) >/dev/null 2>&1 & UJ+=($!); PIDS+=($!); done
+# their UCX start-up, in parallel on a loaded machine: well inside JT
+sleep $((JT / 2000))
 expect "a 17th connection yet to join is refused" 3 "" R --host 1 --timeout 1000 read 0x100
 grep -q "refused a connection from .* 16 of them yet to join" "$D/serve.log" && ok "... and logged" || bad "unjoined cap logged" "$(tail -3 "$D/serve.log")"
 for p in "${UJ[@]}"; do wait $p; done
