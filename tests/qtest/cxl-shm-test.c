@@ -6190,13 +6190,14 @@ static void test_route_switch(void)
  * The work directory and its files, the tmpfs a case mounts there
  * included; also run when a failed assertion aborts
  */
+static char *tmpdir_full;      /* made at start: no allocation on abort */
+
 static void remove_tmpdir(void *unused)
 {
-    g_autofree char *full = g_build_filename(tmpdir, "full", NULL);
     GDir *dir;
     const char *name;
 
-    umount2(full, MNT_DETACH);
+    umount2(tmpdir_full, MNT_DETACH | UMOUNT_NOFOLLOW);
     dir = g_dir_open(tmpdir, 0, NULL);
     while (dir && (name = g_dir_read_name(dir))) {
         g_autofree char *path = g_build_filename(tmpdir, name, NULL);
@@ -6218,6 +6219,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     tmpdir = g_dir_make_tmp("cxl-shm-test-XXXXXX", NULL);
     g_assert_nonnull(tmpdir);
+    tmpdir_full = g_build_filename(tmpdir, "full", NULL);
     /* a failed assertion aborts: its pools (GiBs) go too */
     qtest_add_abrt_handler(remove_tmpdir, tmpdir);
 
@@ -6334,7 +6336,9 @@ int main(int argc, char **argv)
     }
 
     ret = g_test_run();
+    qtest_remove_abrt_handler(tmpdir);
     remove_tmpdir(NULL);
+    g_free(tmpdir_full);
     g_free(tmpdir);
     return ret;
 }
