@@ -189,7 +189,8 @@ static bool key_load(const char *path, uint8_t *key)
     g_autofree char *via = NULL;
     struct stat st;
     bool ok;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO in its place is refused, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
     if (fd < 0) {
         fail("serve: no key file '%s' (%s): make it with 'cxlpod-pool key "

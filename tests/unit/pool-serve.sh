@@ -74,6 +74,9 @@ expect "create makes the pod's key" 0 "made the pod's key" "$POOL_TOOL" create -
 [ "$(stat -c %a "$P.key")" = 600 ] && ok "key mode 0600" || bad "key mode 0600" "$(stat -c %a "$P.key")"
 grep -qE '^[0-9a-f]{64}$' "$P.key" && ok "key: 64 hex digits" || bad "key: 64 hex digits"
 expect "serve refuses a wildcard address" 1 "not a loopback address" "$POOL_TOOL" serve --listen 0.0.0.0:0 "$P"
+mkfifo -m 600 "$D/fifo.key"
+expect "serve refuses a FIFO as its key, at once (not waiting for a writer)" 1 "is not a regular file" \
+    timeout 10 "$POOL_TOOL" serve --listen 127.0.0.1:0 --key "$D/fifo.key" "$P"
 chmod 644 "$P.key"
 expect "serve refuses a key others can read" 1 "readable by its owner only" "$POOL_TOOL" serve --listen 127.0.0.1:0 "$P"
 chmod 600 "$P.key"
