@@ -700,6 +700,11 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
     Slot *s;
     int fd;
 
+    if (c->slot) {
+        /* already joined: its nonce was used up, so no proof could pass */
+        reply(c, rq, CXLSHM_WIRE_EPERM, 0, 0, 0, NULL, 0);
+        return;
+    }
     if (plen != CXLSHM_WIRE_MAC || rq->arg0 > UINT32_MAX ||
         !mac_ok(S, c, rq->arg0, payload)) {
         slog("refused %s: no proof of the pod's key (slot %" PRIu64 ")",
@@ -713,13 +718,9 @@ static void do_join(Serve *S, Conn *c, const CXLShmWireReq *rq,
      * error gets a new one (a HELLO, before the reply), a joined
      * connection gets its next one when it leaves
      */
-    new_nonce(c, !!c->slot);
+    new_nonce(c, false);
     c->accept_us = now_us();    /* proven: the join time again, if busy */
     if (c->dead) {
-        return;
-    }
-    if (c->slot) {
-        reply(c, rq, CXLSHM_WIRE_EPERM, 0, 0, 0, NULL, 0);
         return;
     }
     if (rq->arg0 >= S->p.nr_hosts) {
