@@ -14,7 +14,7 @@
  *   cxlpod-pool upgrade [--dry-run] POOL
  *   cxlpod-pool key POOL
  *   cxlpod-pool serve [--listen ADDR:PORT] [--key FILE]
- *                     [--heartbeat-timeout MS] POOL
+ *                     [--heartbeat-timeout MS] [--join-timeout MS] [--spin] POOL
  *
  * The format code (layout, validation, liveness probe, creation) is the
  * device's own, hw-cxl/cxl-shm-format.c.  Commands that write take the
