@@ -24,6 +24,17 @@ DL=$BUILD/qemu-dl          # downloaded source package
 BASE_STAMP=$BUILD/qemu-src.base        # Debian version the tree was made from
 PATCH_STAMP=$BUILD/qemu-src.patches    # hash of the applied patch set
 export CCACHE_DIR=${CCACHE_DIR:-$BUILD/ccache}
+# Paths under build/ are hashed relative to it and the build folder's path
+# is left out (as scripts/check-series.sh does under build/series): the
+# exported series' build then finds this build's compiles in the cache,
+# and so do other clones and worktrees that share the cache.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$BUILD}
+# Debian's tree without Debian's GNU/Hurd patch: it adds lines to
+# include/qemu/osdep.h, which every file includes, so with it no compile
+# of this tree could be shared with the upstream tree the series is built
+# on; on Linux it changes nothing (it only adds #if defined(__GNU__)).
+HURD=gnu-hurd.patch
 
 # One build at a time (the demo, the tests and the benchmark all call this).
 exec 9>"$BUILD/.qemu-build.lock"
@@ -34,6 +45,11 @@ command -v meson >/dev/null && command -v ninja >/dev/null && command -v dpkg-so
 
 # 1. Source: fetch and unpack once, atomically (a half-unpacked tree is never
 #    renamed into place, so the next run cannot trust it).
+if [ -f "$BASE_STAMP" ] && [ -d "$SRC/.git" ] &&
+   [[ $(git -C "$SRC" show cxlpod-base:include/qemu/osdep.h 2>/dev/null) == *__GNU__* ]]; then
+    log "the QEMU tree has Debian's $HURD: fetching it again without"
+    rm -f "$BASE_STAMP"
+fi
 if [ ! -f "$BASE_STAMP" ] || [ ! -d "$SRC/.git" ]; then
     ver=${CXLPOD_QEMU_VERSION:-}
     if [ -z "$ver" ]; then
@@ -48,6 +64,10 @@ if [ ! -f "$BASE_STAMP" ] || [ ! -d "$SRC/.git" ]; then
     dir=$(find "$DL" -mindepth 1 -maxdepth 1 -type d -name 'qemu-*' | head -n1)
     [ -n "$dir" ] && [ -f "$dir/VERSION" ] || die "qemu source did not unpack; see $LOGDIR/qemu-source.log"
     grep -q '^10\.0\.' "$dir/VERSION" || die "unpacked QEMU is $(cat "$dir/VERSION"), not 10.0.x"
+    if [ -f "$dir/debian/patches/$HURD" ]; then
+        patch -d "$dir" -R -p1 -s <"$dir/debian/patches/$HURD" >>"$LOGDIR/qemu-source.log" 2>&1 \
+            || die "could not take Debian's $HURD out of the QEMU tree; see $LOGDIR/qemu-source.log"
+    fi
     rm -rf "$dir/debian"   # packaging, already applied by dpkg-source
     mv "$dir" "$SRC.tmp"
     (cd "$SRC.tmp" && git init -q && git add -A && git -c user.name=cxlpod -c user.email=cxlpod@localhost \
@@ -97,7 +117,7 @@ fi
 #    a fresh configure cheap.
 mapfile -t CONF < <(qemu_configure_flags)
 [ $SANITIZE = 0 ] || CONF+=(--enable-asan --enable-ubsan)
-csum=$( (printf '%s\n' "${CONF[@]}"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
+csum=$( (printf '%s\n' "${CONF[@]}" "$QEMU_CONF_REV"; cat "$TOP/hw-cxl/cxlpod-devices.mak") | sha256sum | cut -d' ' -f1)
 # A build folder configured from another source tree (copied or moved from
 # another clone) is configured again: meson regenerates from the path it
 # was configured with.
@@ -109,6 +129,7 @@ if [ "$(cat "$OUT/.cxlpod-config" 2>/dev/null)" != "$csum" ]; then
     rm -rf "$OUT"; mkdir -p "$OUT"
     (cd "$OUT" && "$SRC/configure" "${CONF[@]}") >"$LOGDIR/qemu-configure.log" 2>&1 \
         || { tail -n 30 "$LOGDIR/qemu-configure.log" >&2; die "QEMU configure failed; see $LOGDIR/qemu-configure.log"; }
+    qemu_configured "$OUT"
     echo "$csum" > "$OUT/.cxlpod-config"
 fi
 

@@ -158,12 +158,13 @@ devices() {  # the device list, with only the symbols this tree declares
 configure() {
     local conf csum
     mapfile -t conf < <(qemu_configure_flags)
-    csum=$( (printf '%s\n' "${conf[@]}" "$SRC") | sha256sum | cut -d' ' -f1)
+    csum=$( (printf '%s\n' "${conf[@]}" "$SRC" "$QEMU_CONF_REV") | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$BLD/.cxlpod-config" 2>/dev/null)" != "$csum" ]; then
         log "configuring the upstream tree in $BLD"
         rm -rf "$BLD"; mkdir -p "$BLD"
         (cd "$BLD" && "$SRC/configure" "${conf[@]}") >"$LOGDIR/series-configure.log" 2>&1 \
             || { tail -n 20 "$LOGDIR/series-configure.log" >&2; die "configure failed on the upstream tree; see $LOGDIR/series-configure.log"; }
+        qemu_configured "$BLD"
         echo "$csum" >"$BLD/.cxlpod-config"
     fi
 }

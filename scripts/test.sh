@@ -154,9 +154,9 @@ done
 
 # 5. The upstream patch series (tests/series/*.sh): the manifest, and the
 #    series exported, checkpatch-clean, applied to the upstream release and
-#    built once: a full QEMU build the first time (39 min here, on 2 cores
-#    shared with two other builds), after that from ccache (214 s, the
-#    build 102 s of it); building after every patch is
+#    built once, from build/qemu's ccache entries (248 s, the build 81 s
+#    of it; docs/building.md says why they are shared); building after
+#    every patch is
 #    scripts/check-series.sh --every-patch, not run here.
 for t in "$TOP"/tests/series/*.sh; do
     [ -e "$t" ] && run "series-$(basename "$t" .sh)" 2400 bash "$t"
