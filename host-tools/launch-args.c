@@ -322,6 +322,7 @@ void parse_args(int argc, char **argv, struct opts *o)
     if (!o->boot_timeout_given) {
         o->boot_timeout_s += extra;
     }
+    xmach_check(o);
     if (o->interactive && !o->timeout_given) {
         o->timeout_s = 0;
     }

@@ -55,6 +55,9 @@ static void stop_pod_for(struct pod_run *r, struct host *h, double t,
         msg("host %d failed: stopping the pod (--keep-going lets the other "
             "hosts go on)", h->id);
     }
+    if (host_local(o, h->id)) {
+        xmach_host_failed(h->id, "its launcher stops the pod");
+    }
 }
 
 /*
@@ -71,12 +74,19 @@ static void stop_servers(struct pod_run *r, double t)
     }
     for (int i = 0; i < o->nhosts; i++) {
         const struct host *h = &g_hosts[i];
-        if (h->has_job) {
+        if (h->has_job && host_local(o, h->id)) {
             if (h->pid > 0 || (h->runs == 0 && h->end != END_SPAWN_FAILED)) {
                 return;     /* a job still runs (or has not started) */
             }
-            jobs = true;
         }
+        jobs |= h->has_job;     /* a job in the pod (on any machine) */
+    }
+    /* a pod across machines: the jobs of the other machines too */
+    if (jobs) {
+        xmach_jobs_done();
+    }
+    if (!xmach_peers_jobs_done()) {
+        return;
     }
     for (int i = 0; jobs && i < o->nhosts; i++) {
         struct host *h = &g_hosts[i];
@@ -166,9 +176,20 @@ static gboolean tick(gpointer data)
         r->wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
                       read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
     }
+    /* a pod across machines: another machine's failure, its messages */
+    char xwhy[256];
+    int xfailed = xmach_tick(o, xwhy, sizeof(xwhy));
+    if (xfailed >= 0) {
+        stop_pod_for(r, &g_hosts[xfailed], t, false);
+    }
+    bool xready = xmach_ready(o);
+    /* the hosts of the other machines are theirs to start */
+    while (r->started < o->nhosts && !host_local(o, r->started) && xready) {
+        r->started++;
+    }
     int slots = r->started < o->nhosts ? boot_slots_free(r) : 0;
     while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
-           !r->stopping &&
+           !r->stopping && xready &&
            !(r->wait_header && r->started == 1) &&
            t - t0 >= r->started * (o->stagger_ms / 1000.0) &&
            slots > 0) {
@@ -183,6 +204,9 @@ static gboolean tick(gpointer data)
             }
         }
         r->started++;
+        while (r->started < o->nhosts && !host_local(o, r->started)) {
+            r->started++;
+        }
     }
 
     /* a signal: shut everything down */
@@ -458,7 +482,7 @@ static gboolean tick(gpointer data)
             shown = true;
             msg("guests are up; attach to a console with:");
             for (int i = 0; i < o->nhosts; i++) {
-                if (g_hosts[i].pid > 0) {
+                if (g_hosts[i].pid > 0 && host_local(o, i)) {
                     char exe[PATH_MAX];
                     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
                     exe[n > 0 ? n : 0] = '\0';
@@ -498,6 +522,9 @@ int run(struct opts *o)
     if (o->dry_run) {
         msg("accelerator: %s", accel_note);
         for (int i = 0; i < o->nhosts; i++) {
+            if (!host_local(o, i)) {
+                continue;
+            }
             g_autoptr(GPtrArray) a = argv_new();
             build_qemu_argv(a, o, accel, i, &g_hosts[i].hp,
                             has_job && g_hosts[i].has_job, true);
@@ -507,6 +534,7 @@ int run(struct opts *o)
         return EXIT_OK;
     }
 
+    xmach_prepare(o);
     pod_prepare(o, g_hosts);
     prepare_pool(o);
     for (int i = 0; i < o->nhosts; i++) {
@@ -551,6 +579,7 @@ int run(struct opts *o)
 
     events_open_logs(o);
     pod_switch_start(o);
+    xmach_start(o);
     double t0 = now_s();
     g_pod_t0 = t0;
     /*
@@ -566,7 +595,8 @@ int run(struct opts *o)
         for (int i = 0; i < o->nhosts; i++) {
             wait_header |= host_on_memdev(o, i);
         }
-        wait_header &= o->nhosts > 1 &&
+        wait_header &= o->nhosts > 1 && host_local(o, 0) &&
+                       host_local(o, 1) && !pool_is_remote(o) &&
                        (stat(o->pool, &pst) < 0 || pst.st_size == 0);
     }
 
@@ -581,6 +611,7 @@ int run(struct opts *o)
     g_main_loop_unref(r.loop);
     events_stop_all();
     events_close_logs(o->quiet);
+    xmach_stop();
     pod_switch_stop();
     double wall = now_s() - t0;
     bool timed_out = r.timed_out, interrupted = r.interrupted;

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# One pod across two "machines" (docs/multi-machine.md): two network
+# namespaces this test makes, joined by a veth pair it makes inside them
+# (10.250.0.1 and 10.250.0.2 on the veth only; the host's own network is
+# never touched), each running one launcher with one host of a 2-host
+# host-userland pod:
+#   - machine a (host 0): --net-listen 10.250.0.1:PORT, --serve (the pool
+#     service on the veth address, for hosts of other machines);
+#   - machine b (host 1): --net-join 10.250.0.1:PORT, the pod's ssh keys
+#     from a's work directory (--pod-keys).
+# Until the device takes a remote pool (pool=ucx://, issue 37's device
+# side), b's host maps the same pool file as a's (the namespaces share the
+# file system): the launchers, the pod network and the pool service are
+# what this tests.  The guests ping and ssh each other by name across the
+# two switches, and pass a token each way through the pool.
+# Then a second pod whose machine b launcher is SIGKILLed once it joined:
+# machine a's launcher names machine b and its hosts, stops its own host
+# and exits 1.
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root (it makes network namespaces)"
+command -v ip >/dev/null || fail "no ip (iproute2)"
+
+NSA=cxlpod-a-$$ NSB=cxlpod-b-$$
+VA=cxa$$ VB=cxb$$
+PORT=17611 SPORT=17612
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in "${PIDS[@]}"; do
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    ip netns pids "$NSA" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns pids "$NSB" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$NSA" 2>/dev/null || true
+    ip netns del "$NSB" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$NSA"
+ip netns add "$NSB"
+# the veth is made inside machine a, its peer put in machine b
+ip -n "$NSA" link add "$VA" type veth peer name "$VB" netns "$NSB"
+ip -n "$NSA" addr add 10.250.0.1/24 dev "$VA"
+ip -n "$NSB" addr add 10.250.0.2/24 dev "$VB"
+for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+ip -n "$NSA" link set "$VA" up
+ip -n "$NSB" link set "$VB" up
+ip netns exec "$NSB" ping -c 1 -W 5 10.250.0.1 >/dev/null || fail "the veth between the namespaces does not carry"
+
+PROJ=$WORK/proj
+mkdir -p "$PROJ"
+t0=$(token); t1=$(token)
+cat >"$PROJ/job.sh" <<EOF
+me=\$CXLPOD_HOST_ID; other=\$((1 - me))
+if [ \$me = 0 ]; then mine=$t0; theirs=$t1; else mine=$t1; theirs=$t0; fi
+for t in \$(seq 1 60); do ping -c 1 -W 2 host\$other >/dev/null 2>&1 && break; sleep 1; done
+echo "ping host\$other: \$(ping -c 1 -W 5 host\$other >/dev/null 2>&1 && echo ok || echo FAILED)"
+for t in \$(seq 1 90); do r=\$(ssh host\$other 'echo "\$(hostname) \$CXLPOD_HOST_ID"' 2>/tmp/ssh.err) && break; sleep 1; done
+echo "ssh host\$other -> \$r"
+[ -n "\$r" ] || echo "ssh error: \$(cat /tmp/ssh.err)"
+cxlpod-poke write \$((0x100000 + me * 4096)) "\$mine"
+cxlpod-poke wait \$((0x100000 + other * 4096)) "\$theirs" 240 || exit 3
+echo "host \$me got \$(cxlpod-poke read \$((0x100000 + other * 4096)) 16)"
+EOF
+
+POOL=$WORK/pool.img
+COMMON=(-n 2 "${SHM[@]}" --userland host --mem 768M --timeout 500 --job "$PROJ/job.sh")
+cd "$PROJ"
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$POOL" --serve 10.250.0.1:$SPORT \
+    --net-listen 10.250.0.1:$PORT >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 300); do
+    grep -q "listens on 10.250.0.1:$PORT" "$WORK/a.err" && break
+    kill -0 $PA 2>/dev/null || { cat "$WORK/a.err"; fail "machine a's launcher ended before it listened"; }
+    sleep 0.2
+done
+grep -q "listens on" "$WORK/a.err" || fail "machine a's launcher never listened"
+grep -q "pool service: cxlpod-pool serve (pid [0-9]*) listening on 10.250.0.1:$SPORT" "$WORK/a.err" \
+    || { cat "$WORK/a.err"; fail "machine a started no pool service"; }
+[ -e "$POOL.key" ] || fail "--serve made no pod key $POOL.key"
+ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+    --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
+    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
+PB=$!; PIDS+=($PB)
+ra=0; rb=0
+wait $PA || ra=$?
+wait $PB || rb=$?
+PIDS=()
+show() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b:"; cat "$WORK/b.err" "$WORK/b.out"; }
+[ $ra = 0 ] && [ $rb = 0 ] || { show; fail "launchers exited $ra (a) and $rb (b)"; }
+grep -q "pod network: machine b (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { show; fail "a did not report b joining"; }
+grep -q "pod network: joined machine a (hosts 0-0) at 10.250.0.1:$PORT" "$WORK/b.err" || { show; fail "b did not report joining a"; }
+# each launcher ran and reported only its own host
+grep -q "^host 0: rc=0" "$WORK/a.out" || { show; fail "no host 0 result on a"; }
+! grep -q "^host 1:" "$WORK/a.out" || { show; fail "a reported b's host"; }
+grep -q "^host 1: rc=0" "$WORK/b.out" || { show; fail "no host 1 result on b"; }
+! grep -q "^host 0:" "$WORK/b.out" || { show; fail "b reported a's host"; }
+grep -qx "\[host0\] ping host1: ok" "$WORK/a.out" || { show; fail "host 0 could not ping host1"; }
+grep -qx "\[host1\] ping host0: ok" "$WORK/b.out" || { show; fail "host 1 could not ping host0"; }
+grep -qx "\[host0\] ssh host1 -> host1 1" "$WORK/a.out" || { show; fail "host 0's ssh to host1"; }
+grep -qx "\[host1\] ssh host0 -> host0 0" "$WORK/b.out" || { show; fail "host 1's ssh to host0"; }
+grep -qx "\[host0\] host 0 got $t1" "$WORK/a.out" || { show; fail "host 0 did not get host 1's token"; }
+grep -qx "\[host1\] host 1 got $t0" "$WORK/b.out" || { show; fail "host 1 did not get host 0's token"; }
+# the service ran until the pod ended, and was stopped then
+! pgrep -f "cxlpod-pool serve --listen 10.250.0.1:$SPORT" >/dev/null || fail "the pool service outlived the pod"
+pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool, both ways"
+
+# machine b's launcher killed once it joined: a names it and stops
+rm -rf "$WORK/a" "$WORK/b"
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
+    >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 300); do
+    grep -q "listens on" "$WORK/a.err" && break
+    sleep 0.2
+done
+ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+    --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
+    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
+PB=$!; PIDS+=($PB)
+for t in $(seq 1 300); do
+    grep -q "host 1: started QEMU" "$WORK/b.err" && grep -q "host 0: started QEMU" "$WORK/a.err" && break
+    sleep 0.2
+done
+kill -KILL $PB
+ra=0
+wait $PA || ra=$?
+PIDS=()
+[ $ra = 1 ] || { show; fail "machine a's launcher exited $ra after machine b's was killed (expected 1)"; }
+grep -q "machine b (hosts 1-1, 10.250.0.2:[0-9]*): its launcher is gone without ending" "$WORK/a.err" \
+    || { show; fail "a did not name machine b as gone"; }
+grep -q "^host 0: stopped: host 1 failed" "$WORK/a.out" || { show; fail "a did not stop host 0 for machine b"; }
+grep -q "^pod across machines: machine b (hosts 1-1" "$WORK/a.out" || { show; fail "a's summary does not name machine b"; }
+pass "machine b's launcher killed: machine a named it, stopped its host and exited 1"
