@@ -113,24 +113,46 @@ grep -qx "\[host1\] host 1 got $t0" "$WORK/b.out" || { show; fail "host 1 did no
 ! pgrep -f "cxlpod-pool serve --listen 10.250.0.1:$SPORT" >/dev/null || fail "the pool service outlived the pod"
 pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool, both ways"
 
+# start_pair: both launchers again, until each has started its host
+start_pair() {
+    rm -rf "$WORK/a" "$WORK/b"
+    ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+        --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
+        >"$WORK/a.out" 2>"$WORK/a.err" &
+    PA=$!; PIDS+=($PA)
+    for t in $(seq 1 300); do
+        grep -q "listens on" "$WORK/a.err" && break
+        sleep 0.2
+    done
+    ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+        --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
+        --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
+    PB=$!; PIDS+=($PB)
+    for t in $(seq 1 300); do
+        grep -q "host 1: started QEMU" "$WORK/b.err" && grep -q "host 0: started QEMU" "$WORK/a.err" && break
+        sleep 0.2
+    done
+    grep -q "host 0: started QEMU" "$WORK/a.err" || { show; fail "the pair of launchers did not start"; }
+}
+
+# host 1's QEMU killed on machine b: b stops its pod and tells a, which
+# names machine b and host 1 and stops host 0
+start_pair
+qpid=$(sed -n 's/.*host 1: started QEMU pid \([0-9]*\).*/\1/p' "$WORK/b.err")
+[ -n "$qpid" ] || { show; fail "no QEMU pid of host 1"; }
+kill -KILL "$qpid"
+ra=0; rb=0
+wait $PA || ra=$?
+wait $PB || rb=$?
+PIDS=()
+[ $ra = 1 ] && [ $rb = 1 ] || { show; fail "after host 1's QEMU was killed the launchers exited $ra (a) and $rb (b), expected 1 and 1"; }
+grep -q "machine b: host 1 failed" "$WORK/a.err" || { show; fail "a did not report machine b's host 1 failed"; }
+grep -q "^host 0: stopped: host 1 failed" "$WORK/a.out" || { show; fail "a did not stop host 0 for host 1"; }
+grep -q "^host 1: no result" "$WORK/b.out" || { show; fail "b did not report host 1 without a result"; }
+pass "host 1's QEMU killed on machine b: both launchers report it and exit 1"
+
 # machine b's launcher killed once it joined: a names it and stops
-rm -rf "$WORK/a" "$WORK/b"
-ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
-    --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
-    >"$WORK/a.out" 2>"$WORK/a.err" &
-PA=$!; PIDS+=($PA)
-for t in $(seq 1 300); do
-    grep -q "listens on" "$WORK/a.err" && break
-    sleep 0.2
-done
-ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
-    --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
-    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
-PB=$!; PIDS+=($PB)
-for t in $(seq 1 300); do
-    grep -q "host 1: started QEMU" "$WORK/b.err" && grep -q "host 0: started QEMU" "$WORK/a.err" && break
-    sleep 0.2
-done
+start_pair
 kill -KILL $PB
 ra=0
 wait $PA || ra=$?
