@@ -213,6 +213,8 @@ static gboolean tick(gpointer data)
     if (g_signal && !r->interrupted) {
         r->interrupted = true;
         msg("got signal %d: shutting the guests down", (int)g_signal);
+        xmach_host_failed(o->local_given ? o->first_local : 0,
+                          "its launcher was interrupted");
         for (int i = 0; i < o->nhosts; i++) {
             if (g_hosts[i].pid > 0) {
                 g_hosts[i].end = END_INTERRUPTED;
@@ -226,6 +228,8 @@ static gboolean tick(gpointer data)
         t - t0 > o->timeout_s) {
         r->timed_out = true;
         msg("timeout after %.0f s: killing the guests", o->timeout_s);
+        xmach_host_failed(o->local_given ? o->first_local : 0,
+                          "its launcher timed out");
         for (int i = 0; i < o->nhosts; i++) {
             if (g_hosts[i].pid > 0) {
                 if (!g_hosts[i].rep.ended) {
@@ -472,7 +476,8 @@ static gboolean tick(gpointer data)
     }
     stop_servers(r, t);
     if (!alive && (r->started == o->nhosts || r->interrupted || r->timed_out ||
-                   r->stopping)) {
+                   r->stopping) &&
+        (r->interrupted || r->timed_out || r->stopping || xmach_may_end(o))) {
         g_main_loop_quit(r->loop);
         return G_SOURCE_REMOVE;
     }

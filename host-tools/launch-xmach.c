@@ -830,6 +830,39 @@ bool xmach_ready(const struct opts *o)
     return ready;
 }
 
+/*
+ * Whether this launcher may end now that its hosts are gone: the
+ * listener's switch carries the other machines' traffic between them, so
+ * it waits until every one has ended (or is gone), with a progress line.
+ */
+bool xmach_may_end(const struct opts *o)
+{
+    static double t0, said;
+    GString *left = g_string_new(NULL);
+
+    for (guint i = 0; o->net_listen && g_peers && i < g_peers->len; i++) {
+        struct peer *p = g_ptr_array_index(g_peers, i);
+        if (!p->ended && !p->gone) {
+            g_string_append_printf(left, "%s%s (hosts %d-%d)",
+                                   left->len ? ", " : "", p->name, p->first,
+                                   p->last);
+        }
+    }
+    bool done = left->len == 0;
+    double t = now_s();
+    if (!done && t0 == 0) {
+        t0 = said = t;
+    }
+    if (!done && !o->quiet && t - said >= 10) {
+        said = t;
+        msg("this machine's hosts have ended; waiting for machine%s %s, "
+            "whose traffic goes through this machine's switch (%.0f s)",
+            strchr(left->str, ',') ? "s" : "", left->str, t - t0);
+    }
+    g_string_free(left, TRUE);
+    return done;
+}
+
 /* Every other machine's jobs have ended (or it has left). */
 bool xmach_peers_jobs_done(void)
 {

@@ -485,6 +485,7 @@ int xmach_tick(const struct opts *o, char *why, size_t n);
 void xmach_host_failed(int host, const char *why);
 void xmach_jobs_done(void);
 bool xmach_peers_jobs_done(void);
+bool xmach_may_end(const struct opts *o);
 void xmach_stop(void);
 int xmach_report(const struct opts *o);
 
