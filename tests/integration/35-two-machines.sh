@@ -12,7 +12,8 @@
 # side), b's host maps the same pool file as a's (the namespaces share the
 # file system): the launchers, the pod network and the pool service are
 # what this tests.  The guests ping and ssh each other by name across the
-# two switches, and pass a token each way through the pool.
+# two switches, pass a token each way through the pool, and host 0 runs
+# the MPI allreduce on both with mpirun.
 # Then a second pod whose machine b launcher is SIGKILLed once it joined:
 # machine a's launcher names machine b and its hosts, stops its own host
 # and exits 1.
@@ -56,7 +57,10 @@ ip netns exec "$NSB" ping -c 1 -W 5 10.250.0.1 >/dev/null || fail "the veth betw
 
 PROJ=$WORK/proj
 mkdir -p "$PROJ"
-t0=$(token); t1=$(token)
+t0=$(token); t1=$(token); t2=$(token)
+MPIPROG=$CXLPOD_TOP/build/meson/guest-tools/mpi/cxlpod-mpi-allreduce
+[ -x "$MPIPROG" ] || fail "no $MPIPROG (Open MPI missing when the tools were built? scripts/deps.sh installs it)"
+command -v mpirun >/dev/null || fail "mpirun is not installed on the host (scripts/deps.sh installs openmpi-bin)"
 cat >"$PROJ/job.sh" <<EOF
 me=\$CXLPOD_HOST_ID; other=\$((1 - me))
 if [ \$me = 0 ]; then mine=$t0; theirs=$t1; else mine=$t1; theirs=$t0; fi
@@ -68,6 +72,15 @@ echo "ssh host\$other -> \$r"
 cxlpod-poke write \$((0x100000 + me * 4096)) "\$mine"
 cxlpod-poke wait \$((0x100000 + other * 4096)) "\$theirs" 240 || exit 3
 echo "host \$me got \$(cxlpod-poke read \$((0x100000 + other * 4096)) 16)"
+# mpirun across both machines from host 0; host 1 serves its rank until
+# host 0 says it is done (a third token, through the pool)
+if [ \$me = 0 ]; then
+    mpirun -np 2 --host host0,host1 --timeout 240 $MPIPROG --protocol writeback --elems 8192 --rounds 2
+    echo "mpi-rc=\$?"
+    cxlpod-poke write \$((0x100000 + 2 * 4096)) $t2
+else
+    cxlpod-poke wait \$((0x100000 + 2 * 4096)) $t2 400 || exit 4
+fi
 EOF
 
 POOL=$WORK/pool.img
@@ -109,13 +122,14 @@ grep -qx "\[host0\] ssh host1 -> host1 1" "$WORK/a.out" || { show; fail "host 0'
 grep -qx "\[host1\] ssh host0 -> host0 0" "$WORK/b.out" || { show; fail "host 1's ssh to host0"; }
 grep -qx "\[host0\] host 0 got $t1" "$WORK/a.out" || { show; fail "host 0 did not get host 1's token"; }
 grep -qx "\[host1\] host 1 got $t0" "$WORK/b.out" || { show; fail "host 1 did not get host 0's token"; }
+grep -qx "\[host0\] mpi-rc=0" "$WORK/a.out" || { show; fail "mpirun across the two machines failed"; }
 # the service ran until the pod ended, and was stopped then
 ! pgrep -f "cxlpod-pool serve --listen 10.250.0.1:$SPORT" >/dev/null || fail "the pool service outlived the pod"
-pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool, both ways"
+pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool both ways, mpirun across both"
 
 # start_pair: both launchers again, until each has started its host
 start_pair() {
-    rm -rf "$WORK/a" "$WORK/b"
+    rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
     ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
         --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
         >"$WORK/a.out" 2>"$WORK/a.err" &
@@ -154,6 +168,7 @@ pass "host 1's QEMU killed on machine b: both launchers report it and exit 1"
 # machine b's launcher killed once it joined: a names it and stops
 start_pair
 kill -KILL $PB
+wait $PB 2>/dev/null || true
 ra=0
 wait $PA || ra=$?
 PIDS=()
