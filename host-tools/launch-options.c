@@ -116,6 +116,12 @@ POD_NET_LEN ",\n"
 "                          (default: the host name)\n"
 "      --pod-keys DIR      the pod's ssh keys from DIR (the first machine's\n"
 "                          WORKDIR/ssh, copied)\n"
+"      --machine NAME:FIRST-LAST  hosts FIRST..LAST run on machine NAME: this\n"
+"                          launcher starts its launcher there with\n"
+"                          --ssh-command (repeatable; needs --net-listen)\n"
+"      --ssh-command CMD   how to run a command on NAME (default \"ssh\":\n"
+"                          CMD NAME sh -s, the script on its stdin)\n"
+"      --remote-launcher PATH  cxlpod-launch there (default: this one's path)\n"
 "\n"
 "  -f, --follow            stream job output while it runs\n"
 "      --json              print a JSON result line last on stdout\n"
@@ -179,6 +185,9 @@ const struct opt_def long_opts[] = {
     { "machine-name", OPT_MACHINE_NAME, true },
     { "pod-keys", OPT_POD_KEYS, true },
     { "join-timeout", OPT_JOIN_TIMEOUT, true },
+    { "machine", OPT_MACHINE, true },
+    { "ssh-command", OPT_SSH_COMMAND, true },
+    { "remote-launcher", OPT_REMOTE_LAUNCHER, true },
     { "help", 'h', false },
     { NULL, 0, false },
 };
@@ -213,6 +222,7 @@ void opts_init(struct opts *o)
     o->restarts = 1;
     o->last_local = -1;         /* --local-hosts not given: every host */
     o->join_timeout_s = 300;
+    o->given = g_ptr_array_new_with_free_func(g_free);
 }
 
 /*
@@ -472,6 +482,34 @@ void apply_opt(struct opts *o, int c, const char *optarg,
                 "--machine-name" : "--pod-keys",
                 c == OPT_MACHINE_NAME ? "need a name without blanks" :
                 "need a path");
+        }
+        g_free(*dst);
+        *dst = g_strdup(optarg);
+        break;
+    }
+    case OPT_MACHINE: {
+        const char *c = strrchr(optarg, ':');
+        struct machine_spec m = { 0 };
+        if (!c || c == optarg || !parse_host_range(c + 1, &m.first, &m.last)) {
+            BAD("--machine", "expected NAME:FIRST-LAST (NAME as --ssh-command "
+                "reaches it, host ids 0.." MAX_HOST_ID_STR ")");
+        }
+        m.name = g_strndup(optarg, c - optarg);
+        if (strpbrk(m.name, " \t\n'\"\\$`")) {
+            BAD("--machine", "the name has a blank or a quote");
+        }
+        o->machines = g_renew(struct machine_spec, o->machines,
+                              o->n_machines + 1);
+        o->machines[o->n_machines++] = m;
+        break;
+    }
+    case OPT_SSH_COMMAND:
+    case OPT_REMOTE_LAUNCHER: {
+        char **dst = c == OPT_SSH_COMMAND ? &o->ssh_command :
+                     &o->remote_launcher;
+        if (!*optarg) {
+            BAD(c == OPT_SSH_COMMAND ? "--ssh-command" : "--remote-launcher",
+                "empty");
         }
         g_free(*dst);
         *dst = g_strdup(optarg);

@@ -222,10 +222,16 @@ static void report_pool(const struct opts *o, JsonBuilder *b)
     printf("pool host table after the run:");
     json_builder_set_member_name(b, "pool_hosts");
     json_builder_begin_array(b);
+    bool first = true;
     for (int i = 0; i < np; i++) {
+        /* a pod across machines: the others' hosts may still run */
+        if (!host_local(o, i)) {
+            continue;
+        }
         /* every QEMU is gone now: "live" means it died unnoticed */
-        printf(" host %d %s gen %llu%s", i, pool_state_name(pst[i]),
-               (unsigned long long)pgen[i], i + 1 < np ? "," : "\n");
+        printf("%s host %d %s gen %llu", first ? "" : ",", i,
+               pool_state_name(pst[i]), (unsigned long long)pgen[i]);
+        first = false;
         json_builder_begin_object(b);
         add_int(b, "host", i);
         add_str(b, "state", pool_state_name(pst[i]));
@@ -233,6 +239,7 @@ static void report_pool(const struct opts *o, JsonBuilder *b)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+    printf("\n");
 }
 
 /* Injected kills: how fast the survivors' host table showed them; false

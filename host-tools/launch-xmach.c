@@ -51,6 +51,10 @@ struct peer {
 };
 
 static GPtrArray *g_peers;          /* struct peer * */
+static void machines_start(const struct opts *o);
+static int machines_tick(void);
+static void machines_stop(void);
+static void machines_report(void);
 static int g_listen_fd = -1;
 static bool g_local_jobs_done;
 static double g_join_t0, g_join_said;
@@ -165,6 +169,73 @@ static struct sockaddr_in sockaddr_of(const char *s)
     return sa;
 }
 
+/*
+ * --machine NAME:FIRST-LAST: the ranges inside the pod, apart, and this
+ * machine's hosts the rest (one range); the options it needs or cannot
+ * forward.
+ */
+static void machines_check(struct opts *o)
+{
+    bool taken[MAX_HOSTS] = { false };
+
+    if (!o->net_listen) {
+        die(EXIT_USAGE, "--machine needs --net-listen ADDR:PORT: the address "
+            "the other machines' launchers join this one's pod network at");
+    }
+    if (o->local_given) {
+        die(EXIT_USAGE, "--machine gives this machine the hosts no --machine "
+            "names; leave --local-hosts out");
+    }
+    if (o->config) {
+        die(EXIT_USAGE, "--machine forwards the command line's options to "
+            "the other machines' launchers, not a --config file: give them "
+            "on the command line");
+    }
+    if (o->conflict_log || o->stale_log) {
+        die(EXIT_USAGE, "--conflict-log/--stale-log: each launcher writes "
+            "its own hosts' events; with --machine run one launcher per "
+            "machine, each with its log");
+    }
+    for (int k = 0; k < o->n_machines; k++) {
+        const struct machine_spec *m = &o->machines[k];
+        if (m->last >= o->nhosts) {
+            die(EXIT_USAGE, "--machine %s:%d-%d: the pod has %d hosts (-n), "
+                "0..%d", m->name, m->first, m->last, o->nhosts,
+                o->nhosts - 1);
+        }
+        for (int j = 0; j < k; j++) {
+            if (!strcmp(o->machines[j].name, m->name)) {
+                die(EXIT_USAGE, "--machine %s given twice", m->name);
+            }
+        }
+        for (int i = m->first; i <= m->last; i++) {
+            if (taken[i]) {
+                die(EXIT_USAGE, "--machine %s:%d-%d: host %d is another "
+                    "--machine's too", m->name, m->first, m->last, i);
+            }
+            taken[i] = true;
+        }
+    }
+    int first = -1, last = -1;
+    for (int i = 0; i < o->nhosts; i++) {
+        if (!taken[i]) {
+            if (last >= 0 && last != i - 1) {
+                die(EXIT_USAGE, "--machine: the hosts left to this machine "
+                    "(%d..%d and %d) are not one range", first, last, i);
+            }
+            first = first < 0 ? i : first;
+            last = i;
+        }
+    }
+    if (first < 0) {
+        die(EXIT_USAGE, "--machine: every host is another machine's; this "
+            "one (the pool's, the network's hub) runs at least one");
+    }
+    o->first_local = first;
+    o->last_local = last;
+    o->local_given = true;
+}
+
 /* Cross-checks of the options of a pod across machines (parse_args). */
 void xmach_check(struct opts *o)
 {
@@ -214,6 +285,9 @@ void xmach_check(struct opts *o)
     if (o->pod_keys && o->userland != USERLAND_HOST) {
         msg("warning: --pod-keys: only --userland host guests have ssh; "
             "ignored");
+    }
+    if (o->n_machines) {
+        machines_check(o);
     }
     if (!o->machine) {
         o->machine = g_strdup(g_get_host_name());
@@ -777,6 +851,9 @@ void xmach_start(const struct opts *o)
                 o->net_listen);
         }
     }
+    if (o->n_machines) {
+        machines_start(o);
+    }
     if (o->net_join) {
         struct peer *p = g_new0(struct peer, 1);
         p->ctl = join_one(o, "ctl", p);
@@ -1019,7 +1096,8 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
         }
     }
     send_jobs_done();
-    return failed;
+    int mf = machines_tick();
+    return failed >= 0 ? failed : mf;
 }
 
 /* The pod has ended here: say so to the others, stop links and service. */
@@ -1052,6 +1130,7 @@ void xmach_stop(void)
         close(g_listen_fd);
         g_listen_fd = -1;
     }
+    machines_stop();
     serve_stop();
 }
 
@@ -1060,9 +1139,324 @@ void xmach_stop(void)
 int xmach_report(const struct opts *o)
 {
     (void)o;
+    fflush(stdout);
+    machines_report();
     for (guint i = 0; g_problems && i < g_problems->len; i++) {
         printf("pod across machines: %s\n",
                (char *)g_ptr_array_index(g_problems, i));
     }
     return g_problems && g_problems->len ? EXIT_JOBFAIL : EXIT_OK;
+}
+
+/* --machine: the other machines' launchers this one started            */
+
+struct machine_run {
+    const struct machine_spec *m;
+    GPid pid;               /* 0: reaped */
+    int status;
+    bool reported;
+    char *out, *err;        /* WORKDIR/machine-NAME.out, .err */
+};
+static struct machine_run *g_mruns;
+static int g_n_mruns;
+
+/* Options that are this machine's, not forwarded (or forwarded rewritten) */
+static const char *const not_forwarded[] = {
+    "hosts", "workdir", "pool", "pool-key", "serve", "net-listen", "net-join",
+    "local-hosts", "machine-name", "pod-keys", "machine", "ssh-command",
+    "remote-launcher", "job", "job-host", "json", "dry-run", "conflict-log",
+    "stale-log", NULL
+};
+
+static void add_word(GString *b, const char *w)
+{
+    g_string_append_c(b, ' ');
+    shell_quote(b, w);
+}
+
+/* A file of the script: its bytes as base64, decoded to dest there. */
+static void add_file(GString *b, const char *dest, const char *data,
+                     gsize len)
+{
+    g_autofree char *enc = g_base64_encode((const guchar *)data, len);
+    g_string_append_printf(b, "base64 -d >%s <<'CXLPOD_EOF'\n", dest);
+    for (size_t i = 0, n = strlen(enc); i < n; i += 76) {
+        g_string_append_len(b, enc + i, MIN(76, n - i));
+        g_string_append_c(b, '\n');
+    }
+    g_string_append(b, "CXLPOD_EOF\n");
+}
+
+static void add_file_from(GString *b, const char *dest, const char *src)
+{
+    g_autofree char *s = NULL;
+    gsize len;
+    g_autoptr(GError) err = NULL;
+
+    if (!g_file_get_contents(src, &s, &len, &err)) {
+        die(EXIT_USAGE, "--machine: %s", err->message);
+    }
+    add_file(b, dest, s, len);
+}
+
+/*
+ * Where the other machines' hosts take the pool from: the pool service
+ * when this launcher serves it (--serve: pool=ucx://, the pod's key sent
+ * along), else the same pool path (machines that share the pool file:
+ * launchers on one machine, or the test's network namespaces).
+ */
+static void machine_pool_args(GString *b, const struct opts *o)
+{
+    if (o->serve) {
+        g_autofree char *key = g_strdup_printf("%s.key", o->pool);
+        g_autofree char *url = g_strdup_printf(REMOTE_POOL_SCHEME "%s",
+                                               g_serve_addr);
+        add_file_from(b, "\"$d/pool.key\"", key);
+        g_string_append(b, "set -- \"$@\" --pool ");
+        shell_quote(b, url);
+        g_string_append(b, " --pool-key \"$d/pool.key\"\n");
+    } else {
+        g_string_append(b, "set -- \"$@\" --pool ");
+        shell_quote(b, o->pool);
+        g_string_append(b, "\n");
+    }
+}
+
+/* The script machine m's shell runs (sh -s): the pod's files into a new
+ * directory there, then its launcher with this one's pod options. */
+static char *machine_script(const struct opts *o, const struct machine_spec *m)
+{
+    GString *b = g_string_new("set -e\numask 077\n"
+        "d=$(mktemp -d \"${TMPDIR:-/tmp}/cxlpod-machine.XXXXXX\")\n"
+        "set --\n");
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+
+    if (o->userland == USERLAND_HOST) {
+        static const char *const keys[] = { "id_ed25519", "ssh_host_ed25519_key",
+                                            "id_ecdsa", "ssh_host_ecdsa_key",
+                                            NULL };
+        g_string_append(b, "mkdir \"$d/ssh\"\n");
+        for (int i = 0; keys[i]; i++) {
+            for (int pub = 0; pub < 2; pub++) {
+                g_autofree char *name = g_strdup_printf("%s%s", keys[i],
+                                                        pub ? ".pub" : "");
+                g_autofree char *src = g_build_filename(o->workdir, "ssh",
+                                                        name, NULL);
+                g_autofree char *dst = g_strdup_printf("\"$d/ssh/%s\"", name);
+                add_file_from(b, dst, src);
+            }
+        }
+        g_string_append(b, "set -- \"$@\" --pod-keys \"$d/ssh\"\n");
+    }
+    machine_pool_args(b, o);
+    if (o->job_file) {
+        add_file_from(b, "\"$d/job\"", o->job_file);
+        g_string_append(b, "set -- \"$@\" --job \"$d/job\"\n");
+    }
+    for (int i = 0; i < o->n_host_jobs; i++) {
+        g_autofree char *dst = g_strdup_printf("\"$d/job-%d\"",
+                                               o->host_jobs[i].host);
+        add_file_from(b, dst, o->host_jobs[i].file);
+        g_string_append_printf(b, "set -- \"$@\" --job-host %d:\"$d/job-%d\"\n",
+                               o->host_jobs[i].host, o->host_jobs[i].host);
+    }
+    /* the launch directory: this one's path if it has it */
+    g_string_append(b, "cd ");
+    shell_quote(b, o->jobdir ? o->jobdir : "/");
+    g_string_append(b, " 2>/dev/null || { mkdir \"$d/proj\"; cd \"$d/proj\"; }\n"
+                       "exec");
+    add_word(b, o->remote_launcher ? o->remote_launcher :
+             (n > 0 ? exe : PROG));
+    g_autofree char *nh = g_strdup_printf("%d", o->nhosts);
+    g_autofree char *range = g_strdup_printf("%d-%d", m->first, m->last);
+    add_word(b, "-n");
+    add_word(b, nh);
+    add_word(b, "--local-hosts");
+    add_word(b, range);
+    add_word(b, "--machine-name");
+    add_word(b, m->name);
+    add_word(b, "--net-join");
+    add_word(b, o->net_listen);
+    g_string_append(b, " -w \"$d/w\" \"$@\"");
+    for (guint i = 0; i + 1 < o->given->len; i += 2) {
+        const char *name = g_ptr_array_index(o->given, i);
+        const char *val = g_ptr_array_index(o->given, i + 1);
+        if (g_strv_contains(not_forwarded, name)) {
+            continue;
+        }
+        g_autofree char *opt = g_strdup_printf("--%s", name);
+        add_word(b, opt);
+        if (val) {
+            add_word(b, val);
+        }
+    }
+    if (o->job_cmd->len) {
+        g_string_append(b, " --");
+        for (guint i = 0; i < o->job_cmd->len; i++) {
+            add_word(b, g_ptr_array_index(o->job_cmd, i));
+        }
+    }
+    g_string_append(b, " </dev/null\n");
+    return g_string_free(b, FALSE);
+}
+
+/* Start every --machine's launcher (after this one listens). */
+static void machines_start(const struct opts *o)
+{
+    g_auto(GStrv) cmd = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!g_shell_parse_argv(o->ssh_command ? o->ssh_command : "ssh", NULL,
+                            &cmd, &err)) {
+        die(EXIT_USAGE, "--ssh-command '%s': %s", o->ssh_command,
+            err->message);
+    }
+    g_mruns = g_new0(struct machine_run, o->n_machines);
+    g_n_mruns = o->n_machines;
+    for (int k = 0; k < o->n_machines; k++) {
+        const struct machine_spec *m = &o->machines[k];
+        struct machine_run *mr = &g_mruns[k];
+        g_autoptr(GPtrArray) a = argv_new();
+        g_autofree char *script = machine_script(o, m);
+        g_autofree char *on = g_strdup_printf("machine-%s.out", m->name);
+        g_autofree char *en = g_strdup_printf("machine-%s.err", m->name);
+        g_autoptr(GError) e2 = NULL;
+        int in;
+
+        mr->m = m;
+        mr->out = wd_path(o, on);
+        mr->err = wd_path(o, en);
+        for (int i = 0; cmd[i]; i++) {
+            argv_add(a, cmd[i]);
+        }
+        argv_add(a, m->name);
+        argv_add(a, "sh");
+        argv_add(a, "-s");
+        g_ptr_array_add(a, NULL);
+        int ofd = open(mr->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int efd = open(mr->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (ofd < 0 || efd < 0) {
+            die(EXIT_USAGE, "cannot create %s: %s", mr->out, strerror(errno));
+        }
+        if (!g_spawn_async_with_pipes_and_fds(NULL,
+                (const gchar *const *)a->pdata, NULL,
+                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
+                plug_child_setup, NULL, -1, ofd, efd, NULL, NULL, 0,
+                &mr->pid, &in, NULL, NULL, &e2)) {
+            die(EXIT_USAGE, "--machine %s: cannot run %s: %s", m->name,
+                cmd[0], e2->message);
+        }
+        close(ofd);
+        close(efd);
+        if (!write_all(in, script, strlen(script))) {
+            msg("machine %s: could not send its launcher's script: %s",
+                m->name, strerror(errno));
+        }
+        close(in);
+        if (!o->quiet) {
+            msg("machine %s (hosts %d-%d): started its launcher with '%s %s "
+                "sh -s' (pid %d); its messages in %s", m->name, m->first,
+                m->last, o->ssh_command ? o->ssh_command : "ssh", m->name,
+                (int)mr->pid, mr->err);
+        }
+    }
+}
+
+/* The last line of a file (for messages), or "". */
+static char *last_line(const char *path)
+{
+    g_autofree char *s = NULL;
+    if (!g_file_get_contents(path, &s, NULL, NULL)) {
+        return g_strdup("");
+    }
+    g_strstrip(s);
+    const char *nl = strrchr(s, '\n');
+    return g_strdup(nl ? nl + 1 : s);
+}
+
+static bool peer_joined(const char *name)
+{
+    for (guint i = 0; g_peers && i < g_peers->len; i++) {
+        struct peer *p = g_ptr_array_index(g_peers, i);
+        if (!strcmp(p->name, name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A --machine launcher that ended: a problem unless it exited 0; the
+ * host to stop the pod for when it never joined (else -1). */
+static int machine_reaped(struct machine_run *mr, int st)
+{
+    mr->pid = 0;
+    mr->status = st;
+    if (g_spawn_check_wait_status(st, NULL) || mr->reported) {
+        return -1;
+    }
+    char how[96];
+    g_autofree char *tail = last_line(mr->err);
+    describe_status(st, how, sizeof(how));
+    mr->reported = true;
+    bool joined = peer_joined(mr->m->name);
+    problem("machine %s (hosts %d-%d): its launcher exited (status %s)%s: "
+            "%s (all in %s)", mr->m->name, mr->m->first, mr->m->last, how,
+            joined ? "" : " before it joined", *tail ? tail : "(no message)",
+            mr->err);
+    return joined ? -1 : mr->m->first;
+}
+
+static int machines_tick(void)
+{
+    int failed = -1;
+    for (int k = 0; k < g_n_mruns; k++) {
+        struct machine_run *mr = &g_mruns[k];
+        int st;
+        if (mr->pid > 0 && waitpid(mr->pid, &st, WNOHANG) == mr->pid) {
+            int f = machine_reaped(mr, st);
+            failed = failed < 0 ? f : failed;
+        }
+    }
+    return failed;
+}
+
+/* After the pod: every --machine launcher ends (it was told "end"). */
+static void machines_stop(void)
+{
+    double deadline = now_s() + 30;
+    for (int k = 0; k < g_n_mruns; k++) {
+        struct machine_run *mr = &g_mruns[k];
+        int st;
+        while (mr->pid > 0) {
+            if (waitpid(mr->pid, &st, WNOHANG) == mr->pid) {
+                machine_reaped(mr, st);
+                break;
+            }
+            if (now_s() > deadline) {
+                msg("machine %s: its launcher has not ended 30 s after the "
+                    "pod; stopping it", mr->m->name);
+                kill(mr->pid, SIGTERM);
+                g_usleep(TERM_GRACE_S * 1e6);
+                kill(mr->pid, SIGKILL);
+                waitpid(mr->pid, &st, 0);
+                machine_reaped(mr, st);
+                break;
+            }
+            g_usleep(20000);
+        }
+    }
+}
+
+/* The --machine launchers' results (their stdout), after this one's. */
+static void machines_report(void)
+{
+    for (int k = 0; k < g_n_mruns; k++) {
+        g_autofree char *s = NULL;
+        gsize len;
+        if (g_file_get_contents(g_mruns[k].out, &s, &len, NULL) && len) {
+            fwrite(s, 1, len, stdout);
+        }
+    }
 }

@@ -152,6 +152,12 @@ struct host_job {
     char *file;
 };
 
+/* --machine NAME:FIRST-LAST: hosts another machine's launcher runs */
+struct machine_spec {
+    char *name;
+    int first, last;
+};
+
 struct opts {
     int nhosts;
     char *workdir;
@@ -216,6 +222,12 @@ struct opts {
     char *machine;              /* --machine-name NAME */
     char *pod_keys;             /* --pod-keys DIR */
     double join_timeout_s;      /* --join-timeout */
+    struct machine_spec *machines;  /* --machine NAME:FIRST-LAST */
+    int n_machines;
+    char *ssh_command;          /* --ssh-command CMD (default "ssh") */
+    char *remote_launcher;      /* --remote-launcher PATH */
+    GPtrArray *given;           /* the command line's options, name and
+                                 * value (NULL for a flag) in pairs */
 };
 
 /* Files of one host in the work directory. */
@@ -373,7 +385,8 @@ enum {
     OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
     OPT_BOOT_PARALLEL, OPT_CONFLICT_LOG, OPT_STALE_LOG,
     OPT_LOCAL_HOSTS, OPT_SERVE, OPT_POOL_KEY, OPT_NET_LISTEN, OPT_NET_JOIN,
-    OPT_MACHINE_NAME, OPT_POD_KEYS, OPT_JOIN_TIMEOUT,
+    OPT_MACHINE_NAME, OPT_POD_KEYS, OPT_JOIN_TIMEOUT, OPT_MACHINE,
+    OPT_SSH_COMMAND, OPT_REMOTE_LAUNCHER,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */

@@ -26,6 +26,7 @@ NSA=cxlpod-a-$$ NSB=cxlpod-b-$$
 VA=cxa$$ VB=cxb$$
 PORT=17611 SPORT=17612
 PIDS=()
+BDIR=
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do
@@ -39,6 +40,7 @@ cleanup() {
     ip netns pids "$NSB" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$NSA" 2>/dev/null || true
     ip netns del "$NSB" 2>/dev/null || true
+    [ -z "$BDIR" ] || rm -rf "$BDIR"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -126,6 +128,33 @@ grep -qx "\[host0\] mpi-rc=0" "$WORK/a.out" || { show; fail "mpirun across the t
 # the service ran until the pod ended, and was stopped then
 ! pgrep -f "cxlpod-pool serve --listen 10.250.0.1:$SPORT" >/dev/null || fail "the pool service outlived the pod"
 pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool both ways, mpirun across both"
+
+# the common case in one command: machine a's launcher starts machine
+# b's (--machine NAME:1, with "ip netns exec" in ssh's place), sends it the
+# pod's keys and job, and prints its results after its own
+rm -rf "$WORK/a" "$WORK"/a.*
+# a fresh pool (the tokens of the first pod are in the old one), made
+# before either host starts
+POOL=$WORK/pool2.img
+"$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool" create --size 256M --coherent-size 64M --max-hosts 2 "$POOL" \
+    || fail "cxlpod-pool create $POOL"
+ra=0
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+    --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
+    --machine "$NSB:1" --ssh-command "ip netns exec" \
+    >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+showa() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b (started by a):"; cat "$WORK/a/machine-$NSB.err" 2>/dev/null; }
+# b's work directory, made by the script a sent (removed at exit)
+BDIR=$(sed -n 's|^cxlpod-launch: work dir: \(/.*/cxlpod-machine\.[^/]*\)/w$|\1|p' "$WORK/a/machine-$NSB.err" 2>/dev/null || true)
+[ $ra = 0 ] || { showa; fail "the one-command pod exited $ra"; }
+[ -n "$BDIR" ] && [ -d "$BDIR/w" ] || { showa; fail "no work directory of b's launcher"; }
+[ "$(stat -c %a "$BDIR")" = 700 ] || fail "b's directory with the pod's keys is not private"
+grep -q "machine $NSB (hosts 1-1): started its launcher with 'ip netns exec $NSB sh -s'" "$WORK/a.err" || { showa; fail "a did not start b's launcher"; }
+grep -q "pod network: machine $NSB (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { showa; fail "b's launcher did not join"; }
+for want in "^host 0: rc=0" "^host 1: rc=0" "^\[host1\] ssh host0 -> host0 0\$" "^\[host0\] mpi-rc=0\$" "^\[host1\] host 1 got $t0\$"; do
+    grep -q "$want" "$WORK/a.out" || { showa; fail "the one-command pod's output has no line '$want'"; }
+done
+pass "one command: a started b's launcher through 'ip netns exec', the pod ran across both and a printed both hosts' results"
 
 # start_pair: both launchers again, until each has started its host
 start_pair() {

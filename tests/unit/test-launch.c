@@ -1070,6 +1070,12 @@ static void test_xmach(void)
                          "pool=ucx://10.250.0.1:17600,pool-key=/k/pod.key,"
                          "coherent-size=64M"));
     g_assert_null(strstr(cmd, "memory-backend"));
+    /* --machine: this machine runs the hosts left */
+    parse_line("-n 5 --net-listen 10.0.0.1:7 --machine b:3-4 "
+               "--machine c:0 -- true", &o);
+    g_assert_true(o.local_given && o.first_local == 1 && o.last_local == 2);
+    g_assert_cmpint(o.n_machines, ==, 2);
+    g_assert_cmpstr(o.machines[1].name, ==, "c");
     /* without --local-hosts every host is this launcher's */
     parse_line("-n 2 -- true", &o);
     g_assert_true(host_local(&o, 0) && host_local(&o, 1));
@@ -1094,6 +1100,21 @@ static const struct {
     { "--serve localhost:1 -- true", "*bad --serve*" },
     { "--device cxl-type3 --serve 127.0.0.1:1 -- true",
       "*only cxl-shm pools are served*" },
+    { "-n 4 --machine b:2-3 -- true", "*--machine needs --net-listen*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-4 -- true",
+      "*--machine b:2-4: the pod has 4 hosts*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine c:3 -- true",
+      "*host 3 is another --machine's too*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:1-2 -- true",
+      "*the hosts left to this machine (0..0 and 3) are not one range*" },
+    { "-n 2 --net-listen 10.0.0.1:1 --machine b:0-1 -- true",
+      "*every host is another machine's*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine b:1 -- true",
+      "*--machine b given twice*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --local-hosts 0-1 --machine b:2-3 -- true",
+      "*leave --local-hosts out*" },
+    { "--machine b'c:1 -- true", "*the name has a blank or a quote*" },
+    { "--machine b -- true", "*expected NAME:FIRST-LAST*" },
 };
 
 static void test_xmach_refused(void)
