@@ -14,9 +14,11 @@
 # what this tests.  The guests ping and ssh each other by name across the
 # two switches, pass a token each way through the pool, and host 0 runs
 # the MPI allreduce on both with mpirun.
-# Then a second pod whose machine b launcher is SIGKILLed once it joined:
-# machine a's launcher names machine b and its hosts, stops its own host
-# and exits 1.
+# Then the same pod in one command (machine a's launcher starts b's with
+# --machine, "ip netns exec" in ssh's place); host 1's QEMU killed on b
+# (both launchers report it); a's pool service killed (reported) and b's
+# launcher SIGKILLed once it joined: a names machine b, stops its own
+# host and exits 1.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || fail "needs root (it makes network namespaces)"
@@ -161,7 +163,7 @@ start_pair() {
     rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
     ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
         --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
-        >"$WORK/a.out" 2>"$WORK/a.err" &
+        --serve 10.250.0.1:$SPORT >"$WORK/a.out" 2>"$WORK/a.err" &
     PA=$!; PIDS+=($PA)
     for t in $(seq 1 300); do
         grep -q "listens on" "$WORK/a.err" && break
@@ -194,8 +196,18 @@ grep -q "^host 0: stopped: host 1 failed" "$WORK/a.out" || { show; fail "a did n
 grep -q "^host 1: no result" "$WORK/b.out" || { show; fail "b did not report host 1 without a result"; }
 pass "host 1's QEMU killed on machine b: both launchers report it and exit 1"
 
-# machine b's launcher killed once it joined: a names it and stops
+# machine a's pool service dies, then machine b's launcher is killed
+# once it joined: a reports both, names machine b and stops
 start_pair
+spid=$(sed -n 's/.*pool service: cxlpod-pool serve (pid \([0-9]*\)).*/\1/p' "$WORK/a.err")
+[ -n "$spid" ] || { show; fail "no pool service pid on a"; }
+kill -KILL "$spid"
+for t in $(seq 1 50); do
+    grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" && break
+    sleep 0.2
+done
+grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" \
+    || { show; fail "a did not report its pool service's death"; }
 kill -KILL $PB
 wait $PB 2>/dev/null || true
 ra=0
@@ -206,4 +218,5 @@ grep -q "machine b (hosts 1-1, 10.250.0.2:[0-9]*): its launcher is gone without 
     || { show; fail "a did not name machine b as gone"; }
 grep -q "^host 0: stopped: host 1 failed" "$WORK/a.out" || { show; fail "a did not stop host 0 for machine b"; }
 grep -q "^pod across machines: machine b (hosts 1-1" "$WORK/a.out" || { show; fail "a's summary does not name machine b"; }
-pass "machine b's launcher killed: machine a named it, stopped its host and exited 1"
+grep -q "^pod across machines: the pool service .* exited" "$WORK/a.out" || { show; fail "a's summary does not have the pool service's death"; }
+pass "machine a's pool service and machine b's launcher killed: machine a reported both, stopped its host and exited 1"
