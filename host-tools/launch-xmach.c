@@ -6,12 +6,19 @@
  * network joined across them (--net-listen / --net-join).
  *
  * The network link: the joining launcher opens two TCP connections to the
- * listening one.  Each starts with one hello line each way:
+ * listening one.  Each starts with three lines:
  *
- *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME      (the joiner; KIND is
+ *     CXLPOD-NET 1 nonce HEX                        (the listener: 16 random
+ *                                                    bytes)
+ *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME PROOF  (the joiner; KIND is
  *                                                    ctl or link)
- *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME        (the listener's reply)
+ *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME -      (the listener's reply)
  *     CXLPOD-NET 1 refused WHY...
+ *
+ * PROOF is HMAC-SHA256 under the pod's key (--pool-key, or POOL.key
+ * beside the pool) of "cxlpod-net-join|NONCE|KIND|NHOSTS|FIRST-LAST|NAME"
+ * in hex ("-" without a key); a listener that has the key refuses any
+ * other.
  *
  * After it, the "link" connection is both switches' cable: it becomes the
  * standard input and output of a vde_plug on this machine's switch, which
@@ -31,6 +38,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/random.h>
 
 #define NET_HELLO "CXLPOD-NET 1 "
 #define HANDSHAKE_S 10          /* a hello line's wait */
@@ -598,16 +606,67 @@ static void send_line(int fd, const char *fmt, ...)
     }
 }
 
-/* A hello line: KIND NHOSTS FIRST LAST NAME after the prefix. */
+/*
+ * The pod's key, which a joining launcher proves it holds: --pool-key, or
+ * the pool file's POOL.key (docs/pool-tool.md, "create"); NULL when this
+ * machine has none.
+ */
+static char *g_net_key;
+
+static void net_key_load(const struct opts *o)
+{
+    g_autofree char *path = o->pool_key ? g_strdup(o->pool_key) :
+                            pool_is_remote(o) ? NULL :
+                            g_strdup_printf("%s.key", o->pool);
+    char *s = NULL;
+
+    if (path && g_file_get_contents(path, &s, NULL, NULL)) {
+        g_strstrip(s);
+        if (*s) {
+            g_net_key = s;
+            return;
+        }
+        g_free(s);
+    }
+    if (o->net_listen) {
+        msg("warning: pod network: no pod key (%s): any launcher that "
+            "reaches %s can join the pod's segment (docs/multi-machine.md, "
+            "\"Security\")", path ? path : "no --pool-key", o->net_listen);
+    }
+}
+
+/* Whether n bytes differ, in a time that does not depend on where */
+static bool differ_ct(const char *a, const char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) {
+        d |= (unsigned char)a[i] ^ (unsigned char)b[i];
+    }
+    return d != 0;
+}
+
+/* HMAC-SHA256(the pod's key, the join's fields and the nonce), in hex */
+static char *net_proof(const char *nonce, const char *kind, int n, int first,
+                       int last, const char *name)
+{
+    g_autofree char *m = g_strdup_printf("cxlpod-net-join|%s|%s|%d|%d-%d|%s",
+                                         nonce, kind, n, first, last, name);
+    return g_compute_hmac_for_string(G_CHECKSUM_SHA256,
+                                     (const guchar *)g_net_key,
+                                     strlen(g_net_key), m, -1);
+}
+
+/* A hello line: KIND NHOSTS FIRST LAST NAME [PROOF] after the prefix. */
 static bool parse_hello(const char *line, char **kind, int *n, int *first,
-                        int *last, char **name)
+                        int *last, char **name, char **proof)
 {
     if (!g_str_has_prefix(line, NET_HELLO)) {
         return false;
     }
-    g_auto(GStrv) w = g_strsplit(line + strlen(NET_HELLO), " ", 6);
+    g_auto(GStrv) w = g_strsplit(line + strlen(NET_HELLO), " ", 7);
     long v[3];
-    if (g_strv_length(w) != 5 || !parse_int(w[1], 1, MAX_HOSTS, &v[0]) ||
+    guint nw = g_strv_length(w);
+    if (nw < 5 || nw > 6 || !parse_int(w[1], 1, MAX_HOSTS, &v[0]) ||
         !parse_int(w[2], 0, MAX_HOSTS - 1, &v[1]) ||
         !parse_int(w[3], v[1], MAX_HOSTS - 1, &v[2]) || !*w[4]) {
         return false;
@@ -617,6 +676,9 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
     *first = (int)v[1];
     *last = (int)v[2];
     *name = g_strdup(w[4]);
+    if (proof) {
+        *proof = nw == 6 && strcmp(w[5], "-") ? g_strdup(w[5]) : NULL;
+    }
     return true;
 }
 
@@ -686,12 +748,24 @@ static const char *range_taken(const struct opts *o, int first, int last)
 static void accept_one(const struct opts *o, int fd, const char *from)
 {
     char line[512];
-    g_autofree char *kind = NULL, *name = NULL;
+    g_autofree char *kind = NULL, *name = NULL, *proof = NULL;
     int n, first, last;
+    unsigned char rnd[16];
+    char nonce[33];
 
     set_timeouts(fd, HANDSHAKE_S);
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        msg("pod network: no random nonce (%s); a connection from %s "
+            "closed", strerror(errno), from);
+        close(fd);
+        return;
+    }
+    for (int i = 0; i < 16; i++) {
+        snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
+    }
+    send_line(fd, NET_HELLO "nonce %s\n", nonce);
     if (!read_line_fd(fd, line, sizeof(line)) ||
-        !parse_hello(line, &kind, &n, &first, &last, &name)) {
+        !parse_hello(line, &kind, &n, &first, &last, &name, &proof)) {
         msg("pod network: a connection from %s was not a cxlpod launcher's; "
             "closed", from);
         close(fd);
@@ -700,7 +774,14 @@ static void accept_one(const struct opts *o, int fd, const char *from)
     g_autofree char *refuse = NULL;
     struct peer *p = peer_named(name);
     const char *taken;
-    if (n != o->nhosts) {
+    g_autofree char *want = g_net_key ? net_proof(nonce, kind, n, first, last,
+                                                  name) : NULL;
+    if (want && (!proof || strlen(proof) != strlen(want) ||
+                 differ_ct(proof, want, strlen(want)))) {
+        refuse = g_strdup_printf("%s (its --pool-key, or its pool's "
+                                 "POOL.key, is not this pod's key)",
+                                 proof ? "wrong pod key" : "no pod key");
+    } else if (n != o->nhosts) {
         refuse = g_strdup_printf("the pod has %d hosts here, %d there (give "
                                  "every launcher the same -n)", o->nhosts, n);
     } else if (last >= o->nhosts) {
@@ -729,7 +810,7 @@ static void accept_one(const struct opts *o, int fd, const char *from)
         close(fd);
         return;
     }
-    send_line(fd, NET_HELLO "ok %d %d %d %s\n", o->nhosts,
+    send_line(fd, NET_HELLO "ok %d %d %d %s -\n", o->nhosts,
               o->local_given ? o->first_local : 0,
               o->local_given ? o->last_local : o->nhosts - 1, o->machine);
     if (!strcmp(kind, "ctl")) {
@@ -792,10 +873,20 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
         g_usleep(200000);
     }
     set_timeouts(fd, HANDSHAKE_S);
-    send_line(fd, NET_HELLO "%s %d %d %d %s\n", kind, o->nhosts,
-              o->local_given ? o->first_local : 0,
-              o->local_given ? o->last_local : o->nhosts - 1, o->machine);
     char line[512];
+    errno = 0;
+    int lf = o->local_given ? o->first_local : 0;
+    int ll = o->local_given ? o->last_local : o->nhosts - 1;
+    if (!read_line_fd(fd, line, sizeof(line)) ||
+        !g_str_has_prefix(line, NET_HELLO "nonce ")) {
+        die(EXIT_USAGE, "--net-join %s: no cxlpod launcher's greeting there "
+            "(%s)", o->net_join, errno ? strerror(errno) : line);
+    }
+    g_autofree char *proof = g_net_key ?
+        net_proof(line + strlen(NET_HELLO "nonce "), kind, o->nhosts, lf, ll,
+                  o->machine) : g_strdup("-");
+    send_line(fd, NET_HELLO "%s %d %d %d %s %s\n", kind, o->nhosts, lf, ll,
+              o->machine, proof);
     if (!read_line_fd(fd, line, sizeof(line))) {
         die(EXIT_USAGE, "--net-join %s: no answer from the launcher there "
             "(%s)", o->net_join, strerror(errno));
@@ -807,7 +898,7 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     }
     g_autofree char *k = NULL, *name = NULL;
     int n, first, last;
-    if (!parse_hello(line, &k, &n, &first, &last, &name) ||
+    if (!parse_hello(line, &k, &n, &first, &last, &name, NULL) ||
         strcmp(k, "ok")) {
         die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer: %.80s",
             o->net_join, line);
@@ -827,6 +918,9 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
 void xmach_start(const struct opts *o)
 {
     g_join_t0 = g_join_said = now_s();
+    if (o->net_listen || o->net_join) {
+        net_key_load(o);
+    }
     if (o->serve) {
         serve_start(o);
     }

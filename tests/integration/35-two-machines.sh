@@ -15,7 +15,8 @@
 # two switches, pass a token each way through the pool, and host 0 runs
 # the MPI allreduce on both with mpirun.
 # Then the same pod in one command (machine a's launcher starts b's with
-# --machine, "ip netns exec" in ssh's place); host 1's QEMU killed on b
+# --machine, "ip netns exec" in ssh's place); a machine b whose pool key
+# is another pod's, refused at the join; host 1's QEMU killed on b
 # (both launchers report it); a's pool service killed (reported) and b's
 # launcher SIGKILLed once it joined: a names machine b, stops its own
 # host and exits 1.
@@ -157,6 +158,32 @@ for want in "^host 0: rc=0" "^host 1: rc=0" "^\[host1\] ssh host0 -> host0 0\$" 
     grep -q "$want" "$WORK/a.out" || { showa; fail "the one-command pod's output has no line '$want'"; }
 done
 pass "one command: a started b's launcher through 'ip netns exec', the pod ran across both and a printed both hosts' results"
+
+# a machine whose pod key is not the pod's is refused at the join, with
+# the reason on both sides, before any host starts
+rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
+"$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool" create --size 256M --coherent-size 64M --max-hosts 2 "$WORK/other.img" >/dev/null \
+    || fail "cxlpod-pool create other.img"
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
+    >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 300); do
+    grep -q "listens on" "$WORK/a.err" && break
+    sleep 0.2
+done
+rb=0
+ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+    --machine-name b --pool "$WORK/other.img" --pod-keys "$WORK/a/ssh" \
+    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
+kill -TERM $PA
+wait $PA || true
+PIDS=()
+[ $rb = 2 ] || { show; fail "machine b with another pod's key exited $rb (expected 2)"; }
+grep -q "the launcher there refused this machine (b): wrong pod key" "$WORK/b.err" || { show; fail "b does not say its key was refused"; }
+grep -q "pod network: refused machine b (hosts 1-1, from 10.250.0.2:[0-9]*): wrong pod key" "$WORK/a.err" || { show; fail "a did not log the refusal"; }
+! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join was refused"; }
+pass "a launcher with another pod's key refused at the join, on both sides"
 
 # start_pair: both launchers again, until each has started its host
 start_pair() {
