@@ -788,10 +788,11 @@ static void accept_one(const struct opts *o, int fd, const char *from)
         refuse = g_strdup_printf("hosts %d-%d: the pod has 0..%d", first,
                                  last, o->nhosts - 1);
     } else if (!strcmp(kind, "ctl")) {
+        taken = range_taken(o, first, last);
         if (!strcmp(name, o->machine) || p) {
             refuse = g_strdup_printf("a machine named %s is in the pod "
                                      "already (--machine-name)", name);
-        } else if ((taken = range_taken(o, first, last))) {
+        } else if (taken) {
             refuse = g_strdup_printf("hosts %d-%d overlap machine %s's",
                                      first, last, taken);
         }
