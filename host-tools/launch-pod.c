@@ -564,13 +564,17 @@ int run(struct opts *o)
     }
     if (!o->quiet) {
         GString *md = g_string_new(NULL);
+        g_autofree char *which = o->local_given ?
+            g_strdup_printf("hosts %d-%d of a %d-host pod", o->first_local,
+                            o->last_local, o->nhosts) :
+            g_strdup_printf("%d host%s", o->nhosts, o->nhosts > 1 ? "s" : "");
         for (int i = 0; i < o->nhosts; i++) {
-            if (host_on_memdev(o, i)) {
+            if (host_on_memdev(o, i) && host_local(o, i)) {
                 g_string_append_printf(md, "%s%d", md->len ? "," : "", i);
             }
         }
-        msg("%d host%s, pool %s (%s%s%s, %llu MiB), QEMU %s", o->nhosts,
-            o->nhosts > 1 ? "s" : "", o->pool, device_name(o->device),
+        msg("%s, pool %s (%s%s%s, %llu MiB), QEMU %s", which,
+            o->pool, device_name(o->device),
             md->len ? ", memory backend on hosts " : "", md->str,
             (unsigned long long)(o->size / MIB), o->qemu);
         g_string_free(md, TRUE);

@@ -10,15 +10,17 @@
  *
  *     CXLPOD-NET 1 nonce HEX                        (the listener: 16 random
  *                                                    bytes)
- *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME PROOF  (the joiner; KIND is
+ *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME PROOF NONCE2
+ *                                                   (the joiner; KIND is
  *                                                    ctl or link)
- *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME -      (the listener's reply)
+ *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME PROOF2 (the listener's reply)
  *     CXLPOD-NET 1 refused WHY...
  *
  * PROOF is HMAC-SHA256 under the pod's key (--pool-key, or POOL.key
  * beside the pool) of "cxlpod-net-join|NONCE|KIND|NHOSTS|FIRST-LAST|NAME"
- * in hex ("-" without a key); a listener that has the key refuses any
- * other.
+ * in hex ("-" without a key), PROOF2 the same of the listener's fields
+ * over the joiner's NONCE2 with KIND "ok"; a side that has the key
+ * refuses a missing or wrong proof.
  *
  * After it, the "link" connection is both switches' cable: it becomes the
  * standard input and output of a vde_plug on this machine's switch, which
@@ -56,6 +58,8 @@ struct peer {
     bool told_jobs_done;    /* we sent it jobs-done */
     bool ended;             /* it sent end */
     bool gone;              /* its ctl closed, or its link went down */
+    double t_link_down;     /* its vde_plug exited (0: not) */
+    char link_how[96];      /* ... with this status */
 };
 
 static GPtrArray *g_peers;          /* struct peer * */
@@ -656,17 +660,31 @@ static char *net_proof(const char *nonce, const char *kind, int n, int first,
                                      strlen(g_net_key), m, -1);
 }
 
-/* A hello line: KIND NHOSTS FIRST LAST NAME [PROOF] after the prefix. */
+/* 16 random bytes in hex; false if the kernel gave none */
+static bool make_nonce(char out[33])
+{
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        return false;
+    }
+    for (int i = 0; i < 16; i++) {
+        snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+    }
+    return true;
+}
+
+/* A hello line: KIND NHOSTS FIRST LAST NAME [PROOF [NONCE]] after the
+ * prefix (proof NULL for "-") */
 static bool parse_hello(const char *line, char **kind, int *n, int *first,
-                        int *last, char **name, char **proof)
+                        int *last, char **name, char **proof, char **nonce)
 {
     if (!g_str_has_prefix(line, NET_HELLO)) {
         return false;
     }
-    g_auto(GStrv) w = g_strsplit(line + strlen(NET_HELLO), " ", 7);
+    g_auto(GStrv) w = g_strsplit(line + strlen(NET_HELLO), " ", 8);
     long v[3];
     guint nw = g_strv_length(w);
-    if (nw < 5 || nw > 6 || !parse_int(w[1], 1, MAX_HOSTS, &v[0]) ||
+    if (nw < 5 || nw > 7 || !parse_int(w[1], 1, MAX_HOSTS, &v[0]) ||
         !parse_int(w[2], 0, MAX_HOSTS - 1, &v[1]) ||
         !parse_int(w[3], v[1], MAX_HOSTS - 1, &v[2]) || !*w[4]) {
         return false;
@@ -677,7 +695,10 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
     *last = (int)v[2];
     *name = g_strdup(w[4]);
     if (proof) {
-        *proof = nw == 6 && strcmp(w[5], "-") ? g_strdup(w[5]) : NULL;
+        *proof = nw >= 6 && strcmp(w[5], "-") ? g_strdup(w[5]) : NULL;
+    }
+    if (nonce) {
+        *nonce = nw == 7 ? g_strdup(w[6]) : NULL;
     }
     return true;
 }
@@ -749,23 +770,21 @@ static void accept_one(const struct opts *o, int fd, const char *from)
 {
     char line[512];
     g_autofree char *kind = NULL, *name = NULL, *proof = NULL;
+    g_autofree char *theirs = NULL;
     int n, first, last;
-    unsigned char rnd[16];
     char nonce[33];
 
     set_timeouts(fd, HANDSHAKE_S);
-    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+    if (!make_nonce(nonce)) {
         msg("pod network: no random nonce (%s); a connection from %s "
             "closed", strerror(errno), from);
         close(fd);
         return;
     }
-    for (int i = 0; i < 16; i++) {
-        snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
-    }
     send_line(fd, NET_HELLO "nonce %s\n", nonce);
     if (!read_line_fd(fd, line, sizeof(line)) ||
-        !parse_hello(line, &kind, &n, &first, &last, &name, &proof)) {
+        !parse_hello(line, &kind, &n, &first, &last, &name, &proof,
+                     &theirs)) {
         msg("pod network: a connection from %s was not a cxlpod launcher's; "
             "closed", from);
         close(fd);
@@ -811,9 +830,14 @@ static void accept_one(const struct opts *o, int fd, const char *from)
         close(fd);
         return;
     }
-    send_line(fd, NET_HELLO "ok %d %d %d %s -\n", o->nhosts,
-              o->local_given ? o->first_local : 0,
-              o->local_given ? o->last_local : o->nhosts - 1, o->machine);
+    /* this launcher's proof, over the joiner's nonce */
+    int lf = o->local_given ? o->first_local : 0;
+    int ll = o->local_given ? o->last_local : o->nhosts - 1;
+    g_autofree char *mine = g_net_key && theirs ?
+        net_proof(theirs, "ok", o->nhosts, lf, ll, o->machine) :
+        g_strdup("-");
+    send_line(fd, NET_HELLO "ok %d %d %d %s %s\n", o->nhosts, lf, ll,
+              o->machine, mine);
     if (!strcmp(kind, "ctl")) {
         p = g_new0(struct peer, 1);
         p->name = g_strdup(name);
@@ -871,7 +895,12 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
             msg("waiting for the pod network's listener at %s (%.0f s; %s)",
                 o->net_join, t - t0, strerror(e));
         }
-        g_usleep(200000);
+        /* its signal sources (Ctrl-C) set g_signal */
+        for (int i = 0; i < 20; i++) {
+            while (g_main_context_iteration(NULL, FALSE)) {
+            }
+            g_usleep(10000);
+        }
     }
     set_timeouts(fd, HANDSHAKE_S);
     char line[512];
@@ -886,8 +915,12 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     g_autofree char *proof = g_net_key ?
         net_proof(line + strlen(NET_HELLO "nonce "), kind, o->nhosts, lf, ll,
                   o->machine) : g_strdup("-");
-    send_line(fd, NET_HELLO "%s %d %d %d %s %s\n", kind, o->nhosts, lf, ll,
-              o->machine, proof);
+    char mine[33];
+    if (!make_nonce(mine)) {
+        die(EXIT_USAGE, "--net-join: no random nonce: %s", strerror(errno));
+    }
+    send_line(fd, NET_HELLO "%s %d %d %d %s %s %s\n", kind, o->nhosts, lf,
+              ll, o->machine, proof, mine);
     if (!read_line_fd(fd, line, sizeof(line))) {
         die(EXIT_USAGE, "--net-join %s: no answer from the launcher there "
             "(%s)", o->net_join, strerror(errno));
@@ -897,12 +930,22 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
             "machine (%s): %s", o->net_join, o->machine,
             line + strlen(NET_HELLO "refused "));
     }
-    g_autofree char *k = NULL, *name = NULL;
+    g_autofree char *k = NULL, *name = NULL, *theirs = NULL;
     int n, first, last;
-    if (!parse_hello(line, &k, &n, &first, &last, &name, NULL) ||
+    if (!parse_hello(line, &k, &n, &first, &last, &name, &theirs, NULL) ||
         strcmp(k, "ok")) {
         die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer: %.80s",
             o->net_join, line);
+    }
+    /* the listener proves it holds the pod's key too */
+    g_autofree char *want = g_net_key ?
+        net_proof(mine, "ok", n, first, last, name) : NULL;
+    if (want && (!theirs || strlen(theirs) != strlen(want) ||
+                 differ_ct(theirs, want, strlen(want)))) {
+        die(EXIT_USAGE, "--net-join %s: the launcher there (%s) %s: not "
+            "this pod's, or a pod network without a key", o->net_join, name,
+            theirs ? "answered with another pod's key" :
+            "did not prove it holds the pod's key");
     }
     if (!p->name) {
         p->name = g_strdup(name);
@@ -1174,14 +1217,20 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
         }
         int st;
         if (p->plug > 0 && waitpid(p->plug, &st, WNOHANG) == p->plug) {
-            char how[96];
-            describe_status(st, how, sizeof(how));
+            describe_status(st, p->link_how, sizeof(p->link_how));
             p->plug = 0;
+            p->t_link_down = now_s();
+        }
+        /* a link down while its launcher's control connection stays up
+         * for a second (else that launcher is gone, said above) */
+        if (p->t_link_down > 0 && now_s() - p->t_link_down > 1.0) {
+            p->t_link_down = 0;
             if (!p->ended && !p->gone) {
                 p->gone = true;
                 problem("machine %s (hosts %d-%d): the pod network link to "
-                        "it is down (vde_plug exited, %s): its hosts are "
-                        "unreachable", p->name, p->first, p->last, how);
+                        "it is down (vde_plug exited with status %s): its "
+                        "hosts are unreachable", p->name, p->first, p->last,
+                        p->link_how);
                 if (failed < 0) {
                     failed = p->first;
                     snprintf(why, n, "the link to machine %s is down",

@@ -185,6 +185,30 @@ grep -q "pod network: refused machine b (hosts 1-1, from 10.250.0.2:[0-9]*): wro
 ! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join was refused"; }
 pass "a launcher with another pod's key refused at the join, on both sides"
 
+# and a listener without the pod's key (its pool has none) is refused by
+# a joiner that has it
+rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$WORK/nokey.img" --net-listen 10.250.0.1:$PORT \
+    >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 300); do
+    grep -q "listens on" "$WORK/a.err" && break
+    sleep 0.2
+done
+grep -q "warning: pod network: no pod key ($WORK/nokey.img.key)" "$WORK/a.err" || { show; fail "a without a pod key did not warn"; }
+rb=0
+ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+    --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
+    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
+kill -TERM $PA
+wait $PA || true
+PIDS=()
+[ $rb = 2 ] || { show; fail "machine b joining a listener without the key exited $rb (expected 2)"; }
+grep -q "the launcher there (a) did not prove it holds the pod's key" "$WORK/b.err" || { show; fail "b did not refuse a listener without the key"; }
+! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join failed"; }
+pass "a listener without the pod's key refused by the joiner"
+
 # start_pair: both launchers again, until each has started its host
 start_pair() {
     rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
