@@ -1031,6 +1031,9 @@ static void test_event_logs_refused_child(void)
 
 /* A pod across machines (launch-xmach.c): the host range, addresses,
  * the remote pool's device arguments and the refused combinations. */
+static char *write_conf(const char *text);
+static void remove_conf(char *path);
+
 static void test_xmach(void)
 {
     struct opts o;
@@ -1076,6 +1079,28 @@ static void test_xmach(void)
     g_assert_true(o.local_given && o.first_local == 1 && o.last_local == 2);
     g_assert_cmpint(o.n_machines, ==, 2);
     g_assert_cmpstr(o.machines[1].name, ==, "c");
+    /* the same from a pod file: ucx:// is an address, keys are paths */
+    {
+        char *conf = write_conf("[pod]\nhosts = 4\nlocal-hosts = 2-3\n"
+                                "net-join = 10.0.0.1:7\nmachine-name = b\n"
+                                "join-timeout = 20\npod-keys = keys\n"
+                                "userland = host\n"
+                                "[device]\npool = ucx://10.0.0.1:6\n"
+                                "pool-key = pod.key\n[job]\ncommand = true\n");
+        g_autofree char *dir = g_path_get_dirname(conf);
+        g_autofree char *line = g_strdup_printf("--config %s", conf);
+        g_autofree char *keys = g_build_filename(dir, "keys", NULL);
+        g_autofree char *key = g_build_filename(dir, "pod.key", NULL);
+        parse_line(line, &o);
+        g_assert_true(o.local_given && o.first_local == 2 && o.last_local == 3);
+        g_assert_cmpstr(o.net_join, ==, "10.0.0.1:7");
+        g_assert_cmpstr(o.machine, ==, "b");
+        g_assert_true(o.join_timeout_s == 20);
+        g_assert_cmpstr(o.pool, ==, "ucx://10.0.0.1:6");
+        g_assert_cmpstr(o.pool_key, ==, key);
+        g_assert_cmpstr(o.pod_keys, ==, keys);
+        remove_conf(conf);
+    }
     /* without --local-hosts every host is this launcher's */
     parse_line("-n 2 -- true", &o);
     g_assert_true(host_local(&o, 0) && host_local(&o, 1));
