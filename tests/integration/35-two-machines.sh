@@ -159,6 +159,21 @@ for want in "^host 0: rc=0" "^host 1: rc=0" "^\[host1\] ssh host0 -> host0 0\$" 
 done
 pass "one command: a started b's launcher through 'ip netns exec', the pod ran across both and a printed both hosts' results"
 
+# --machine whose command fails: the pod stops before any host starts,
+# naming the machine and what its command said
+rm -rf "$WORK/a" "$WORK"/a.*
+printf '#!/bin/sh\necho "no route to $1" >&2\nexit 255\n' >"$WORK/bad-ssh"
+chmod +x "$WORK/bad-ssh"
+ra=0
+ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+    --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
+    --machine far:1 --ssh-command "$WORK/bad-ssh" >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+[ $ra = 1 ] || { showa; fail "a pod whose --machine could not be reached exited $ra (expected 1)"; }
+grep -q "^pod across machines: machine far (hosts 1-1): its launcher exited (status 255) before it joined: no route to far" "$WORK/a.out" \
+    || { showa; fail "a did not name the unreachable machine"; }
+! grep -q "started QEMU" "$WORK/a.err" || { showa; fail "a host started although machine far never joined"; }
+pass "--machine that cannot be reached: the pod stopped before any host, naming it"
+
 # a machine whose pod key is not the pod's is refused at the join, with
 # the reason on both sides, before any host starts
 rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
