@@ -274,8 +274,8 @@ for t in $(seq 1 50); do
 done
 grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" \
     || { show; fail "a did not report its pool service's death"; }
+disown $PB     # no "Killed" notice from bash
 kill -KILL $PB
-wait $PB 2>/dev/null || true
 ra=0
 wait $PA || ra=$?
 PIDS=()
