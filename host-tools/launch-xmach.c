@@ -766,24 +766,14 @@ static const char *range_taken(const struct opts *o, int first, int last)
 }
 
 /* The listener: one connection's hello, answered. */
-static void accept_one(const struct opts *o, int fd, const char *from)
+static void accept_line(const struct opts *o, int fd, const char *from,
+                        const char *nonce, const char *line)
 {
-    char line[512];
     g_autofree char *kind = NULL, *name = NULL, *proof = NULL;
     g_autofree char *theirs = NULL;
     int n, first, last;
-    char nonce[33];
 
-    set_timeouts(fd, HANDSHAKE_S);
-    if (!make_nonce(nonce)) {
-        msg("pod network: no random nonce (%s); a connection from %s "
-            "closed", strerror(errno), from);
-        close(fd);
-        return;
-    }
-    send_line(fd, NET_HELLO "nonce %s\n", nonce);
-    if (!read_line_fd(fd, line, sizeof(line)) ||
-        !parse_hello(line, &kind, &n, &first, &last, &name, &proof,
+    if (!parse_hello(line, &kind, &n, &first, &last, &name, &proof,
                      &theirs)) {
         msg("pod network: a connection from %s was not a cxlpod launcher's; "
             "closed", from);
@@ -857,6 +847,83 @@ static void accept_one(const struct opts *o, int fd, const char *from)
             msg("pod network: machine %s (hosts %d-%d, from %s) joined",
                 name, first, last, from);
         }
+    }
+}
+
+/*
+ * Connections whose hello line has not come yet: read as it comes, once
+ * a tick, so that a slow or silent client never holds the launcher's
+ * loop; dropped after HANDSHAKE_S.
+ */
+struct pending {
+    int fd;
+    char *from;
+    GString *in;
+    double deadline;
+    char nonce[33];
+};
+static GPtrArray *g_pending;
+
+static void accept_start(int fd, const char *from)
+{
+    struct pending *pc = g_new0(struct pending, 1);
+
+    set_timeouts(fd, HANDSHAKE_S);
+    if (!make_nonce(pc->nonce)) {
+        msg("pod network: no random nonce (%s); a connection from %s "
+            "closed", strerror(errno), from);
+        close(fd);
+        g_free(pc);
+        return;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    send_line(fd, NET_HELLO "nonce %s\n", pc->nonce);
+    pc->fd = fd;
+    pc->from = g_strdup(from);
+    pc->in = g_string_new(NULL);
+    pc->deadline = now_s() + HANDSHAKE_S;
+    if (!g_pending) {
+        g_pending = g_ptr_array_new();
+    }
+    g_ptr_array_add(g_pending, pc);
+}
+
+static void pending_tick(const struct opts *o)
+{
+    for (guint i = 0; g_pending && i < g_pending->len;) {
+        struct pending *pc = g_ptr_array_index(g_pending, i);
+        char buf[512];
+        ssize_t r;
+        bool drop = false;
+
+        /* the joiner sends nothing past its line before the answer */
+        while ((r = recv(pc->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+            g_string_append_len(pc->in, buf, r);
+            if (pc->in->len > 1024) {
+                drop = true;
+                break;
+            }
+        }
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            drop = true;
+        }
+        char *nl = strchr(pc->in->str, '\n');
+        if (nl) {
+            *nl = '\0';
+            accept_line(o, pc->fd, pc->from, pc->nonce, pc->in->str);
+        } else if (drop || now_s() > pc->deadline) {
+            msg("pod network: a connection from %s %s; closed", pc->from,
+                drop ? "was not a cxlpod launcher's" :
+                "sent no hello in " G_STRINGIFY(HANDSHAKE_S) " s");
+            close(pc->fd);
+        } else {
+            i++;
+            continue;
+        }
+        g_free(pc->from);
+        g_string_free(pc->in, TRUE);
+        g_free(pc);
+        g_ptr_array_remove_index(g_pending, i);
     }
 }
 
@@ -1138,6 +1205,7 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
     int failed = -1;
 
     serve_check();
+    pending_tick(o);
     for (;;) {
         struct sockaddr_in sa;
         socklen_t sl = sizeof(sa);
@@ -1153,7 +1221,7 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
         inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
         g_autofree char *from = g_strdup_printf("%s:%d", a,
                                                 ntohs(sa.sin_port));
-        accept_one(o, fd, from);
+        accept_start(fd, from);
     }
     for (guint i = 0; g_peers && i < g_peers->len; i++) {
         struct peer *p = g_ptr_array_index(g_peers, i);
@@ -1273,6 +1341,10 @@ void xmach_stop(void)
     if (g_listen_fd >= 0) {
         close(g_listen_fd);
         g_listen_fd = -1;
+    }
+    for (guint i = 0; g_pending && i < g_pending->len; i++) {
+        struct pending *pc = g_ptr_array_index(g_pending, i);
+        close(pc->fd);
     }
     machines_stop();
     serve_stop();

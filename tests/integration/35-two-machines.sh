@@ -104,6 +104,10 @@ grep -q "listens on" "$WORK/a.err" || fail "machine a's launcher never listened"
 grep -q "pool service: cxlpod-pool serve (pid [0-9]*) listening on 10.250.0.1:$SPORT" "$WORK/a.err" \
     || { cat "$WORK/a.err"; fail "machine a started no pool service"; }
 [ -e "$POOL.key" ] || fail "--serve made no pod key $POOL.key"
+# a client that connects and says nothing holds nobody up (dropped after
+# 10 s while b joins and the pod runs)
+ip netns exec "$NSB" bash -c "exec 3<>/dev/tcp/10.250.0.1/$PORT; sleep 15" &
+PIDS+=($!)
 ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
     --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
@@ -115,6 +119,7 @@ PIDS=()
 show() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b:"; cat "$WORK/b.err" "$WORK/b.out"; }
 [ $ra = 0 ] && [ $rb = 0 ] || { show; fail "launchers exited $ra (a) and $rb (b)"; }
 grep -q "pod network: machine b (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { show; fail "a did not report b joining"; }
+grep -q "pod network: a connection from 10.250.0.2:[0-9]* sent no hello in 10 s; closed" "$WORK/a.err" || { show; fail "a did not drop the silent connection"; }
 grep -q "pod network: joined machine a (hosts 0-0) at 10.250.0.1:$PORT" "$WORK/b.err" || { show; fail "b did not report joining a"; }
 # each launcher ran and reported only its own host
 grep -q "^host 0: rc=0" "$WORK/a.out" || { show; fail "no host 0 result on a"; }
