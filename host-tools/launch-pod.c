@@ -55,9 +55,11 @@ static void stop_pod_for(struct pod_run *r, struct host *h, double t,
         msg("host %d failed: stopping the pod (--keep-going lets the other "
             "hosts go on)", h->id);
     }
-    if (host_local(o, h->id)) {
-        xmach_host_failed(h->id, "its launcher stops the pod");
-    }
+    /* a pod across machines: the others stop theirs (the listener
+     * relays another machine's failure to the rest) */
+    xmach_host_failed(h->id, host_local(o, h->id) ?
+                      "its launcher stops the pod" :
+                      "relayed: its machine's launcher stops the pod");
 }
 
 /*

@@ -71,6 +71,7 @@ static int g_listen_fd = -1;
 static bool g_local_jobs_done;
 static double g_join_t0, g_join_said;
 static GPtrArray *g_problems;       /* char *: for the report */
+static bool g_fail_seen[MAX_HOSTS]; /* "fail H" handled for host H */
 static GPid g_serve_pid;
 static int g_serve_out = -1;        /* its stdout, drained to the log */
 static int g_serve_log = -1;
@@ -1256,7 +1257,9 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
                         "ended", p->name, p->first, p->last);
                 }
             } else if (sscanf(l, "fail %d", &h) == 1 && h >= 0 &&
-                       h < o->nhosts && !host_local(o, h)) {
+                       h < o->nhosts && !host_local(o, h) &&
+                       !g_fail_seen[h]) {
+                g_fail_seen[h] = true;     /* once (relays come back) */
                 const char *w = strchr(l + 5, ' ');
                 problem("machine %s: host %d failed (%s)", p->name, h,
                         w ? w + 1 : "failed");

@@ -15,7 +15,9 @@
 # two switches, pass a token each way through the pool, and host 0 runs
 # the MPI allreduce on both with mpirun.
 # Then the same pod in one command (machine a's launcher starts b's with
-# --machine, "ip netns exec" in ssh's place); a machine b whose pool key
+# --machine, "ip netns exec" in ssh's place); three machines (a third
+# namespace on its own veth to a, the hub), pings between all and a
+# failure relayed through a; a machine b whose pool key
 # is another pod's, refused at the join; host 1's QEMU killed on b
 # (both launchers report it); a's pool service killed (reported) and b's
 # launcher SIGKILLed once it joined: a names machine b, stops its own
@@ -25,8 +27,8 @@
 [ "$(id -u)" = 0 ] || fail "needs root (it makes network namespaces)"
 command -v ip >/dev/null || fail "no ip (iproute2)"
 
-NSA=cxlpod-a-$$ NSB=cxlpod-b-$$
-VA=cxa$$ VB=cxb$$
+NSA=cxlpod-a-$$ NSB=cxlpod-b-$$ NSC=cxlpod-c-$$
+VA=cxa$$ VB=cxb$$ VCA=cxca$$ VC=cxc$$
 PORT=17611 SPORT=17612
 PIDS=()
 BDIR=
@@ -43,6 +45,8 @@ cleanup() {
     ip netns pids "$NSB" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$NSA" 2>/dev/null || true
     ip netns del "$NSB" 2>/dev/null || true
+    ip netns pids "$NSC" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$NSC" 2>/dev/null || true
     [ -z "$BDIR" ] || rm -rf "$BDIR"
     rm -rf "$WORK"
 }
@@ -59,6 +63,14 @@ for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
 ip -n "$NSA" link set "$VA" up
 ip -n "$NSB" link set "$VB" up
 ip netns exec "$NSB" ping -c 1 -W 5 10.250.0.1 >/dev/null || fail "the veth between the namespaces does not carry"
+# a third machine for the three-machine pod, on a veth of its own to a
+ip netns add "$NSC"
+ip -n "$NSA" link add "$VCA" type veth peer name "$VC" netns "$NSC"
+ip -n "$NSA" addr add 10.250.1.1/24 dev "$VCA"
+ip -n "$NSC" addr add 10.250.1.2/24 dev "$VC"
+ip -n "$NSC" link set lo up
+ip -n "$NSA" link set "$VCA" up
+ip -n "$NSC" link set "$VC" up
 
 PROJ=$WORK/proj
 mkdir -p "$PROJ"
@@ -228,6 +240,73 @@ PIDS=()
 grep -q "the launcher there (a) did not prove it holds the pod's key" "$WORK/b.err" || { show; fail "b did not refuse a listener without the key"; }
 ! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join failed"; }
 pass "a listener without the pod's key refused by the joiner"
+
+# three machines, one host each, initramfs guests on the pod network:
+# machine a the hub (it listens on both its veths); every host pings
+# every other by name (b's and c's frames go through a's switch), then
+# a barrier through the pool.  Then host 1's QEMU killed on b: c learns it
+# through a (relayed) and stops host 2.
+POOL3=$WORK/pool3.img
+"$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool" create --size 256M --coherent-size 64M --max-hosts 3 "$POOL3" >/dev/null \
+    || fail "cxlpod-pool create $POOL3"
+t3=$(token)
+cat >"$WORK/job3.sh" <<JOB
+me=\$CXLPOD_HOST_ID
+for h in 0 1 2; do
+    [ \$h = \$me ] && continue
+    ok=FAILED
+    for t in \$(seq 1 30); do ping -c 1 -W 2 host\$h >/dev/null 2>&1 && { ok=ok; break; }; done
+    echo "ping host\$h \$ok"
+done
+cxlpod-poke write \$((0x100000 + me * 4096)) "$t3"
+for h in 0 1 2; do cxlpod-poke wait \$((0x100000 + h * 4096)) "$t3" 240 || exit 3; done
+JOB
+C3=(-n 3 "${SHM[@]}" --net --mem 256M --timeout 400 --pool "$POOL3" --job "$WORK/job3.sh")
+start_three() {  # a, b and c, each with one host
+    rm -rf "$WORK"/m3-*
+    ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/m3-a" "${C3[@]}" --local-hosts 0 \
+        --machine-name a --net-listen 0.0.0.0:$PORT >"$WORK/m3-a.out" 2>"$WORK/m3-a.err" &
+    PA=$!; PIDS+=($PA)
+    for t in $(seq 1 300); do grep -q "listens on" "$WORK/m3-a.err" && break; sleep 0.2; done
+    ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/m3-b" "${C3[@]}" --local-hosts 1 \
+        --machine-name b --net-join 10.250.0.1:$PORT >"$WORK/m3-b.out" 2>"$WORK/m3-b.err" &
+    PB=$!; PIDS+=($PB)
+    ip netns exec "$NSC" "$CXLPOD_LAUNCH" -w "$WORK/m3-c" "${C3[@]}" --local-hosts 2 \
+        --machine-name c --net-join 10.250.1.1:$PORT >"$WORK/m3-c.out" 2>"$WORK/m3-c.err" &
+    PC=$!; PIDS+=($PC)
+}
+show3() { for m in a b c; do echo "--- $m:"; cat "$WORK/m3-$m.err" "$WORK/m3-$m.out"; done; }
+start_three
+ra=0; rb=0; rc=0
+wait $PA || ra=$?; wait $PB || rb=$?; wait $PC || rc=$?
+PIDS=()
+[ $ra = 0 ] && [ $rb = 0 ] && [ $rc = 0 ] || { show3; fail "three machines: the launchers exited $ra, $rb, $rc"; }
+for h in 0 1 2; do
+    m=$(printf 'abc' | cut -c$((h + 1)))
+    for o in 0 1 2; do
+        [ $o = $h ] && continue
+        grep -qx "\[host$h\] ping host$o ok" "$WORK/m3-$m.out" || { show3; fail "three machines: host $h could not ping host $o"; }
+    done
+done
+pass "three machines (a the hub): every host pinged every other by name, b and c through a's switch"
+
+# host 1's QEMU killed on b: a stops host 0 and tells c, which stops host 2
+start_three
+for t in $(seq 1 300); do
+    grep -q "host 1: started QEMU" "$WORK/m3-b.err" && grep -q "host 2: started QEMU" "$WORK/m3-c.err" && break
+    sleep 0.2
+done
+qpid=$(sed -n 's/.*host 1: started QEMU pid \([0-9]*\).*/\1/p' "$WORK/m3-b.err")
+[ -n "$qpid" ] || { show3; fail "three machines: no QEMU pid of host 1"; }
+kill -KILL "$qpid"
+ra=0; rb=0; rc=0
+wait $PA || ra=$?; wait $PB || rb=$?; wait $PC || rc=$?
+PIDS=()
+[ $ra = 1 ] && [ $rb = 1 ] && [ $rc = 1 ] || { show3; fail "three machines, host 1 killed: the launchers exited $ra, $rb, $rc (expected 1, 1, 1)"; }
+grep -q "machine a: host 1 failed (relayed: its machine's launcher stops the pod)" "$WORK/m3-c.err" \
+    || { show3; fail "c did not learn of host 1's failure through a"; }
+grep -q "^host 2: stopped: host 1 failed" "$WORK/m3-c.out" || { show3; fail "c did not stop host 2"; }
+pass "three machines, host 1 killed on b: a relayed it to c, every launcher stopped its host and exited 1"
 
 # start_pair: both launchers again, until each has started its host
 start_pair() {
