@@ -14,14 +14,14 @@
 # what this tests.  The guests ping and ssh each other by name across the
 # two switches, pass a token each way through the pool, and host 0 runs
 # the MPI allreduce on both with mpirun.
-# Then the same pod in one command (machine a's launcher starts b's with
-# --machine, "ip netns exec" in ssh's place); three machines (a third
-# namespace on its own veth to a, the hub), pings between all and a
-# failure relayed through a; a machine b whose pool key
-# is another pod's, refused at the join; host 1's QEMU killed on b
+# Then, in order: the same pod in one command (a's launcher starts b's
+# with --machine, "ip netns exec" in ssh's place); a --machine whose
+# command fails; joins refused for a wrong key either way; three machines
+# (a third namespace on its own veth to a, the hub): pings between all,
+# then a failure on b relayed through a to c; host 1's QEMU killed on b
 # (both launchers report it); a's pool service killed (reported) and b's
 # launcher SIGKILLed once it joined: a names machine b, stops its own
-# host and exits 1.
+# host and exits 1.  docs/multi-machine.md, "Tested on one box".
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || fail "needs root (it makes network namespaces)"
