@@ -491,7 +491,6 @@ bool parse_host_range(const char *s, int *first, int *last);
 bool parse_addr_port(const char *s, char **addr, int *port);
 void xmach_check(struct opts *o);
 void xmach_prepare(struct opts *o);
-void xmach_prepare_keys(const struct opts *o);
 void xmach_start(const struct opts *o);
 bool xmach_ready(const struct opts *o);
 int xmach_tick(const struct opts *o, char *why, size_t n);
