@@ -73,6 +73,9 @@ static gboolean on_option(const gchar *name, const gchar *value,
     if (c == OPT_CONFIG) {
         return TRUE;
     }
+    /* as given, for the launchers --machine starts (launch-xmach.c) */
+    g_ptr_array_add(o->given, g_strdup(lo ? lo->name : name));
+    g_ptr_array_add(o->given, g_strdup(value));
     /* a job on the command line replaces the file's job; --interactive
      * drops the file's jobs, and a job drops the file's interactive */
     if ((c == OPT_JOB || c == OPT_INTERACTIVE) && ps->cfg_job) {
@@ -322,6 +325,7 @@ void parse_args(int argc, char **argv, struct opts *o)
     if (!o->boot_timeout_given) {
         o->boot_timeout_s += extra;
     }
+    xmach_check(o);
     if (o->interactive && !o->timeout_given) {
         o->timeout_s = 0;
     }

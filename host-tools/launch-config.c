@@ -7,10 +7,12 @@
  * the command line are applied after the file and override it.  Groups:
  *
  *   [pod]      hosts, workdir, qemu, kernel, initrd, accel, mem, smp,
- *              append, stagger, boot-parallel, qemu-arg (a list)
+ *              append, stagger, boot-parallel, qemu-arg (a list),
+ *              userland, net, local-hosts, net-listen, net-join,
+ *              join-timeout, machine-name, pod-keys
  *   [device]   device, pool, size, coherent-size, latency-ns, max-hosts,
  *              device-opt (a list), pool-backend, prealloc, host-nodes,
- *              conflict-log, stale-log
+ *              conflict-log, stale-log, serve, pool-key
  *   [job]      job, command, interactive, timeout, boot-timeout,
  *              stall-timeout, kill (a list), restart (a list), restarts,
  *              seed, follow, json, dry-run, quiet
@@ -39,7 +41,10 @@ static const struct key_def pod_keys[] = {
     { "mem", K_VALUE }, { "smp", K_VALUE }, { "append", K_VALUE },
     { "stagger", K_VALUE }, { "boot-parallel", K_VALUE },
     { "qemu-arg", K_LIST }, { "userland", K_VALUE },
-    { "net", K_BOOL }, { NULL, 0 },
+    { "net", K_BOOL }, { "local-hosts", K_VALUE },
+    { "net-listen", K_VALUE }, { "net-join", K_VALUE },
+    { "join-timeout", K_VALUE }, { "machine-name", K_VALUE },
+    { "pod-keys", K_PATH }, { NULL, 0 },
 };
 
 static const struct key_def device_keys[] = {
@@ -48,7 +53,8 @@ static const struct key_def device_keys[] = {
     { "max-hosts", K_VALUE }, { "device-opt", K_LIST },
     { "pool-backend", K_VALUE }, { "prealloc", K_BOOL },
     { "host-nodes", K_VALUE }, { "conflict-log", K_PATH },
-    { "stale-log", K_PATH }, { NULL, 0 },
+    { "stale-log", K_PATH }, { "serve", K_VALUE }, { "pool-key", K_PATH },
+    { NULL, 0 },
 };
 
 static const struct key_def job_keys[] = {
@@ -161,7 +167,8 @@ static void load_group(struct opts *o, GKeyFile *kf, const char *path,
         if (err) {
             config_die(path, "[%s] %s: %s", group, key, err->message);
         }
-        if (d->kind == K_PATH) {
+        /* a remote pool is an address, not a path */
+        if (d->kind == K_PATH && !g_str_has_prefix(val, REMOTE_POOL_SCHEME)) {
             char *r = resolve(dir, val);
             g_free(val);
             val = r;

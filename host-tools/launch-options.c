@@ -100,6 +100,29 @@ POD_NET_LEN ",\n"
 "                          this long (default 0 = off)\n"
 "      --keep-going        a host whose QEMU exits without a result does\n"
 "                          not stop the others (default: it stops the pod)\n"
+"\n"
+"A pod across machines (a launcher on each machine; docs/multi-machine.md):\n"
+"      --local-hosts FIRST-LAST  run only these hosts of the -n N pod here\n"
+"                          (ids, addresses and names stay the pod's)\n"
+"      --serve ADDR:PORT   the pool's machine: serve the pool to the other\n"
+"                          machines (cxlpod-pool serve) while the pod runs\n"
+"      --pool ucx://ADDR:PORT --pool-key PATH  another machine: the hosts\n"
+"                          here take the pool from that service\n"
+"      --net-listen ADDR:PORT  the pod network: wait for the other machines\n"
+"                          here (one launcher of the pod)\n"
+"      --net-join ADDR:PORT  the pod network: join that launcher's\n"
+"      --join-timeout SECONDS  how long to wait for them (default 300)\n"
+"      --machine-name NAME  this machine in the other launchers' messages\n"
+"                          (default: the host name)\n"
+"      --pod-keys DIR      the pod's ssh keys from DIR (the first machine's\n"
+"                          WORKDIR/ssh, copied)\n"
+"      --machine NAME:FIRST-LAST  hosts FIRST..LAST run on machine NAME: this\n"
+"                          launcher starts its launcher there with\n"
+"                          --ssh-command (repeatable; needs --net-listen)\n"
+"      --ssh-command CMD   how to run a command on NAME (default \"ssh\":\n"
+"                          CMD NAME sh -s, the script on its stdin)\n"
+"      --remote-launcher PATH  cxlpod-launch there (default: this one's path)\n"
+"\n"
 "  -f, --follow            stream job output while it runs\n"
 "      --json              print a JSON result line last on stdout\n"
 "      --dry-run           print the QEMU command lines and exit\n"
@@ -154,6 +177,17 @@ const struct opt_def long_opts[] = {
     { "userland", OPT_USERLAND, true },
     { "net", OPT_NET, false },
     { "keep-going", OPT_KEEP_GOING, false },
+    { "local-hosts", OPT_LOCAL_HOSTS, true },
+    { "serve", OPT_SERVE, true },
+    { "pool-key", OPT_POOL_KEY, true },
+    { "net-listen", OPT_NET_LISTEN, true },
+    { "net-join", OPT_NET_JOIN, true },
+    { "machine-name", OPT_MACHINE_NAME, true },
+    { "pod-keys", OPT_POD_KEYS, true },
+    { "join-timeout", OPT_JOIN_TIMEOUT, true },
+    { "machine", OPT_MACHINE, true },
+    { "ssh-command", OPT_SSH_COMMAND, true },
+    { "remote-launcher", OPT_REMOTE_LAUNCHER, true },
     { "help", 'h', false },
     { NULL, 0, false },
 };
@@ -186,6 +220,9 @@ void opts_init(struct opts *o)
     o->timeout_s = 300;
     o->boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
     o->restarts = 1;
+    o->last_local = -1;         /* --local-hosts not given: every host */
+    o->join_timeout_s = 300;
+    o->given = g_ptr_array_new_with_free_func(g_free);
 }
 
 /*
@@ -408,6 +445,81 @@ void apply_opt(struct opts *o, int c, const char *optarg,
         break;
     case OPT_KEEP_GOING:
         o->keep_going = true;
+        break;
+    case OPT_LOCAL_HOSTS:
+        if (!parse_host_range(optarg, &o->first_local, &o->last_local)) {
+            BAD("--local-hosts", "expected FIRST-LAST (or I), host ids 0.."
+                MAX_HOST_ID_STR);
+        }
+        o->local_given = true;
+        break;
+    case OPT_SERVE:
+    case OPT_NET_LISTEN:
+    case OPT_NET_JOIN: {
+        char *addr;
+        int port;
+        if (!parse_addr_port(optarg, &addr, &port) ||
+            (port == 0 && c != OPT_SERVE)) {
+            BAD(c == OPT_SERVE ? "--serve" : c == OPT_NET_LISTEN ?
+                "--net-listen" : "--net-join",
+                "expected ADDR:PORT (an IP address and a port 1..65535)");
+        }
+        g_free(addr);
+        char **dst = c == OPT_SERVE ? &o->serve :
+                     c == OPT_NET_LISTEN ? &o->net_listen : &o->net_join;
+        g_free(*dst);
+        *dst = g_strdup(optarg);
+        break;
+    }
+    case OPT_POOL_KEY:
+    case OPT_MACHINE_NAME:
+    case OPT_POD_KEYS: {
+        char **dst = c == OPT_POOL_KEY ? &o->pool_key :
+                     c == OPT_MACHINE_NAME ? &o->machine : &o->pod_keys;
+        if (!*optarg || strpbrk(optarg, c == OPT_MACHINE_NAME ?
+                                " \t\n" : "\n")) {
+            BAD(c == OPT_POOL_KEY ? "--pool-key" : c == OPT_MACHINE_NAME ?
+                "--machine-name" : "--pod-keys",
+                c == OPT_MACHINE_NAME ? "need a name without blanks" :
+                "need a path");
+        }
+        g_free(*dst);
+        *dst = g_strdup(optarg);
+        break;
+    }
+    case OPT_MACHINE: {
+        const char *c = strrchr(optarg, ':');
+        struct machine_spec m = { 0 };
+        if (!c || c == optarg || !parse_host_range(c + 1, &m.first, &m.last)) {
+            BAD("--machine", "expected NAME:FIRST-LAST (NAME as --ssh-command "
+                "reaches it, host ids 0.." MAX_HOST_ID_STR ")");
+        }
+        m.name = g_strndup(optarg, c - optarg);
+        if (strpbrk(m.name, " \t\n'\"\\$`")) {
+            BAD("--machine", "the name has a blank or a quote");
+        }
+        o->machines = g_renew(struct machine_spec, o->machines,
+                              o->n_machines + 1);
+        o->machines[o->n_machines++] = m;
+        break;
+    }
+    case OPT_SSH_COMMAND:
+    case OPT_REMOTE_LAUNCHER: {
+        char **dst = c == OPT_SSH_COMMAND ? &o->ssh_command :
+                     &o->remote_launcher;
+        if (!*optarg) {
+            BAD(c == OPT_SSH_COMMAND ? "--ssh-command" : "--remote-launcher",
+                "empty");
+        }
+        g_free(*dst);
+        *dst = g_strdup(optarg);
+        break;
+    }
+    case OPT_JOIN_TIMEOUT:
+        if (!parse_seconds(optarg, &o->join_timeout_s) ||
+            o->join_timeout_s <= 0) {
+            BAD("--join-timeout", "need a number of seconds above 0");
+        }
         break;
     case OPT_TIMEOUT:
         if (!parse_seconds(optarg, &o->timeout_s)) {

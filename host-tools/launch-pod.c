@@ -55,6 +55,11 @@ static void stop_pod_for(struct pod_run *r, struct host *h, double t,
         msg("host %d failed: stopping the pod (--keep-going lets the other "
             "hosts go on)", h->id);
     }
+    /* a pod across machines: the others stop theirs (the listener
+     * relays another machine's failure to the rest) */
+    xmach_host_failed(h->id, host_local(o, h->id) ?
+                      "its launcher stops the pod" :
+                      "relayed: its machine's launcher stops the pod");
 }
 
 /*
@@ -71,12 +76,19 @@ static void stop_servers(struct pod_run *r, double t)
     }
     for (int i = 0; i < o->nhosts; i++) {
         const struct host *h = &g_hosts[i];
-        if (h->has_job) {
+        if (h->has_job && host_local(o, h->id)) {
             if (h->pid > 0 || (h->runs == 0 && h->end != END_SPAWN_FAILED)) {
                 return;     /* a job still runs (or has not started) */
             }
-            jobs = true;
         }
+        jobs |= h->has_job;     /* a job in the pod (on any machine) */
+    }
+    /* a pod across machines: the jobs of the other machines too */
+    if (jobs) {
+        xmach_jobs_done();
+    }
+    if (!xmach_peers_jobs_done()) {
+        return;
     }
     for (int i = 0; jobs && i < o->nhosts; i++) {
         struct host *h = &g_hosts[i];
@@ -166,9 +178,20 @@ static gboolean tick(gpointer data)
         r->wait_header = g_hosts[0].pid > 0 && !g_hosts[0].term_sent &&
                       read_pool_hosts(o->pool, 1, &st1, &gen1) == 0;
     }
+    /* a pod across machines: another machine's failure, its messages */
+    char xwhy[256];
+    int xfailed = xmach_tick(o, xwhy, sizeof(xwhy));
+    if (xfailed >= 0) {
+        stop_pod_for(r, &g_hosts[xfailed], t, false);
+    }
+    bool xready = xmach_ready(o);
+    /* the hosts of the other machines are theirs to start */
+    while (r->started < o->nhosts && !host_local(o, r->started) && xready) {
+        r->started++;
+    }
     int slots = r->started < o->nhosts ? boot_slots_free(r) : 0;
     while (r->started < o->nhosts && !r->interrupted && !r->timed_out &&
-           !r->stopping &&
+           !r->stopping && xready &&
            !(r->wait_header && r->started == 1) &&
            t - t0 >= r->started * (o->stagger_ms / 1000.0) &&
            slots > 0) {
@@ -183,12 +206,17 @@ static gboolean tick(gpointer data)
             }
         }
         r->started++;
+        while (r->started < o->nhosts && !host_local(o, r->started)) {
+            r->started++;
+        }
     }
 
     /* a signal: shut everything down */
     if (g_signal && !r->interrupted) {
         r->interrupted = true;
         msg("got signal %d: shutting the guests down", (int)g_signal);
+        xmach_host_failed(o->local_given ? o->first_local : 0,
+                          "its launcher was interrupted");
         for (int i = 0; i < o->nhosts; i++) {
             if (g_hosts[i].pid > 0) {
                 g_hosts[i].end = END_INTERRUPTED;
@@ -202,6 +230,8 @@ static gboolean tick(gpointer data)
         t - t0 > o->timeout_s) {
         r->timed_out = true;
         msg("timeout after %.0f s: killing the guests", o->timeout_s);
+        xmach_host_failed(o->local_given ? o->first_local : 0,
+                          "its launcher timed out");
         for (int i = 0; i < o->nhosts; i++) {
             if (g_hosts[i].pid > 0) {
                 if (!g_hosts[i].rep.ended) {
@@ -448,7 +478,8 @@ static gboolean tick(gpointer data)
     }
     stop_servers(r, t);
     if (!alive && (r->started == o->nhosts || r->interrupted || r->timed_out ||
-                   r->stopping)) {
+                   r->stopping) &&
+        (r->interrupted || r->timed_out || r->stopping || xmach_may_end(o))) {
         g_main_loop_quit(r->loop);
         return G_SOURCE_REMOVE;
     }
@@ -458,7 +489,7 @@ static gboolean tick(gpointer data)
             shown = true;
             msg("guests are up; attach to a console with:");
             for (int i = 0; i < o->nhosts; i++) {
-                if (g_hosts[i].pid > 0) {
+                if (g_hosts[i].pid > 0 && host_local(o, i)) {
                     char exe[PATH_MAX];
                     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
                     exe[n > 0 ? n : 0] = '\0';
@@ -498,6 +529,9 @@ int run(struct opts *o)
     if (o->dry_run) {
         msg("accelerator: %s", accel_note);
         for (int i = 0; i < o->nhosts; i++) {
+            if (!host_local(o, i)) {
+                continue;
+            }
             g_autoptr(GPtrArray) a = argv_new();
             build_qemu_argv(a, o, accel, i, &g_hosts[i].hp,
                             has_job && g_hosts[i].has_job, true);
@@ -507,6 +541,7 @@ int run(struct opts *o)
         return EXIT_OK;
     }
 
+    xmach_prepare(o);
     pod_prepare(o, g_hosts);
     prepare_pool(o);
     for (int i = 0; i < o->nhosts; i++) {
@@ -531,13 +566,17 @@ int run(struct opts *o)
     }
     if (!o->quiet) {
         GString *md = g_string_new(NULL);
+        g_autofree char *which = o->local_given ?
+            g_strdup_printf("hosts %d-%d of a %d-host pod", o->first_local,
+                            o->last_local, o->nhosts) :
+            g_strdup_printf("%d host%s", o->nhosts, o->nhosts > 1 ? "s" : "");
         for (int i = 0; i < o->nhosts; i++) {
-            if (host_on_memdev(o, i)) {
+            if (host_on_memdev(o, i) && host_local(o, i)) {
                 g_string_append_printf(md, "%s%d", md->len ? "," : "", i);
             }
         }
-        msg("%d host%s, pool %s (%s%s%s, %llu MiB), QEMU %s", o->nhosts,
-            o->nhosts > 1 ? "s" : "", o->pool, device_name(o->device),
+        msg("%s, pool %s (%s%s%s, %llu MiB), QEMU %s", which,
+            o->pool, device_name(o->device),
             md->len ? ", memory backend on hosts " : "", md->str,
             (unsigned long long)(o->size / MIB), o->qemu);
         g_string_free(md, TRUE);
@@ -551,6 +590,7 @@ int run(struct opts *o)
 
     events_open_logs(o);
     pod_switch_start(o);
+    xmach_start(o);
     double t0 = now_s();
     g_pod_t0 = t0;
     /*
@@ -566,7 +606,8 @@ int run(struct opts *o)
         for (int i = 0; i < o->nhosts; i++) {
             wait_header |= host_on_memdev(o, i);
         }
-        wait_header &= o->nhosts > 1 &&
+        wait_header &= o->nhosts > 1 && host_local(o, 0) &&
+                       host_local(o, 1) && !pool_is_remote(o) &&
                        (stat(o->pool, &pst) < 0 || pst.st_size == 0);
     }
 
@@ -581,6 +622,7 @@ int run(struct opts *o)
     g_main_loop_unref(r.loop);
     events_stop_all();
     events_close_logs(o->quiet);
+    xmach_stop();
     pod_switch_stop();
     double wall = now_s() - t0;
     bool timed_out = r.timed_out, interrupted = r.interrupted;

@@ -329,7 +329,8 @@ bool host_on_memdev(const struct opts *o, int host)
 {
     enum pool_backend b = o->host_backend[host] != BACKEND_UNSET ?
                           o->host_backend[host] : o->backend;
-    return o->device == DEV_CXL_SHM && b != BACKEND_FILE;
+    return o->device == DEV_CXL_SHM && b != BACKEND_FILE &&
+           !pool_is_remote(o);
 }
 
 /*
@@ -393,6 +394,11 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
             s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,"
                           "memdev=cxl-pool0,size=%s,host-id=%d,max-hosts=%d",
                           size, host, o->max_hosts ? o->max_hosts : o->nhosts);
+        } else if (pool_is_remote(o)) {
+            /* another machine's pool (launch-xmach.c) */
+            s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,"
+                          "size=%s,host-id=%d,max-hosts=%d", size, host,
+                          o->max_hosts ? o->max_hosts : o->nhosts);
         } else {
             s = g_strdup_printf("cxl-shm,bus=root_port13,id=cxl-shm0,pool=%s,"
                           "size=%s,host-id=%d,max-hosts=%d",
@@ -401,6 +407,9 @@ void add_pool_device_args(GPtrArray *a, const struct opts *o, int host)
         }
         g_string_append(dev, s);
         g_free(s);
+        if (pool_is_remote(o)) {
+            add_remote_pool_args(dev, o);
+        }
         {
             char *cs = fmt_size(o->coherent_size);
             s = g_strdup_printf(",coherent-size=%s", cs);

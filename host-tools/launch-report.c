@@ -222,10 +222,16 @@ static void report_pool(const struct opts *o, JsonBuilder *b)
     printf("pool host table after the run:");
     json_builder_set_member_name(b, "pool_hosts");
     json_builder_begin_array(b);
+    bool first = true;
     for (int i = 0; i < np; i++) {
+        /* a pod across machines: the others' hosts may still run */
+        if (!host_local(o, i)) {
+            continue;
+        }
         /* every QEMU is gone now: "live" means it died unnoticed */
-        printf(" host %d %s gen %llu%s", i, pool_state_name(pst[i]),
-               (unsigned long long)pgen[i], i + 1 < np ? "," : "\n");
+        printf("%s host %d %s gen %llu", first ? "" : ",", i,
+               pool_state_name(pst[i]), (unsigned long long)pgen[i]);
+        first = false;
         json_builder_begin_object(b);
         add_int(b, "host", i);
         add_str(b, "state", pool_state_name(pst[i]));
@@ -233,6 +239,7 @@ static void report_pool(const struct opts *o, JsonBuilder *b)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+    printf("\n");
 }
 
 /* Injected kills: how fast the survivors' host table showed them; false
@@ -320,6 +327,9 @@ static void add_pod_time(const struct opts *o, JsonBuilder *b,
     double last = 0;
 
     for (int i = 0; i < o->nhosts && last >= 0; i++) {
+        if (!host_local(o, i)) {
+            continue;
+        }
         double t = up ? g_hosts[i].t_up : g_hosts[i].t_ready;
         last = t <= 0 ? -1 : MAX(last, t - g_pod_t0);
     }
@@ -363,7 +373,8 @@ int report(const struct opts *o, enum accel accel, double wall,
     json_builder_set_member_name(b, "results");
     json_builder_begin_array(b);
     for (int i = 0; i < o->nhosts; i++) {
-        if (!report_host(o, i, b) && status == EXIT_OK) {
+        /* a pod across machines: the others' hosts are theirs to report */
+        if (host_local(o, i) && !report_host(o, i, b) && status == EXIT_OK) {
             status = EXIT_JOBFAIL;
         }
     }
@@ -389,8 +400,11 @@ int report(const struct opts *o, enum accel accel, double wall,
             }
         }
     }
-    if (o->device == DEV_CXL_SHM && !o->interactive) {
+    if (o->device == DEV_CXL_SHM && !o->interactive && !pool_is_remote(o)) {
         report_pool(o, b);
+    }
+    if (xmach_report(o) != EXIT_OK && status == EXIT_OK) {
+        status = EXIT_JOBFAIL;
     }
     if (g_n_kill_recs > 0 && !report_kills(o, b) && status == EXIT_OK) {
         status = EXIT_JOBFAIL;

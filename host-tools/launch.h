@@ -17,6 +17,8 @@
  *   launch-net.c       The pod network and host userland
  *   launch-ssh.c       The pod's ssh keys and config, `ssh` and `proxy`
  *   launch-events.c    The conflict and stale-read logs from QMP events
+ *   launch-xmach.c     A pod across machines: this machine's hosts, the
+ *                      pool service, the remote pool, the network link
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -150,6 +152,12 @@ struct host_job {
     char *file;
 };
 
+/* --machine NAME:FIRST-LAST: hosts another machine's launcher runs */
+struct machine_spec {
+    char *name;
+    int first, last;
+};
+
 struct opts {
     int nhosts;
     char *workdir;
@@ -204,6 +212,22 @@ struct opts {
     bool keep_going;            /* --keep-going: a failed host stops nobody */
     char *conflict_log;         /* --conflict-log PATH (NULL: none) */
     char *stale_log;            /* --stale-log PATH (NULL: none) */
+    /* a pod across machines (launch-xmach.c, docs/multi-machine.md) */
+    int first_local, last_local;    /* --local-hosts FIRST-LAST */
+    bool local_given;
+    char *serve;                /* --serve ADDR:PORT (NULL: none) */
+    char *pool_key;             /* --pool-key PATH (remote pool) */
+    char *net_listen;           /* --net-listen ADDR:PORT */
+    char *net_join;             /* --net-join ADDR:PORT */
+    char *machine;              /* --machine-name NAME */
+    char *pod_keys;             /* --pod-keys DIR */
+    double join_timeout_s;      /* --join-timeout */
+    struct machine_spec *machines;  /* --machine NAME:FIRST-LAST */
+    int n_machines;
+    char *ssh_command;          /* --ssh-command CMD (default "ssh") */
+    char *remote_launcher;      /* --remote-launcher PATH */
+    GPtrArray *given;           /* the command line's options, name and
+                                 * value (NULL for a flag) in pairs */
 };
 
 /* Files of one host in the work directory. */
@@ -360,6 +384,9 @@ enum {
     OPT_RESTARTS, OPT_SEED, OPT_STALL_TIMEOUT, OPT_CONFIG, OPT_POOL_BACKEND,
     OPT_PREALLOC, OPT_HOST_NODES, OPT_USERLAND, OPT_NET, OPT_KEEP_GOING,
     OPT_BOOT_PARALLEL, OPT_CONFLICT_LOG, OPT_STALE_LOG,
+    OPT_LOCAL_HOSTS, OPT_SERVE, OPT_POOL_KEY, OPT_NET_LISTEN, OPT_NET_JOIN,
+    OPT_MACHINE_NAME, OPT_POD_KEYS, OPT_JOIN_TIMEOUT, OPT_MACHINE,
+    OPT_SSH_COMMAND, OPT_REMOTE_LAUNCHER,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */
@@ -454,5 +481,24 @@ void events_start(struct host *h, const struct opts *o);
 const char *events_failed(const struct host *h);
 void events_stop(struct host *h);
 void events_stop_all(void);
+
+/* launch-xmach.c */
+#define REMOTE_POOL_SCHEME "ucx://"
+bool host_local(const struct opts *o, int host);
+bool pool_is_remote(const struct opts *o);
+void add_remote_pool_args(GString *dev, const struct opts *o);
+bool parse_host_range(const char *s, int *first, int *last);
+bool parse_addr_port(const char *s, char **addr, int *port);
+void xmach_check(struct opts *o);
+void xmach_prepare(struct opts *o);
+void xmach_start(const struct opts *o);
+bool xmach_ready(const struct opts *o);
+int xmach_tick(const struct opts *o, char *why, size_t n);
+void xmach_host_failed(int host, const char *why);
+void xmach_jobs_done(void);
+bool xmach_peers_jobs_done(void);
+bool xmach_may_end(const struct opts *o);
+void xmach_stop(void);
+int xmach_report(const struct opts *o);
 
 #endif

@@ -14,7 +14,7 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
       ca-certificates git file jq clang libclang-rt-14-dev
       libattr1-dev libvdeplug-dev vde2
       openssh-client openssh-server openmpi-bin libopenmpi-dev
-      python3 socat iperf3 iproute2 gnuplot-nox
+      python3 socat iperf3 iproute2 iputils-ping gnuplot-nox
       python3-numpy debhelper dh-python lintian libucx-dev)
 # libattr1-dev: QEMU's virtio-9p (host-userland guests' root file system);
 # libvdeplug-dev + vde2: -netdev vde and vde_switch (the pod network);
@@ -25,6 +25,8 @@ PKGS=(build-essential ccache ninja-build pkg-config flex bison dpkg-dev
 # debhelper, dh-python, lintian: the Debian package (scripts/build-deb.sh).
 # libucx-dev (UCX 1.13): cxlpod-pool serve and its client library, the
 # pool served to hosts on other machines (docs/pool-tool.md).
+# iputils-ping: ping between host-userland guests (the pod network across
+# machines, tests/integration/35-two-machines.sh).
 # gnuplot-nox: the figures of scripts/bench.sh, scripts/bench-scale.sh and
 # scripts/experiment.sh (docs/benchmarks.md, docs/experiment.md).
 BPO_PKGS=(meson python3-pycotap)

@@ -1029,6 +1029,130 @@ static void test_event_logs_refused_child(void)
     exit(0);
 }
 
+/* A pod across machines (launch-xmach.c): the host range, addresses,
+ * the remote pool's device arguments and the refused combinations. */
+static char *write_conf(const char *text);
+static void remove_conf(char *path);
+
+static void test_xmach(void)
+{
+    struct opts o;
+    int f, l;
+    char *addr;
+    int port;
+
+    g_assert_true(parse_host_range("2-3", &f, &l) && f == 2 && l == 3);
+    g_assert_true(parse_host_range("5", &f, &l) && f == 5 && l == 5);
+    g_assert_true(parse_host_range("0-255", &f, &l) && l == 255);
+    g_assert_false(parse_host_range("3-2", &f, &l));
+    g_assert_false(parse_host_range("0-256", &f, &l));
+    g_assert_false(parse_host_range("1-2-3", &f, &l));
+    g_assert_false(parse_host_range("a-b", &f, &l));
+    g_assert_true(parse_addr_port("10.250.0.1:17600", &addr, &port));
+    g_assert_cmpstr(addr, ==, "10.250.0.1");
+    g_assert_cmpint(port, ==, 17600);
+    g_free(addr);
+    g_assert_false(parse_addr_port("10.250.0.1", &addr, &port));
+    g_assert_false(parse_addr_port("host:1", &addr, &port));
+    g_assert_false(parse_addr_port("1.2.3.4:65536", &addr, &port));
+
+    /* hosts 2-3 of a 4-host pod, on another machine's pool */
+    parse_line("-n 4 --local-hosts 2-3 --pool ucx://10.250.0.1:17600 "
+               "--pool-key /k/pod.key --net-join 10.250.0.1:17601 "
+               "-- true", &o);
+    g_assert_false(host_local(&o, 1));
+    g_assert_true(host_local(&o, 2) && host_local(&o, 3));
+    g_assert_true(o.net);       /* --net-join: the pod network */
+    g_assert_true(pool_is_remote(&o));
+    g_assert_false(host_on_memdev(&o, 2));
+    g_autoptr(GPtrArray) a = argv_new();
+    add_pool_device_args(a, &o, 3);
+    g_autofree char *cmd = argv_to_shell(a);
+    g_assert_true(strstr(cmd, "-device cxl-shm,bus=root_port13,id=cxl-shm0,"
+                         "size=256M,host-id=3,max-hosts=4,"
+                         "pool=ucx://10.250.0.1:17600,pool-key=/k/pod.key,"
+                         "coherent-size=64M"));
+    g_assert_null(strstr(cmd, "memory-backend"));
+    /* --machine: this machine runs the hosts left */
+    parse_line("-n 5 --net-listen 10.0.0.1:7 --machine b:3-4 "
+               "--machine c:0 -- true", &o);
+    g_assert_true(o.local_given && o.first_local == 1 && o.last_local == 2);
+    g_assert_cmpint(o.n_machines, ==, 2);
+    g_assert_cmpstr(o.machines[1].name, ==, "c");
+    /* the same from a pod file: ucx:// is an address, keys are paths */
+    {
+        char *conf = write_conf("[pod]\nhosts = 4\nlocal-hosts = 2-3\n"
+                                "net-join = 10.0.0.1:7\nmachine-name = b\n"
+                                "join-timeout = 20\npod-keys = keys\n"
+                                "userland = host\n"
+                                "[device]\npool = ucx://10.0.0.1:6\n"
+                                "pool-key = pod.key\n[job]\ncommand = true\n");
+        g_autofree char *dir = g_path_get_dirname(conf);
+        g_autofree char *line = g_strdup_printf("--config %s", conf);
+        g_autofree char *keys = g_build_filename(dir, "keys", NULL);
+        g_autofree char *key = g_build_filename(dir, "pod.key", NULL);
+        parse_line(line, &o);
+        g_assert_true(o.local_given && o.first_local == 2 && o.last_local == 3);
+        g_assert_cmpstr(o.net_join, ==, "10.0.0.1:7");
+        g_assert_cmpstr(o.machine, ==, "b");
+        g_assert_true(o.join_timeout_s == 20);
+        g_assert_cmpstr(o.pool, ==, "ucx://10.0.0.1:6");
+        g_assert_cmpstr(o.pool_key, ==, key);
+        g_assert_cmpstr(o.pod_keys, ==, keys);
+        remove_conf(conf);
+    }
+    /* without --local-hosts every host is this launcher's */
+    parse_line("-n 2 -- true", &o);
+    g_assert_true(host_local(&o, 0) && host_local(&o, 1));
+    g_assert_false(pool_is_remote(&o));
+}
+
+static const struct {
+    const char *line, *pattern;
+} bad_xmach_lines[] = {
+    { "-n 2 --local-hosts 1-2 -- true", "*--local-hosts 1-2: the pod has 2 hosts*" },
+    { "--local-hosts 2-1 -- true", "*bad --local-hosts '2-1'*" },
+    { "--pool ucx://10.0.0.1:1 -- true", "*needs --pool-key PATH*" },
+    { "--pool ucx://nowhere -- true", "*expected ucx://ADDR:PORT*" },
+    { "--pool-key /k -- true", "*--pool-key goes with --pool ucx://*" },
+    { "--pool ucx://10.0.0.1:1 --pool-key /k --serve 10.0.0.1:2 -- true",
+      "*--serve serves a pool file of this machine*" },
+    { "--pool ucx://10.0.0.1:1 --pool-key /k --pool-backend memdev -- true",
+      "*a remote pool has no file here*" },
+    { "--net-listen 10.0.0.1:1 --net-join 10.0.0.1:2 -- true",
+      "*one launcher of the pod listens*" },
+    { "--net-join 10.0.0.1:0 -- true", "*bad --net-join*" },
+    { "--serve localhost:1 -- true", "*bad --serve*" },
+    { "--device cxl-type3 --serve 127.0.0.1:1 -- true",
+      "*only cxl-shm pools are served*" },
+    { "-n 4 --machine b:2-3 -- true", "*--machine needs --net-listen*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-4 -- true",
+      "*--machine b:2-4: the pod has 4 hosts*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine c:3 -- true",
+      "*host 3 is another --machine's too*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:1-2 -- true",
+      "*the hosts left to this machine (0..0 and 3) are not one range*" },
+    { "-n 2 --net-listen 10.0.0.1:1 --machine b:0-1 -- true",
+      "*every host is another machine's*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine b:1 -- true",
+      "*--machine b given twice*" },
+    { "-n 4 --net-listen 10.0.0.1:1 --local-hosts 0-1 --machine b:2-3 -- true",
+      "*leave --local-hosts out*" },
+    { "--machine b'c:1 -- true", "*the name has a blank or a quote*" },
+    { "--machine b -- true", "*expected NAME:FIRST-LAST*" },
+};
+
+static void test_xmach_refused(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_xmach_lines); i++) {
+        g_setenv("CXLPOD_TEST_LINE", bad_xmach_lines[i].line, TRUE);
+        g_test_trap_subprocess("/launch/event-logs/refused/child", 0,
+                               G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_failed();
+        g_test_trap_assert_stderr(bad_xmach_lines[i].pattern);
+    }
+}
+
 /* The argument of host @host's QEMU that starts with @prefix */
 static char *qemu_arg(const struct opts *o, int host, const char *prefix)
 {
@@ -1205,6 +1329,8 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/pod-args", test_pod_args);
     g_test_add_func("/launch/many-hosts", test_many_hosts);
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
+    g_test_add_func("/launch/xmach", test_xmach);
+    g_test_add_func("/launch/xmach/refused", test_xmach_refused);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);
     g_test_add_func("/launch/config/load", test_config_load);
