@@ -12,6 +12,8 @@ L=${1:?usage: $0 cxlpod-launch}
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake-qemu.sh
 W=$(mktemp -d /tmp/cxlpod-launch-many-XXXXXX)
 trap 'rm -rf "$W"' EXIT
+# the launcher's own work dirs (no -w) go under $W too
+export TMPDIR=$W
 fails=0
 ok()  { printf 'ok   %s\n' "$*"; }
 bad() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
