@@ -6190,6 +6190,212 @@ static void test_route_switch(void)
  * The work directory and its files, the tmpfs a case mounts there
  * included; also run when a failed assertion aborts
  */
+/*
+ * A remote pool: `cxlpod-pool serve` on loopback, a host joined to it
+ * over UCX (pool=ucx://ADDR:PORT) and a local host mapping the pool file.
+ * Data written back by either is read by the other after its
+ * invalidate; a wrong geometry and a wrong key are refused at realize,
+ * naming the service; the service killed, the remote host's next
+ * doorbell op fails (DB_STATUS "lost") within its timeout and QMP still
+ * answers.
+ */
+typedef struct Service {
+    GPid pid;
+    int port;
+    char *where;
+} Service;
+
+static bool service_start(Service *sv, const char *tool, const char *pool)
+{
+    const char *argv[] = { tool, "serve", "--listen", "127.0.0.1:0", pool,
+                           NULL };
+    g_autoptr(GIOChannel) ch = NULL;
+    g_autofree char *line = NULL;
+    int out;
+
+    g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD |
+                                           G_SPAWN_STDERR_TO_DEV_NULL,
+                                           NULL, NULL, &sv->pid, NULL, &out,
+                                           NULL, NULL));
+    ch = g_io_channel_unix_new(out);
+    g_io_channel_set_close_on_unref(ch, true);
+    while (g_io_channel_read_line(ch, &line, NULL, NULL, NULL) ==
+           G_IO_STATUS_NORMAL) {
+        if (sscanf(line, "listening on 127.0.0.1:%d", &sv->port) == 1) {
+            sv->where = g_strdup_printf("127.0.0.1:%d", sv->port);
+            return true;
+        }
+        g_free(line);
+        line = NULL;
+    }
+    return false;
+}
+
+static void service_stop(Service *sv)
+{
+    int st;
+
+    kill(sv->pid, SIGKILL);
+    waitpid(sv->pid, &st, 0);
+    g_spawn_close_pid(sv->pid);
+    g_free(sv->where);
+}
+
+static char *remote_opts(Service *sv, const char *key, const char *extra)
+{
+    return g_strdup_printf(",pool-key=%s,remote-timeout-ms=1000%s", key,
+                           extra ? extra : "");
+}
+
+static void test_remote(void)
+{
+    g_autofree char *pool = pool_path("remote.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *badkey = pool_path("remote-bad.key");
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *err = NULL;
+    g_autofree char *cmd = NULL;
+    const uint64_t nc = COH_SIZE + 0x40000;
+    int status, i;
+    gint64 t0;
+    QDict *r;
+    Service sv;
+    Host a, b;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    args = host_args("ucx://127.0.0.1:1", 0, ",pool-key=/nonexistent");
+    err = run_qemu(args, &status);
+    if (strstr(err, "in this build of QEMU")) {
+        g_test_skip("a remote pool is not in this build of QEMU");
+        return;
+    }
+    g_clear_pointer(&err, g_free);
+    g_clear_pointer(&args, g_free);
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+
+    host_start(&a, pool, 0, true);
+    opts = remote_opts(&sv, key, NULL);
+    args = host_args(url, 1, opts);
+    b.qts = qtest_init(args);
+    host_enable(&b, true);
+    /* the host table is the service's: both live */
+    t0 = g_get_monotonic_time();
+    while (r64(&b, A_CXLSHM_HOST_LIVE) != 3) {
+        g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
+        g_usleep(10000);
+    }
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
+    /* no atomics across machines yet; no direct coherent window */
+    g_assert_cmphex(r32(&b, A_CXLSHM_CAPS) & (CAP_ATOMICS | CAP_DIRECT),
+                    ==, 0);
+
+    /* remote -> local: b's image, written back through its doorbell */
+    mem_wq(&b, nc, 0xb1b1);
+    mem_wq(&b, nc + 3 * LINE + 8, 0xb2b2);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);    /* at RAM speed */
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 2);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0xb1b1);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0);         /* a's stale image */
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc, 4 * LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0xb1b1);
+    g_assert_cmphex(mem_rq(&a, nc + 3 * LINE + 8), ==, 0xb2b2);
+    /* a clean range: nothing is sent */
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 0);
+
+    /* local -> remote: b sees it only after its invalidate */
+    mem_wq(&a, nc + LINE, 0xa1a1);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + LINE, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc + LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 4);
+    g_assert_cmphex(mem_rq(&b, nc + LINE), ==, 0xa1a1);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);
+
+    /* flush: written back, then fetched again */
+    mem_wq(&b, nc + 2 * LINE, 0xf1f1);
+    mem_wq(&a, nc + 2 * LINE + 32, 0xa2a2);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_FLUSH, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + 2 * LINE), ==, 0xf1f1);
+    /* the line went whole, as a local writeback: a's bytes are lost */
+    g_assert_cmphex(mem_rq(&b, nc + 2 * LINE + 32), ==, 0);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CONFLICTS), ==, 1);
+
+    /* a large range, more than one request of each kind */
+    for (i = 0; i < 300; i++) {
+        mem_wq(&b, nc + 0x100000 + i * LINE, 0x1000 + i);
+    }
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x100000, 1 * MiB), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 300);
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc + 0x100000, 1 * MiB), ==, 0);
+    for (i = 0; i < 300; i += 37) {
+        g_assert_cmphex(mem_rq(&a, nc + 0x100000 + i * LINE), ==, 0x1000 + i);
+    }
+
+    /* the host table through QMP */
+    r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
+    g_assert_true(qdict_haskey(r, "return"));
+    qobject_unref(r);
+
+    /* refused at realize: the geometry, the key, naming the service */
+    g_free(args);
+    args = host_args_n(url, 2, 8, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "max-hosts=4"));
+    g_assert_nonnull(strstr(err, "max-hosts=8"));
+    g_clear_pointer(&err, g_free);
+    g_assert_true(g_file_set_contents(badkey, "0123456789abcdef0123456789abcd"
+                                      "ef0123456789abcdef0123456789abcdef\n",
+                                      -1, NULL));
+    g_free(opts);
+    opts = remote_opts(&sv, badkey, NULL);
+    g_free(args);
+    args = host_args(url, 2, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "wrong key"));
+    g_clear_pointer(&err, g_free);
+    /* slot 1 is b's */
+    g_free(opts);
+    opts = remote_opts(&sv, key, NULL);
+    g_free(args);
+    args = host_args(url, 1, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, "slot busy"));
+    g_clear_pointer(&err, g_free);
+
+    /* the service killed: b's next op fails in bounded time */
+    service_stop(&sv);
+    mem_wq(&b, nc, 0xdead);
+    t0 = g_get_monotonic_time();
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, LINE), ==, CXLSHM_DB_LOST);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, LINE), ==, CXLSHM_DB_LOST);
+    r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
+    g_assert_true(qdict_haskey(r, "return"));
+    qobject_unref(r);
+    t0 = g_get_monotonic_time();
+    qtest_quit(b.qts);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+    qtest_quit(a.qts);
+}
+
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
 static void remove_tmpdir(void *unused)
@@ -6237,6 +6443,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq", test_doorbell_irq);
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
+    qtest_add_func("/cxl-shm/remote", test_remote);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
