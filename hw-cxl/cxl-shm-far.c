@@ -83,6 +83,7 @@ struct CXLShmFar {
     bool failed;                /* atomic: the service is lost */
     char *why;
     CXLShmRemoteReq hosts_req;
+    CXLShmRemoteReq leave_req;  /* may outlive far_leave() pending */
     CXLPoolHost *hosts_buf;
     int64_t hosts_due_ms;
     MemoryRegion whole;         /* the coherent window over the pool */
@@ -406,6 +407,9 @@ static bool far_fill(CXLShmState *s, Error **errp)
                            s->host_id, f->where,
                            far_cause(req[i].status), e ? ": " : "",
                            e ? e : "");
+                /* the other requests are on this stack: closed now */
+                cxl_shm_remote_free(f->r);
+                f->r = NULL;
                 return false;
             }
             if (at[i] != UINT64_MAX) {
@@ -574,7 +578,7 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     uint64_t end = off + len, from = MAX(off, s->coherent_size), got;
     int st;
 
-    if (end <= from || far_failed(s) || !f->started) {
+    if (end <= from || far_failed(s) || !qatomic_read(&f->started)) {
         return end;
     }
     sl = far_slot(s);
@@ -796,12 +800,15 @@ static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
 static void far_leave(CXLShmState *s)
 {
     CXLShmFar *f = s->far;
-    CXLShmRemoteReq req = { 0 };
+    CXLShmRemoteReq *req;
     int64_t end;
+    bool lost;
 
     if (!f || !f->r) {
         return;
     }
+    /* no new request from here on: ops are dropped, the doorbell's fail */
+    lost = qatomic_xchg(&f->failed, true);
     if (f->started) {
         qatomic_set(&f->stop, true);
         if (eventfd_write(f->efd, 1) < 0) {
@@ -810,17 +817,17 @@ static void far_leave(CXLShmState *s)
         qemu_thread_join(&f->thread);
         f->started = false;
     }
-    if (!qatomic_read(&f->failed) && !cxl_shm_remote_error(f->r)) {
-        cxl_shm_remote_leave(f->r, &req);
+    req = &f->leave_req;
+    if (!lost && !cxl_shm_remote_error(f->r)) {
+        cxl_shm_remote_leave(f->r, req);
         end = g_get_monotonic_time() + FAR_LEAVE_WAIT_MS * 1000;
-        while (req.status == CXLSHM_REMOTE_PENDING &&
+        while (req->status == CXLSHM_REMOTE_PENDING &&
                g_get_monotonic_time() < end &&
                cxl_shm_remote_progress(f->r)) {
             g_usleep(100);
         }
+        trace_cxl_shm_far_leave(s->host_id, f->where);
     }
-    trace_cxl_shm_far_leave(s->host_id, f->where);
-    qatomic_set(&f->failed, true);
 }
 
 /* After the last use (the release, or a refused realize) */
