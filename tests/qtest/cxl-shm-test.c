@@ -6244,8 +6244,8 @@ static void service_stop(Service *sv)
 
 static char *remote_opts(Service *sv, const char *key, const char *extra)
 {
-    return g_strdup_printf(",pool-key=%s,remote-timeout-ms=1000%s", key,
-                           extra ? extra : "");
+    return g_strdup_printf(",pool-key=%s%s", key,
+                           extra ? extra : ",remote-timeout-ms=1000");
 }
 
 static void test_remote(void)
@@ -6400,6 +6400,21 @@ static void test_remote(void)
     g_assert_cmpint(status, ==, 1);
     g_assert_nonnull(strstr(err, "slot busy"));
     g_clear_pointer(&err, g_free);
+
+    /* a service that does not answer: the join times out, bounded */
+    kill(sv.pid, SIGSTOP);
+    g_free(opts);
+    opts = remote_opts(&sv, key, ",remote-timeout-ms=500");
+    g_free(args);
+    args = host_args(url, 2, opts);
+    t0 = g_get_monotonic_time();
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "timeout"));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 10 * G_USEC_PER_SEC);
+    g_clear_pointer(&err, g_free);
+    kill(sv.pid, SIGCONT);
 
     /* the service killed: b's next op fails in bounded time */
     service_stop(&sv);
