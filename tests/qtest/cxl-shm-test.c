@@ -2693,7 +2693,10 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops, atomics, and in mode=direct the direct mapping */
-    g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==, CAP_NATIVE | CAP_ATOMICS |
+    /* a remote host (pool-key): no atomics, no direct coherent window */
+    g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==,
+                    extra && strstr(extra, "pool-key") ? CAP_NATIVE :
+                    CAP_NATIVE | CAP_ATOMICS |
                     (extra && strstr(extra, "mode=timed") ? 0 : CAP_DIRECT));
 
     pd0[0] = 0x83;
@@ -6432,6 +6435,72 @@ static void test_remote(void)
     qtest_quit(a.qts);
 }
 
+/*
+ * A remote host's guest cache maintenance under TCG: fw_code without
+ * its coherent-window atomics (not served on a remote host), ending in
+ * an sfence.  clwb and clflushopt land at the fence, clflush at once,
+ * each through the service: the vCPU runs the instruction again until
+ * the reply came.
+ */
+static const uint8_t remote_fw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xa8, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x11,
+    0x11, 0x11, 0x66, 0x0f, 0xae, 0x35, 0x00, 0x00, 0x20, 0x00, 0xc7, 0x05,
+    0x40, 0x00, 0x20, 0x00, 0x22, 0x22, 0x22, 0x22, 0x66, 0x0f, 0xae, 0x3d,
+    0x40, 0x00, 0x20, 0x00, 0xc7, 0x05, 0x80, 0x00, 0x20, 0x00, 0x33, 0x33,
+    0x33, 0x33, 0x0f, 0xae, 0x3d, 0x80, 0x00, 0x20, 0x00, 0xc7, 0x05, 0xc0,
+    0x00, 0x20, 0x00, 0x44, 0x44, 0x44, 0x44, 0x0f, 0xae, 0xf8, 0xc7, 0x05,
+    0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0x90, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-tcg.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    int status;
+    Service sv;
+    Host h;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    fw_host_start_code(&h, url, 1, remote_fw_code, sizeof(remote_fw_code),
+                       opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0xc0), ==, 0);  /* no flush */
+    g_assert_cmphex(mem_rq(&h, COH_SIZE + 0xc0), ==, 0x44444444);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_NATIVE_OPS), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_LINES), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_INV_LINES), ==, 2);
+    g_test_message("vCPU re-executions while a reply was due: %" PRIu64,
+                   rstat(&h, CXLSHM_STAT_RETRIES));
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
 static void remove_tmpdir(void *unused)
@@ -6480,6 +6549,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/remote", test_remote);
+    add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
