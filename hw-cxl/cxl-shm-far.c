@@ -25,12 +25,15 @@
  * CXLSHM_WIRE_MAX_LINES lines a request); when the service has written
  * them the twin takes the bytes sent, so a store made meanwhile stays
  * dirty.  Invalidate fetches; flush writes back, then fetches, keeping
- * the bytes stored since the writeback dirty.
+ * the bytes stored since the writeback dirty.  The coherent window is
+ * an I/O region whose loads fetch and whose stores are masked stores at
+ * the service (far_cw_access()).
  */
 
 #include "qemu/osdep.h"
 #include <poll.h>
 #include <sys/eventfd.h>
+#include "qemu/bswap.h"
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/module.h"
@@ -38,6 +41,8 @@
 #include "qapi/error.h"
 #include "exec/memory.h"
 #include "hw/core/cpu.h"
+#include "exec/io-insn.h"
+#include "system/tcg.h"
 #include "cxl-shm.h"
 #include "cxl-shm-remote.h"
 #include "trace.h"
@@ -54,9 +59,17 @@ typedef enum FarState {
     FAR_DONE,                   /* replied, the caller's */
 } FarState;
 
-/* One caller's request: a piece [off, end) of a range operation */
+typedef enum FarKind {
+    FAR_RANGE,                  /* a piece of a range operation (op) */
+    FAR_LOAD,                   /* a coherent line's bytes */
+    FAR_STORE,                  /* a coherent word's bytes (mask) */
+} FarKind;
+
+/* One caller's request: a piece [off, end) of a range operation, or */
 typedef struct FarSlot {
     int state;                  /* FarState, atomic */
+    FarKind kind;
+    uint64_t value, mask;       /* FAR_STORE */
     CXLShmLineOp op;
     uint64_t off, end;
     bool wb_stage;              /* a writeback (of a flush) is in flight */
@@ -525,6 +538,7 @@ static bool far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
     uint64_t stop;
 
     memset(&sl->n, 0, sizeof(sl->n));
+    sl->kind = FAR_RANGE;
     sl->op = op;
     sl->off = off;
     sl->force = force;
@@ -589,7 +603,8 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     got = from;
     if (st == FAR_DONE) {
         qatomic_set(&sl->state, FAR_IDLE);
-        if (sl->op == op && sl->off == from && sl->end <= end) {
+        if (sl->kind == FAR_RANGE && sl->op == op && sl->off == from &&
+            sl->end <= end) {
             n->written += sl->n.written;
             n->fetched += sl->n.fetched;
             n->conflicts += sl->n.conflicts;
@@ -643,6 +658,11 @@ static void far_send(CXLShmState *s, FarSlot *sl)
     CXLShmFar *f = s->far;
 
     memset(&sl->req, 0, sizeof(sl->req));
+    if (sl->kind == FAR_STORE) {
+        cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off, sl->value,
+                              sl->mask, &sl->req);
+        return;
+    }
     if (sl->wb_stage) {
         cxl_shm_remote_writeback(f->r, sl->lines, sl->nlines, &sl->req);
     } else {
@@ -668,6 +688,10 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
 
     if (r->status == CXLSHM_WIRE_LOST || r->status == CXLSHM_WIRE_TIMEOUT) {
         far_lost(s, r->status);
+    }
+    if (sl->kind != FAR_RANGE) {
+        far_finish(sl, r->status);
+        return;
     }
     if (!sl->wb_stage) {
         if (r->status == CXLSHM_WIRE_OK) {
@@ -863,26 +887,87 @@ static void far_free(CXLShmState *s)
 }
 
 /*
- * The coherent window of a remote host: not served yet, every access
- * fails as to a device that cannot reach its media
+ * The coherent window of a remote host: every access goes to the
+ * service.  A load fetches its line, a store is a masked store of its
+ * 8-byte word (CXLSHM_ATOMIC_STORE), under the line's lock at the
+ * service.  A vCPU under TCG whose reply has not come runs the access
+ * again (MEMTX_RETRY), and the access run again takes the reply (its
+ * slot's request, matched by kind, offset and value); any other thread
+ * (DMA, the monitor, qtest), an access across a line (a load) or a word
+ * (a store), and a host that lost the service get MEMTX_ERROR (a load
+ * reads all ones).
  */
+static bool far_cw_vcpu(void)
+{
+    return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu);
+}
+
+static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
+                                 bool write, uint64_t *val)
+{
+    CXLShmFar *f = s->far;
+    uint64_t line = QEMU_ALIGN_DOWN(addr, CXLSHM_LINE);
+    uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0;
+    FarSlot *sl;
+    int st;
+
+    trace_cxl_shm_far_coherent(s->host_id, addr, size, write);
+    if (far_failed(s) || !qatomic_read(&f->started) || !far_cw_vcpu() ||
+        (write ? addr + size > word + 8 : addr + size > line + CXLSHM_LINE)) {
+        *val = write ? *val : ~0ULL;
+        return MEMTX_ERROR;
+    }
+    if (write) {
+        mask = (size == 8 ? ~0ULL : (1ULL << (size * 8)) - 1) <<
+               ((addr - word) * 8);
+        v = (*val << ((addr - word) * 8)) & mask;
+    }
+    sl = far_slot(s);
+    st = qatomic_load_acquire(&sl->state);
+    if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
+        return MEMTX_RETRY;
+    }
+    if (st == FAR_DONE) {
+        qatomic_set(&sl->state, FAR_IDLE);
+        if (sl->kind == (write ? FAR_STORE : FAR_LOAD) &&
+            sl->off == (write ? word : line) &&
+            (!write || (sl->value == v && sl->mask == mask)) &&
+            sl->status != CXLSHM_WIRE_BUSY) {
+            if (sl->status != CXLSHM_WIRE_OK) {
+                *val = write ? *val : ~0ULL;
+                return MEMTX_ERROR;
+            }
+            if (!write) {
+                *val = ldn_le_p(sl->buf + (addr - line), size);
+            }
+            return MEMTX_OK;
+        }
+    }
+    memset(&sl->n, 0, sizeof(sl->n));
+    sl->kind = write ? FAR_STORE : FAR_LOAD;
+    sl->off = write ? word : line;
+    sl->end = sl->off + (write ? 8 : CXLSHM_LINE);
+    sl->value = v;
+    sl->mask = mask;
+    sl->nlines = 0;
+    sl->wb_stage = false;
+    qatomic_store_release(&sl->state, FAR_QUEUED);
+    if (eventfd_write(f->efd, 1) < 0) {
+        /* the counter is full: the thread has work to find anyway */
+    }
+    return MEMTX_RETRY;
+}
+
 static MemTxResult far_cw_read(void *opaque, hwaddr addr, uint64_t *data,
                                unsigned size, MemTxAttrs attrs)
 {
-    CXLShmState *s = opaque;
-
-    trace_cxl_shm_far_coherent(s->host_id, addr, size, false);
-    *data = ~0ULL;
-    return MEMTX_ERROR;
+    return far_cw_access(opaque, addr, size, false, data);
 }
 
 static MemTxResult far_cw_write(void *opaque, hwaddr addr, uint64_t data,
                                 unsigned size, MemTxAttrs attrs)
 {
-    CXLShmState *s = opaque;
-
-    trace_cxl_shm_far_coherent(s->host_id, addr, size, true);
-    return MEMTX_ERROR;
+    return far_cw_access(opaque, addr, size, true, &data);
 }
 
 static const MemoryRegionOps far_cw_ops = {
@@ -892,6 +977,12 @@ static const MemoryRegionOps far_cw_ops = {
     .valid = {
         .min_access_size = 1,
         .max_access_size = 8,
+        .unaligned = true,
+    },
+    .impl = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+        .unaligned = true,
     },
 };
 

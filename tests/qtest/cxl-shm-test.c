@@ -6501,6 +6501,76 @@ static void test_remote_tcg(void)
     service_stop(&sv);
 }
 
+/*
+ * A remote host's coherent window under TCG: each load and store goes to
+ * the service (a store is a masked store of its word).  Source, after
+ * fw_code's paging set-up:
+ *
+ *     movl $0x55667788, 0x400000; movl 0x400000, %eax; movl %eax, 0x200100
+ *     movl 0x400010, %ebx; movl %ebx, 0x200104; clflush 0x200100
+ *     movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_cw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x90, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x40, 0x00, 0x88, 0x77,
+    0x66, 0x55, 0xa1, 0x00, 0x00, 0x40, 0x00, 0xa3, 0x00, 0x01, 0x20, 0x00,
+    0x8b, 0x1d, 0x10, 0x00, 0x40, 0x00, 0x89, 0x1d, 0x04, 0x01, 0x20, 0x00,
+    0x0f, 0xae, 0x3d, 0x00, 0x01, 0x20, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00,
+    0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x8d, 0x74, 0x26, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0x78, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_coherent_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-cw.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    uint64_t mine = 0x1122334400000000ULL, theirs = 0xabcdef01;
+    int status, fd;
+    Service sv;
+    Host h;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* another host's data in the window, and bytes the store keeps */
+    fd = open(pool, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, &theirs, 8, META_SIZE + 0x10), ==, 8);
+    g_assert_cmpint(pwrite(fd, &mine, 8, META_SIZE), ==, 8);
+    close(fd);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    fw_host_start_code(&h, url, 1, remote_cw_code, sizeof(remote_cw_code),
+                       opts, NULL);
+    /* not a vCPU: an error, never a wait */
+    g_assert_cmphex(mem_rq(&h, 0x10), ==, UINT64_MAX);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+
+    /* the store's 4 bytes only */
+    g_assert_cmphex(pool_rq(pool, 0), ==, 0x1122334455667788ULL);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==,
+                    (theirs << 32) | 0x55667788);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
 static void remove_tmpdir(void *unused)
@@ -6550,6 +6620,8 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/remote", test_remote);
     add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
+    add_staged("/cxl-shm/remote-coherent-tcg", NEED_TCG,
+               test_remote_coherent_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
