@@ -1009,6 +1009,34 @@ static void far_map(CXLShmState *s, CXLShmDirect *d)
     d->mr = &d->alias;
 }
 
+/*
+ * A host reset (every vCPU outside guest code, the doorbell parked): the
+ * lines it had not written back are lost, the image going back to its
+ * twin (the pool as this host last fetched or wrote it).  It neither
+ * leaves nor rejoins: that would wait for the service.
+ */
+static void far_reset(CXLShmState *s)
+{
+    const uint64_t chunk = 2 * MiB;
+    unsigned char vi[512], vt[512];
+    uint64_t o, p;
+    size_t i;
+
+    for (o = 0; o < s->nc_size; o += chunk) {
+        uint64_t len = MIN(chunk, s->nc_size - o);
+        bool known = mincore(s->image + o, len, vi) == 0 &&
+                     mincore(s->twin + o, len, vt) == 0;
+
+        for (i = 0, p = o; p < o + len; i++, p += CXLSHM_PAGE) {
+            if ((!known || ((vi[i] | vt[i]) & 1)) &&
+                memcmp(s->image + p, s->twin + p, CXLSHM_PAGE)) {
+                memcpy(s->image + p, s->twin + p, CXLSHM_PAGE);
+            }
+        }
+    }
+    trace_cxl_shm_far_reset(s->host_id);
+}
+
 static MemoryRegion *far_native_mr(CXLShmState *s, uint64_t *dpa_base)
 {
     *dpa_base = s->coherent_size;
@@ -1028,6 +1056,7 @@ static bool far_check_props(CXLShmState *s, Error **errp)
 static const CXLShmModeOps far_mode = {
     .maps_ram = false,
     .check_props = far_check_props,
+    .reset = far_reset,
     .map = far_map,
     .native_mr = far_native_mr,
     .range = far_range,

@@ -399,7 +399,7 @@ static void cxl_shm_host_reset(CXLShmState *s)
     if (s->mode_ops->reset) {
         s->mode_ops->reset(s);
     }
-    /* a remote host keeps its image over a reset (docs/device.md) */
+    /* a remote host's mode reset dropped its dirty lines, in place */
     if (!s->far) {
         cxl_shm_reload_image(s);
     }

@@ -6368,6 +6368,20 @@ static void test_remote(void)
                        i ? "remote" : "local", us / 100);
     }
 
+    /* a reset loses b's lines not written back, keeps the others */
+    mem_wq(&b, nc + 0x300000, 0x1057);
+    mem_wq(&b, nc + 0x300040, 0x5afe);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x300040, LINE), ==, 0);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(b.qts, "RESET");
+    host_enable(&b, true);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_RESETS), ==, 1);
+    g_assert_cmphex(mem_rq(&b, nc + 0x300000), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc + 0x300040), ==, 0x5afe);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x300000, 2 * LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + 0x300000), ==, 0);
+
     /* the host table through QMP */
     r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
     g_assert_true(qdict_haskey(r, "return"));
