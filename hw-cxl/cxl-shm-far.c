@@ -72,6 +72,9 @@ typedef struct FarSlot {
     uint64_t value, mask;       /* FAR_STORE */
     CXLShmLineOp op;
     uint64_t off, end;
+    uint64_t want_end;          /* the end of the range asked for */
+    uint32_t seq;               /* this request's, the caller's */
+    uint32_t valid_from;        /* atomic: requests before it abandoned */
     bool wb_stage;              /* a writeback (of a flush) is in flight */
     uint64_t force;             /* a non-temporal line's bytes to send */
     uint32_t nlines;
@@ -103,6 +106,8 @@ struct CXLShmFar {
     MemoryRegion coherent;
     MemoryRegion rest;
     bool regions;
+    /* the device thread's, while it applies a reply; a reset takes it */
+    QemuMutex lock;
 };
 
 static bool far_failed(CXLShmState *s)
@@ -257,6 +262,7 @@ static bool far_join(CXLShmState *s, Error **errp)
     const CXLShmWireJoined *j;
 
     f->efd = -1;
+    qemu_mutex_init(&f->lock);
     s->far = f;
     if (!far_parse(s, &f->addr, &f->port, errp)) {
         return false;
@@ -541,7 +547,9 @@ static bool far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
     sl->kind = FAR_RANGE;
     sl->op = op;
     sl->off = off;
+    sl->want_end = end;
     sl->force = force;
+    sl->seq++;
     sl->nlines = 0;
     if (op == CXLSHM_LINE_DROP) {
         stop = MIN(end, off + CXLSHM_WIRE_MAX_FETCH);
@@ -561,6 +569,21 @@ static bool far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
         /* the counter is full: the thread has work to find anyway */
     }
     return true;
+}
+
+/*
+ * Is @sl's request still its caller's?  A host reset and an interrupt
+ * delivery abandon it (far_abandon()): the operation run next is not the
+ * one that made it, and its reply is applied to nothing.
+ */
+static bool far_own(FarSlot *sl)
+{
+    return (int32_t)(sl->seq - qatomic_read(&sl->valid_from)) >= 0;
+}
+
+static void far_abandon(FarSlot *sl)
+{
+    qatomic_set(&sl->valid_from, sl->seq + 1);
 }
 
 static FarSlot *far_slot(CXLShmState *s)
@@ -603,8 +626,8 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     got = from;
     if (st == FAR_DONE) {
         qatomic_set(&sl->state, FAR_IDLE);
-        if (sl->kind == FAR_RANGE && sl->op == op && sl->off == from &&
-            sl->end <= end) {
+        if (far_own(sl) && sl->kind == FAR_RANGE && sl->op == op &&
+            sl->off == from && sl->want_end == end && sl->force == force) {
             n->written += sl->n.written;
             n->fetched += sl->n.fetched;
             n->conflicts += sl->n.conflicts;
@@ -693,6 +716,12 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
         far_finish(sl, r->status);
         return;
     }
+    if (!far_own(sl)) {
+        /* abandoned: the image and the twin are no longer its */
+        trace_cxl_shm_far_abandoned(s->host_id, sl->off, sl->end);
+        far_finish(sl, r->status);
+        return;
+    }
     if (!sl->wb_stage) {
         if (r->status == CXLSHM_WIRE_OK) {
             far_apply_fetch(s, sl->off, sl->end - sl->off, sl->buf,
@@ -754,7 +783,9 @@ static void *far_thread(void *opaque)
 
             if (qatomic_load_acquire(&sl->state) == FAR_QUEUED) {
                 qatomic_set(&sl->state, FAR_INFLIGHT);
-                if (lost) {
+                if (!far_own(sl)) {
+                    far_finish(sl, CXLSHM_WIRE_OK);     /* abandoned */
+                } else if (lost) {
                     memset(&sl->n, 0, sizeof(sl->n));
                     far_finish(sl, CXLSHM_WIRE_LOST);
                 } else {
@@ -773,6 +804,7 @@ static void *far_thread(void *opaque)
         if (!lost && !cxl_shm_remote_progress(f->r)) {
             far_lost(s, CXLSHM_WIRE_LOST);
         }
+        qemu_mutex_lock(&f->lock);
         for (i = 0; i < f->nslots; i++) {
             FarSlot *sl = &f->slot[i];
 
@@ -781,6 +813,7 @@ static void *far_thread(void *opaque)
                 far_reply(s, sl);
             }
         }
+        qemu_mutex_unlock(&f->lock);
         if (qatomic_read(&f->failed)) {
             poll(p, 1, FAR_HOSTS_PERIOD_MS);
             continue;
@@ -879,6 +912,7 @@ static void far_free(CXLShmState *s)
     g_free(f->addr);
     g_free(f->where);
     g_free(f->why);
+    qemu_mutex_destroy(&f->lock);
     g_free(f);
     s->far = NULL;
     g_free(s->tail);
@@ -929,7 +963,7 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
     }
     if (st == FAR_DONE) {
         qatomic_set(&sl->state, FAR_IDLE);
-        if (sl->kind == (write ? FAR_STORE : FAR_LOAD) &&
+        if (far_own(sl) && sl->kind == (write ? FAR_STORE : FAR_LOAD) &&
             sl->off == (write ? word : line) &&
             (!write || (sl->value == v && sl->mask == mask)) &&
             sl->status != CXLSHM_WIRE_BUSY) {
@@ -951,6 +985,7 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
     sl->mask = mask;
     sl->nlines = 0;
     sl->wb_stage = false;
+    sl->seq++;
     qatomic_store_release(&sl->state, FAR_QUEUED);
     if (eventfd_write(f->efd, 1) < 0) {
         /* the counter is full: the thread has work to find anyway */
@@ -1019,9 +1054,15 @@ static void far_reset(CXLShmState *s)
 {
     const uint64_t chunk = 2 * MiB;
     unsigned char vi[512], vt[512];
+    CXLShmFar *f = s->far;
     uint64_t o, p;
     size_t i;
 
+    /* the requests in flight are abandoned: their replies go nowhere */
+    qemu_mutex_lock(&f->lock);
+    for (i = 0; i < f->nslots; i++) {
+        far_abandon(&f->slot[i]);
+    }
     for (o = 0; o < s->nc_size; o += chunk) {
         uint64_t len = MIN(chunk, s->nc_size - o);
         bool known = mincore(s->image + o, len, vi) == 0 &&
@@ -1034,7 +1075,22 @@ static void far_reset(CXLShmState *s)
             }
         }
     }
+    qemu_mutex_unlock(&f->lock);
     trace_cxl_shm_far_reset(s->host_id);
+}
+
+/*
+ * An interrupt or exception delivery on @cpu: the operation its vCPU runs
+ * next is the handler's, not the one its request was made for
+ */
+static void far_interrupted(CXLShmState *s, CPUState *cpu)
+{
+    CXLShmFar *f = s->far;
+
+    if (f->slot && cpu->cpu_index >= 0 &&
+        (uint32_t)cpu->cpu_index < f->nslots - 2) {
+        far_abandon(&f->slot[cpu->cpu_index]);
+    }
 }
 
 static MemoryRegion *far_native_mr(CXLShmState *s, uint64_t *dpa_base)
@@ -1062,6 +1118,7 @@ static const CXLShmModeOps far_mode = {
     .range = far_range,
     .whole = far_whole,
     .nt_land = far_nt_land,
+    .interrupted = far_interrupted,
     .latency = far_latency,
 };
 

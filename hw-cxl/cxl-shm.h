@@ -176,6 +176,11 @@ typedef struct CXLShmModeOps {
     /* at a fence: a line's non-temporal bytes @mask reach the pool */
     bool (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
                     CXLShmLineCount *n);
+    /*
+     * an interrupt or exception delivery on @cpu (the BQL held): the
+     * operation it runs next is not the one it left unfinished
+     */
+    void (*interrupted)(CXLShmState *s, CPUState *cpu);          /* NULL */
     /* the read and write latency the device reports (CDAT, registers) */
     void (*latency)(CXLShmState *s, uint32_t *read_ns, uint32_t *write_ns);
 } CXLShmModeOps;

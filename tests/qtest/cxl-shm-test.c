@@ -6382,6 +6382,27 @@ static void test_remote(void)
     g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x300000, 2 * LINE), ==, 0);
     g_assert_cmphex(pool_rq(pool, nc + 0x300000), ==, 0);
 
+    /*
+     * a reset while a writeback is in flight (the service stopped): its
+     * reply, come after the reset, is not the result of the writeback
+     * run after it, which sends the bytes stored after the reset
+     */
+    kill(sv.pid, SIGSTOP);
+    mem_wq(&b, nc + 0x380000, 0x01d);
+    db_ring(&b, OP_WB, nc + 0x380000, LINE);
+    g_usleep(100 * 1000);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(b.qts, "RESET");
+    host_enable(&b, true);
+    kill(sv.pid, SIGCONT);
+    g_usleep(200 * 1000);           /* the old request's reply comes */
+    g_assert_cmphex(mem_rq(&b, nc + 0x380000), ==, 0);
+    mem_wq(&b, nc + 0x380000, 0x2e5e7);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x380000, LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc + 0x380000), ==, 0x2e5e7);
+
     /* the host table through QMP */
     r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
     g_assert_true(qdict_haskey(r, "return"));
