@@ -24,7 +24,12 @@
  * Writeback sends the bytes where the image differs from the twin (up to
  * CXLSHM_WIRE_MAX_LINES lines a request); when the service has written
  * them the twin takes the bytes sent, so a store made meanwhile stays
- * dirty.  Invalidate fetches; flush writes back, then fetches, keeping
+ * dirty.  Only the device thread reads the twin against the image or
+ * changes the twin: it takes a writeback's bytes when it sends it (each
+ * aligned word whole, so a vCPU's store made during the writeback is in
+ * it or stays dirty, as on hardware), and applies replies in the order
+ * their requests went out, under its lock (which a reset takes).
+ * Invalidate fetches; flush writes back, then fetches, keeping
  * the bytes stored since the writeback dirty.  The coherent window is
  * an I/O region whose loads fetch and whose stores are masked stores at
  * the service (far_cw_access()).
@@ -74,6 +79,7 @@ typedef struct FarSlot {
     uint64_t off, end;
     uint64_t want_end;          /* the end of the range asked for */
     uint32_t seq;               /* this request's, the caller's */
+    uint64_t sent;              /* the thread's: when it was sent */
     uint32_t valid_from;        /* atomic: requests before it abandoned */
     bool wb_stage;              /* a writeback (of a flush) is in flight */
     uint64_t force;             /* a non-temporal line's bytes to send */
@@ -108,6 +114,7 @@ struct CXLShmFar {
     bool regions;
     /* the device thread's, while it applies a reply; a reset takes it */
     QemuMutex lock;
+    uint64_t sent;              /* requests sent (the thread's) */
 };
 
 static bool far_failed(CXLShmState *s)
@@ -517,7 +524,12 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
             continue;
         }
         w = &sl->lines[sl->nlines];
-        memcpy(w->data, s->image + o, CXLSHM_LINE);
+        /* a vCPU's aligned store is in the line whole or not at all */
+        for (k = 0; k < CXLSHM_LINE; k += 8) {
+            uint64_t v = qatomic_read((uint64_t *)(s->image + o + k));
+
+            memcpy(w->data + k, &v, 8);
+        }
         for (k = 0; k < CXLSHM_LINE; k++) {
             if (w->data[k] != s->twin[o + k]) {
                 mask |= 1ULL << k;
@@ -536,12 +548,15 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
     return MIN(l, end);
 }
 
-/* Start the piece of [off, end) from @off: false if nothing is to do */
-static bool far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
+/*
+ * Queue the piece of [off, end) from @off.  Its dirty bytes are taken
+ * by the device thread when it sends it (far_send()), so requests go out
+ * in the order their data was taken.
+ */
+static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
                       uint64_t off, uint64_t end, uint64_t force)
 {
     CXLShmFar *f = s->far;
-    uint64_t stop;
 
     memset(&sl->n, 0, sizeof(sl->n));
     sl->kind = FAR_RANGE;
@@ -551,24 +566,13 @@ static bool far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
     sl->force = force;
     sl->seq++;
     sl->nlines = 0;
-    if (op == CXLSHM_LINE_DROP) {
-        stop = MIN(end, off + CXLSHM_WIRE_MAX_FETCH);
-    } else {
-        stop = far_collect_dirty(s, sl,
-                                 off, op == CXLSHM_LINE_WRITEBACK ? end :
-                                 MIN(end, off + CXLSHM_WIRE_MAX_FETCH));
-        if (op == CXLSHM_LINE_WRITEBACK && !sl->nlines) {
-            sl->end = end;
-            return false;
-        }
-    }
-    sl->end = stop;
-    sl->wb_stage = sl->nlines > 0;
+    sl->end = op == CXLSHM_LINE_DROP ?
+              MIN(end, off + CXLSHM_WIRE_MAX_FETCH) : end;
+    sl->wb_stage = op != CXLSHM_LINE_DROP;
     qatomic_store_release(&sl->state, FAR_QUEUED);
     if (eventfd_write(f->efd, 1) < 0) {
         /* the counter is full: the thread has work to find anyway */
     }
-    return true;
 }
 
 /*
@@ -640,8 +644,8 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
             }
         }
     }
-    while (got < end && !far_start(s, sl, op, got, end, force)) {
-        got = sl->end;          /* nothing dirty there */
+    if (got < end) {
+        far_start(s, sl, op, got, end, force);
     }
     return got == from ? off : got;
 }
@@ -675,6 +679,12 @@ static bool far_nt_land(CXLShmState *s, uint64_t line, uint64_t mask,
            line + CXLSHM_LINE;
 }
 
+static void far_finish(FarSlot *sl, int status)
+{
+    sl->status = status;
+    qatomic_store_release(&sl->state, FAR_DONE);
+}
+
 /* Device thread: send a queued piece */
 static void far_send(CXLShmState *s, FarSlot *sl)
 {
@@ -682,10 +692,26 @@ static void far_send(CXLShmState *s, FarSlot *sl)
 
     memset(&sl->req, 0, sizeof(sl->req));
     if (sl->kind == FAR_STORE) {
+        sl->sent = ++f->sent;
         cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off, sl->value,
                               sl->mask, &sl->req);
         return;
     }
+    if (sl->wb_stage && sl->nlines == 0) {
+        /* the dirty bytes are taken now, in the order requests go out */
+        uint64_t lim = sl->op == CXLSHM_LINE_WRITEBACK ? sl->want_end :
+                       MIN(sl->want_end, sl->off + CXLSHM_WIRE_MAX_FETCH);
+
+        sl->end = far_collect_dirty(s, sl, sl->off, lim);
+        if (!sl->nlines) {
+            sl->wb_stage = false;
+            if (sl->op == CXLSHM_LINE_WRITEBACK) {
+                far_finish(sl, CXLSHM_WIRE_OK);     /* nothing dirty */
+                return;
+            }
+        }
+    }
+    sl->sent = ++f->sent;
     if (sl->wb_stage) {
         cxl_shm_remote_writeback(f->r, sl->lines, sl->nlines, &sl->req);
     } else {
@@ -695,12 +721,6 @@ static void far_send(CXLShmState *s, FarSlot *sl)
     }
     trace_cxl_shm_far_send(s->host_id, sl->wb_stage ? "writeback" : "fetch",
                            sl->off, sl->end, sl->nlines);
-}
-
-static void far_finish(FarSlot *sl, int status)
-{
-    sl->status = status;
-    qatomic_store_release(&sl->state, FAR_DONE);
 }
 
 /* Device thread: a reply came for @sl */
@@ -759,6 +779,35 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
     far_finish(sl, r->status);
 }
 
+/*
+ * Device thread: the replies in the order their requests were sent, up
+ * to the first one still due, so a writeback's twin update never lands
+ * after a later request's on the same line (a DROP's, a later
+ * writeback's)
+ */
+static void far_replies(CXLShmState *s)
+{
+    CXLShmFar *f = s->far;
+    uint32_t i;
+
+    for (;;) {
+        FarSlot *first = NULL;
+
+        for (i = 0; i < f->nslots; i++) {
+            FarSlot *sl = &f->slot[i];
+
+            if (qatomic_read(&sl->state) == FAR_INFLIGHT &&
+                (!first || sl->sent < first->sent)) {
+                first = sl;
+            }
+        }
+        if (!first || first->req.status == CXLSHM_REMOTE_PENDING) {
+            return;
+        }
+        far_reply(s, first);
+    }
+}
+
 static void *far_thread(void *opaque)
 {
     CXLShmState *s = opaque;
@@ -778,6 +827,7 @@ static void *far_thread(void *opaque)
         if (eventfd_read(f->efd, &v) < 0) {
             /* nothing was submitted */
         }
+        qemu_mutex_lock(&f->lock);
         for (i = 0; i < f->nslots; i++) {
             FarSlot *sl = &f->slot[i];
 
@@ -793,6 +843,7 @@ static void *far_thread(void *opaque)
                 }
             }
         }
+        qemu_mutex_unlock(&f->lock);
         if (!lost && f->hosts_req.status != CXLSHM_REMOTE_PENDING &&
             now >= f->hosts_due_ms) {
             if (f->hosts_req.status == CXLSHM_WIRE_OK) {
@@ -805,14 +856,7 @@ static void *far_thread(void *opaque)
             far_lost(s, CXLSHM_WIRE_LOST);
         }
         qemu_mutex_lock(&f->lock);
-        for (i = 0; i < f->nslots; i++) {
-            FarSlot *sl = &f->slot[i];
-
-            if (qatomic_read(&sl->state) == FAR_INFLIGHT &&
-                sl->req.status != CXLSHM_REMOTE_PENDING) {
-                far_reply(s, sl);
-            }
-        }
+        far_replies(s);
         qemu_mutex_unlock(&f->lock);
         if (qatomic_read(&f->failed)) {
             poll(p, 1, FAR_HOSTS_PERIOD_MS);
