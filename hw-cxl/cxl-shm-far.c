@@ -105,13 +105,14 @@ struct CXLShmFar {
     bool failed;                /* atomic: the service is lost */
     char *why;
     CXLShmRemoteReq hosts_req;
-    CXLShmRemoteReq leave_req;  /* may outlive far_leave() pending */
+    CXLShmRemoteReq leave_req;  /* the thread's, as it exits */
     CXLPoolHost *hosts_buf;
     int64_t hosts_due_ms;
     MemoryRegion whole;         /* the coherent window over the pool */
     MemoryRegion coherent;
     MemoryRegion rest;
     bool regions;
+    bool left;                  /* far_leave() ran */
     /* the device thread's, while it applies a reply; a reset takes it */
     QemuMutex lock;
     uint64_t sent;              /* requests sent (the thread's) */
@@ -780,6 +781,40 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
 }
 
 /*
+ * The device thread, once stopped (or a refused realize, the thread never
+ * started): the host leaves, LEAVE's reply waited for at most
+ * FAR_LEAVE_WAIT_MS, then the thread exits.  No request is sent after.
+ */
+static void far_send_leave(CXLShmState *s)
+{
+    CXLShmFar *f = s->far;
+    CXLShmRemoteReq *req = &f->leave_req;
+    int64_t end = g_get_monotonic_time() + FAR_LEAVE_WAIT_MS * 1000;
+
+    qatomic_set(&f->failed, true);
+    if (f->why || cxl_shm_remote_error(f->r)) {
+        return;
+    }
+    cxl_shm_remote_leave(f->r, req);
+    while (req->status == CXLSHM_REMOTE_PENDING &&
+           cxl_shm_remote_progress(f->r)) {
+        int64_t left = (end - g_get_monotonic_time()) / 1000;
+        struct pollfd p = { .fd = cxl_shm_remote_fd(f->r),
+                            .events = POLLIN };
+
+        if (left <= 0 || req->status != CXLSHM_REMOTE_PENDING) {
+            break;
+        }
+        if (cxl_shm_remote_arm(f->r) && p.fd >= 0) {
+            poll(&p, 1, MIN(left, 10));
+        } else if (p.fd < 0) {
+            poll(NULL, 0, 1);
+        }
+    }
+    trace_cxl_shm_far_leave(s->host_id, f->where);
+}
+
+/*
  * Device thread: the replies in the order their requests were sent, up
  * to the first one still due, so a writeback's twin update never lands
  * after a later request's on the same line (a DROP's, a later
@@ -870,6 +905,7 @@ static void *far_thread(void *opaque)
             poll(p, 2, t);
         }
     }
+    far_send_leave(s);
     return NULL;
 }
 
@@ -893,42 +929,37 @@ static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
 }
 
 /*
- * Unrealize, exit, a refused realize: the thread stops (within its poll
- * timeout), the host leaves (LEAVE, waited for at most
- * FAR_LEAVE_WAIT_MS) and the connection closes.  Slots still pending
- * complete LOST: no caller waits on them.
+ * Unrealize (CXLShmModeOps::fini), exit, a refused realize: no new
+ * request from here on (ops are dropped, the doorbell's fail); the thread
+ * is told to stop and joined.  It sends LEAVE itself and exits within
+ * FAR_LEAVE_WAIT_MS plus one reply's handling; it never needs the BQL,
+ * so joining it here, with the BQL, waits for no other host.  A refused
+ * realize (no thread yet) leaves from here, bounded the same way.
  */
 static void far_leave(CXLShmState *s)
 {
     CXLShmFar *f = s->far;
-    CXLShmRemoteReq *req;
-    int64_t end;
-    bool lost;
 
-    if (!f || !f->r) {
+    if (!f || !f->r || f->left) {
         return;
     }
-    /* no new request from here on: ops are dropped, the doorbell's fail */
-    lost = qatomic_xchg(&f->failed, true);
-    if (f->started) {
-        qatomic_set(&f->stop, true);
-        if (eventfd_write(f->efd, 1) < 0) {
-            /* full: the thread wakes anyway */
-        }
-        qemu_thread_join(&f->thread);
-        f->started = false;
+    f->left = true;
+    qatomic_set(&f->failed, true);
+    if (!f->started) {
+        far_send_leave(s);
+        return;
     }
-    req = &f->leave_req;
-    if (!lost && !cxl_shm_remote_error(f->r)) {
-        cxl_shm_remote_leave(f->r, req);
-        end = g_get_monotonic_time() + FAR_LEAVE_WAIT_MS * 1000;
-        while (req->status == CXLSHM_REMOTE_PENDING &&
-               g_get_monotonic_time() < end &&
-               cxl_shm_remote_progress(f->r)) {
-            g_usleep(100);
-        }
-        trace_cxl_shm_far_leave(s->host_id, f->where);
+    qatomic_set(&f->stop, true);
+    if (f->efd < 0 || eventfd_write(f->efd, 1) < 0) {
+        /* full: the thread wakes anyway */
     }
+    qemu_thread_join(&f->thread);
+    qatomic_set(&f->started, false);
+}
+
+static void far_fini(CXLShmState *s)
+{
+    far_leave(s);
 }
 
 /* After the last use (the release, or a refused realize) */
@@ -1155,6 +1186,7 @@ static bool far_check_props(CXLShmState *s, Error **errp)
 
 static const CXLShmModeOps far_mode = {
     .maps_ram = false,
+    .fini = far_fini,
     .check_props = far_check_props,
     .reset = far_reset,
     .map = far_map,

@@ -6471,6 +6471,63 @@ static void test_remote(void)
 }
 
 /*
+ * The slot of a remote host powered off while a doorbell invalidate is
+ * in flight to a stopped service (SIGSTOP): QEMU answers QMP within 1 s
+ * and stays up when the service goes on and the reply comes.
+ */
+static void test_remote_unplug(void)
+{
+    g_autofree char *pool = pool_path("remote-unplug.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *cmd = NULL;
+    const uint64_t nc = COH_SIZE + 0x40000;
+    int status, i;
+    gint64 t0;
+    Service sv;
+    Host b;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, ",remote-timeout-ms=5000");
+    args = host_args(url, 1, opts);
+    b.qts = qtest_init(args);
+    host_enable(&b, true);
+    for (i = 0; i < 8; i++) {
+        mem_wq(&b, nc + i * 0x10000, 0x1000 + i);
+    }
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 8 * 0x10000), ==, 0);
+
+    kill(sv.pid, SIGSTOP);
+    db_ring(&b, OP_INV, nc, 8 * 0x10000);
+    g_usleep(100 * 1000);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+    slot_power_off(&b);
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, G_USEC_PER_SEC);
+    /* the grace period passes, the release runs; then the reply comes */
+    g_usleep(300 * 1000);
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, G_USEC_PER_SEC);
+    kill(sv.pid, SIGCONT);
+    g_usleep(300 * 1000);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    qtest_quit(b.qts);
+    service_stop(&sv);
+}
+
+/*
  * A remote host's guest cache maintenance under TCG: fw_code without
  * its coherent-window atomics (not served on a remote host), ending in
  * an sfence.  clwb and clflushopt land at the fence, clflush at once,
@@ -6654,6 +6711,7 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
     qtest_add_func("/cxl-shm/remote", test_remote);
+    qtest_add_func("/cxl-shm/remote-unplug", test_remote_unplug);
     add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
     add_staged("/cxl-shm/remote-coherent-tcg", NEED_TCG,
                test_remote_coherent_tcg);
