@@ -957,9 +957,27 @@ static void far_leave(CXLShmState *s)
     qatomic_set(&f->started, false);
 }
 
+/*
+ * Unrealize, once no decoder maps f->whole: the thread stopped, and the
+ * regions over the pool unparented (as the decoders' aliases are in
+ * cxl-shm-map.c) while their storage, in s->far, lives until the release
+ * after the grace period; they no longer hold a reference on the device.
+ */
 static void far_fini(CXLShmState *s)
 {
+    CXLShmFar *f = s->far;
+
     far_leave(s);
+    if (f && f->regions) {
+        if (s->coherent_size) {
+            memory_region_del_subregion(&f->whole, &f->coherent);
+            object_unparent(OBJECT(&f->coherent));
+        }
+        memory_region_del_subregion(&f->whole, &f->rest);
+        object_unparent(OBJECT(&f->rest));
+        object_unparent(OBJECT(&f->whole));
+        f->regions = false;
+    }
 }
 
 /* After the last use (the release, or a refused realize) */
