@@ -225,7 +225,7 @@ static void db_complete(CXLShmState *s, const CXLShmDbOp *op, bool done,
          * exact instruction count, however long the work took (unless
          * that was longer than the latency)
          */
-        d->status = cxl_shm_far_failed(s) ? CXLSHM_DB_LOST : CXLSHM_DB_OK;
+        d->status = cxl_shm_far_db_status(s);
         d->lines = lines;
         d->ready_ns = MAX(d->ready_ns, op->rung_ns) + ns;
         db_irq_owe(d, d->ready_ns);

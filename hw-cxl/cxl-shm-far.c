@@ -116,11 +116,25 @@ struct CXLShmFar {
     /* the device thread's, while it applies a reply; a reset takes it */
     QemuMutex lock;
     uint64_t sent;              /* requests sent (the thread's) */
+    int db_error;               /* atomic: a doorbell piece's error status */
+    bool said_error;            /* the thread's: an error status reported */
 };
 
 static bool far_failed(CXLShmState *s)
 {
     return s->far && qatomic_read(&s->far->failed);
+}
+
+/* The doorbell's op is done: lost, refused (a piece of it), or OK */
+static uint32_t far_db_status(CXLShmState *s)
+{
+    int e = qatomic_xchg(&s->far->db_error, 0);
+
+    if (far_failed(s) || e == CXLSHM_WIRE_LOST ||
+        e == CXLSHM_WIRE_TIMEOUT) {
+        return CXLSHM_DB_LOST;
+    }
+    return e ? CXLSHM_DB_ERROR : CXLSHM_DB_OK;
 }
 
 /* ucx://ADDR:PORT, ADDR an IPv4 literal, a name or [IPv6] */
@@ -620,7 +634,12 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     uint64_t end = off + len, from = MAX(off, s->coherent_size), got;
     int st;
 
-    if (end <= from || far_failed(s) || !qatomic_read(&f->started)) {
+    if (end <= from) {
+        return end;
+    }
+    if (far_failed(s) || !qatomic_read(&f->started)) {
+        /* dropped, as a link that is down drops a posted write */
+        trace_cxl_shm_far_dropped(s->host_id, from, end);
         return end;
     }
     sl = far_slot(s);
@@ -638,7 +657,11 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
             n->conflicts += sl->n.conflicts;
             if (sl->status != CXLSHM_WIRE_OK &&
                 sl->status != CXLSHM_WIRE_BUSY) {
-                return end;     /* lost: dropped */
+                /* lost or refused: dropped, the doorbell reports it */
+                if (cxl_shm_in_db_thread) {
+                    qatomic_set(&f->db_error, sl->status);
+                }
+                return end;
             }
             if (sl->status == CXLSHM_WIRE_OK) {
                 got = sl->end;
@@ -684,6 +707,28 @@ static void far_finish(FarSlot *sl, int status)
 {
     sl->status = status;
     qatomic_store_release(&sl->state, FAR_DONE);
+}
+
+/*
+ * Device thread: the service refused a request (EINVAL, EIO, EPERM,
+ * EPROTO): an error, not "done".  Said once on stderr, traced each time;
+ * the doorbell's op reads DB_STATUS 8 (error), a vCPU's cache
+ * maintenance retires with its lines left as they were (docs/device.md),
+ * a coherent-window access fails (MEMTX_ERROR).
+ */
+static void far_error(CXLShmState *s, FarSlot *sl, int status)
+{
+    CXLShmFar *f = s->far;
+
+    trace_cxl_shm_far_error(s->host_id, sl->off, sl->end,
+                            cxl_shm_remote_status_name(status));
+    if (!f->said_error) {
+        f->said_error = true;
+        error_report("cxl-shm: host %u: the pool service at %s refused a "
+                     "request for [0x%" PRIx64 ", 0x%" PRIx64 "): %s",
+                     s->host_id, f->where, sl->off, sl->end,
+                     cxl_shm_remote_status_name(status));
+    }
 }
 
 /* Device thread: send a queued piece */
@@ -732,6 +777,8 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
 
     if (r->status == CXLSHM_WIRE_LOST || r->status == CXLSHM_WIRE_TIMEOUT) {
         far_lost(s, r->status);
+    } else if (r->status != CXLSHM_WIRE_OK && r->status != CXLSHM_WIRE_BUSY) {
+        far_error(s, sl, r->status);
     }
     if (sl->kind != FAR_RANGE) {
         far_finish(sl, r->status);
@@ -1224,6 +1271,7 @@ static const CXLShmFarOps far_ops = {
     .leave = far_leave,
     .free = far_free,
     .failed = far_failed,
+    .db_status = far_db_status,
     .mode = &far_mode,
 };
 

@@ -302,6 +302,8 @@ typedef struct CXLShmFarOps {
     void (*leave)(CXLShmState *s);                  /* exit, unrealize */
     void (*free)(CXLShmState *s);                   /* after the last use */
     bool (*failed)(CXLShmState *s);                 /* the service lost */
+    /* the doorbell's op done: DB_STATUS (OK, LOST, ERROR), error cleared */
+    uint32_t (*db_status)(CXLShmState *s);
     const CXLShmModeOps *mode;
 } CXLShmFarOps;
 
@@ -328,6 +330,12 @@ static inline bool cxl_shm_far_check_props(CXLShmState *s, Error **errp)
 static inline bool cxl_shm_far_failed(CXLShmState *s)
 {
     return s->far && cxl_shm_far_ops->failed(s);
+}
+
+/* DB_STATUS of a doorbell op just done (0, OK, on a local host) */
+static inline uint32_t cxl_shm_far_db_status(CXLShmState *s)
+{
+    return s->far ? cxl_shm_far_ops->db_status(s) : 0;
 }
 
 /* cxl-shm-doorbell.c: true on the doorbell's thread */
