@@ -6429,6 +6429,21 @@ static void test_remote(void)
     g_assert_nonnull(strstr(err, sv.where));
     g_assert_nonnull(strstr(err, "wrong key"));
     g_clear_pointer(&err, g_free);
+    /* a FIFO as the key file: refused at once, not waited on */
+    g_free(badkey);
+    badkey = pool_path("remote-fifo.key");
+    g_assert_cmpint(mkfifo(badkey, 0600), ==, 0);
+    g_free(opts);
+    opts = remote_opts(&sv, badkey, NULL);
+    g_free(args);
+    args = host_args(url, 2, opts);
+    t0 = g_get_monotonic_time();
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, "not a regular file"));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 10 * G_USEC_PER_SEC);
+    g_clear_pointer(&err, g_free);
+    unlink(badkey);
     /* slot 1 is b's */
     g_free(opts);
     opts = remote_opts(&sv, key, NULL);
