@@ -290,6 +290,14 @@ static bool far_join(CXLShmState *s, Error **errp)
         return false;
     }
     f->where = g_strdup(s->pool_path + strlen(FAR_SCHEME));
+    /* the device thread's wake-up: a submission, or stop */
+    f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (f->efd < 0) {
+        error_setg_errno(errp, errno, "host %u of the pool service at %s: "
+                         "cannot create the device thread's eventfd",
+                         s->host_id, f->where);
+        return false;
+    }
     if (!cxl_shm_remote_read_key(s->pool_key, key, &gerr)) {
         error_setg(errp, "pool-key '%s': %s", s->pool_key, gerr->message);
         return false;
@@ -968,7 +976,6 @@ static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
         f->slot[i].lines = g_new(CXLShmWireLine, CXLSHM_WIRE_MAX_LINES);
         f->slot[i].buf = g_malloc(CXLSHM_WIRE_MAX_FETCH);
     }
-    f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     f->hosts_due_ms = g_get_monotonic_time() / 1000 + FAR_HOSTS_PERIOD_MS;
     f->started = true;
     qemu_thread_create(&f->thread, "cxl-shm-far", far_thread, s,
@@ -997,7 +1004,7 @@ static void far_leave(CXLShmState *s)
         return;
     }
     qatomic_set(&f->stop, true);
-    if (f->efd < 0 || eventfd_write(f->efd, 1) < 0) {
+    if (eventfd_write(f->efd, 1) < 0) {
         /* full: the thread wakes anyway */
     }
     qemu_thread_join(&f->thread);
