@@ -25,9 +25,10 @@
  * CXLSHM_WIRE_MAX_LINES lines a request); when the service has written
  * them the twin takes the bytes sent, so a store made meanwhile stays
  * dirty.  Only the device thread reads the twin against the image or
- * changes the twin: it takes a writeback's bytes when it sends it (each
- * aligned word whole, so a vCPU's store made during the writeback is in
- * it or stays dirty, as on hardware), and applies replies in the order
+ * changes the twin: it takes a writeback's bytes when it sends it (a
+ * consistent snapshot of each line, as cxl-shm-line.c takes, so a vCPU's
+ * store made during the writeback is in it whole or stays dirty, as on
+ * hardware), and applies replies in the order
  * their requests went out, under its lock (which a reset takes).
  * Invalidate fetches; flush writes back, then fetches, keeping
  * the bytes stored since the writeback dirty.  The coherent window is
@@ -507,6 +508,33 @@ static void far_lost(CXLShmState *s, int status)
     trace_cxl_shm_far_lost(s->host_id, f->where, f->why);
 }
 
+/*
+ * A consistent copy of an image line vCPUs may be storing into, as
+ * cxl-shm-line.c's snapshot(): word by word (a vCPU's aligned store is in
+ * it whole or not at all), read again until two reads agree, so the line
+ * sent is one the line held at one moment
+ */
+static void far_snapshot(const uint8_t *img, uint8_t *data)
+{
+    uint64_t x[CXLSHM_LINE / 8], y[CXLSHM_LINE / 8];
+    int tries, k;
+
+    for (k = 0; k < CXLSHM_LINE / 8; k++) {
+        x[k] = qatomic_read((const uint64_t *)img + k);
+    }
+    for (tries = 0; tries < 64; tries++) {
+        smp_rmb();  /* the second read is not hoisted above the first */
+        for (k = 0; k < CXLSHM_LINE / 8; k++) {
+            y[k] = qatomic_read((const uint64_t *)img + k);
+        }
+        if (!memcmp(x, y, sizeof(x))) {
+            break;
+        }
+        memcpy(x, y, sizeof(x));
+    }
+    memcpy(data, x, CXLSHM_LINE);
+}
+
 /* The lines of [off, end) whose image differs from the twin, from @off */
 static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
                                   uint64_t end)
@@ -547,12 +575,7 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
             continue;
         }
         w = &sl->lines[sl->nlines];
-        /* a vCPU's aligned store is in the line whole or not at all */
-        for (k = 0; k < CXLSHM_LINE; k += 8) {
-            uint64_t v = qatomic_read((uint64_t *)(s->image + o + k));
-
-            memcpy(w->data + k, &v, 8);
-        }
+        far_snapshot(s->image + o, w->data);
         for (k = 0; k < CXLSHM_LINE; k++) {
             if (w->data[k] != s->twin[o + k]) {
                 mask |= 1ULL << k;
