@@ -6190,10 +6190,6 @@ static void test_route_switch(void)
 }
 
 /*
- * The work directory and its files, the tmpfs a case mounts there
- * included; also run when a failed assertion aborts
- */
-/*
  * A remote pool: `cxlpod-pool serve` on loopback, a host joined to it
  * over UCX (pool=ucx://ADDR:PORT) and a local host mapping the pool file.
  * Data written back by either is read by the other after its
@@ -6207,6 +6203,14 @@ typedef struct Service {
     int port;
     char *where;
 } Service;
+
+/* A failed assertion kills the service too (stopped or not) */
+static void service_abort(void *opaque)
+{
+    Service *sv = opaque;
+
+    kill(sv->pid, SIGKILL);
+}
 
 static bool service_start(Service *sv, const char *tool, const char *pool)
 {
@@ -6227,6 +6231,7 @@ static bool service_start(Service *sv, const char *tool, const char *pool)
            G_IO_STATUS_NORMAL) {
         if (sscanf(line, "listening on 127.0.0.1:%d", &sv->port) == 1) {
             sv->where = g_strdup_printf("127.0.0.1:%d", sv->port);
+            qtest_add_abrt_handler(service_abort, sv);
             return true;
         }
         g_free(line);
@@ -6239,6 +6244,7 @@ static void service_stop(Service *sv)
 {
     int st;
 
+    qtest_remove_abrt_handler(sv);
     kill(sv->pid, SIGKILL);
     waitpid(sv->pid, &st, 0);
     g_spawn_close_pid(sv->pid);
@@ -6680,6 +6686,10 @@ static void test_remote_coherent_tcg(void)
 
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
+/*
+ * The work directory and its files, the tmpfs a case mounts there
+ * included; also run when a failed assertion aborts
+ */
 static void remove_tmpdir(void *unused)
 {
     GDir *dir;
