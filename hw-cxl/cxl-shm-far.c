@@ -82,6 +82,7 @@ typedef struct FarSlot {
     uint32_t seq;               /* this request's, the caller's */
     uint64_t sent;              /* the thread's: when it was sent */
     uint32_t valid_from;        /* atomic: requests before it abandoned */
+    uint32_t claim_from;        /* atomic: requests before it orphaned */
     bool wb_stage;              /* a writeback (of a flush) is in flight */
     uint64_t force;             /* a non-temporal line's bytes to send */
     uint32_t nlines;
@@ -622,18 +623,37 @@ static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
 }
 
 /*
- * Is @sl's request still its caller's?  A host reset and an interrupt
- * delivery abandon it (far_abandon()): the operation run next is not the
- * one that made it, and its reply is applied to nothing.
+ * Is @sl's request still its caller's?  A host reset abandons it
+ * (far_abandon()): its reply is applied to nothing, as the image and the
+ * twin are no longer its.  An interrupt delivery orphans it
+ * (far_orphan()): the operation the vCPU runs next is the handler's, or
+ * the interrupted instruction run again, so no operation takes it as its
+ * own; but it goes on and its reply is applied, as a line the cache
+ * wrote back or refreshed by itself (a fetch then keeps the bytes stored
+ * since: a dirty line is never dropped by an orphan).  Abandoning it
+ * instead would need a whole round trip without an interrupt for a
+ * vCPU's operation to finish: under load, never.
  */
 static bool far_own(FarSlot *sl)
 {
     return (int32_t)(sl->seq - qatomic_read(&sl->valid_from)) >= 0;
 }
 
+static bool far_claimed(FarSlot *sl)
+{
+    return far_own(sl) &&
+           (int32_t)(sl->seq - qatomic_read(&sl->claim_from)) >= 0;
+}
+
 static void far_abandon(FarSlot *sl)
 {
     qatomic_set(&sl->valid_from, sl->seq + 1);
+    qatomic_set(&sl->claim_from, sl->seq + 1);
+}
+
+static void far_orphan(FarSlot *sl)
+{
+    qatomic_set(&sl->claim_from, sl->seq + 1);
 }
 
 static FarSlot *far_slot(CXLShmState *s)
@@ -681,7 +701,7 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     got = from;
     if (st == FAR_DONE) {
         qatomic_set(&sl->state, FAR_IDLE);
-        if (far_own(sl) && sl->kind == FAR_RANGE && sl->op == op &&
+        if (far_claimed(sl) && sl->kind == FAR_RANGE && sl->op == op &&
             sl->off == from && sl->want_end == end && sl->force == force) {
             n->written += sl->n.written;
             n->fetched += sl->n.fetched;
@@ -824,7 +844,7 @@ static void far_reply(CXLShmState *s, FarSlot *sl)
     if (!sl->wb_stage) {
         if (r->status == CXLSHM_WIRE_OK) {
             far_apply_fetch(s, sl->off, sl->end - sl->off, sl->buf,
-                            sl->op == CXLSHM_LINE_DROP);
+                            sl->op == CXLSHM_LINE_DROP && far_claimed(sl));
             sl->n.fetched += (sl->end - sl->off) / CXLSHM_LINE;
         }
         far_finish(sl, r->status);
@@ -1251,7 +1271,8 @@ static void far_reset(CXLShmState *s)
 
 /*
  * An interrupt or exception delivery on @cpu: the operation its vCPU runs
- * next is the handler's, not the one its request was made for
+ * next is the handler's, not the one its request was made for (see
+ * far_own())
  */
 static void far_interrupted(CXLShmState *s, CPUState *cpu)
 {
@@ -1259,7 +1280,7 @@ static void far_interrupted(CXLShmState *s, CPUState *cpu)
 
     if (f->slot && cpu->cpu_index >= 0 &&
         (uint32_t)cpu->cpu_index < f->nslots - 2) {
-        far_abandon(&f->slot[cpu->cpu_index]);
+        far_orphan(&f->slot[cpu->cpu_index]);
     }
 }
 
