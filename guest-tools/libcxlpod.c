@@ -849,6 +849,8 @@ static const char *db_status_name(uint32_t s)
 	case CXLSHM_DB_BADOP: return "reserved op";
 	case CXLSHM_DB_BUSY: return "busy (another vCPU's op in flight)";
 	case CXLSHM_DB_FULL: return "dropped (the device's ring was full)";
+	case CXLSHM_DB_LOST: return "the pool service is lost (a remote host)";
+	case CXLSHM_DB_ERROR: return "the pool service refused a request (a remote host)";
 	case 0x100: return "registers mixed with another process's (test registers)";
 	default: return "unknown status";
 	}

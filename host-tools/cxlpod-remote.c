@@ -191,6 +191,7 @@ static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 "  fetch OFF LEN                 the bytes, in hex\n" \
 "  fadd OFF V [N]                N fetch-adds of V (8 bytes, coherent)\n" \
 "  cas OFF OLD NEW | xchg OFF V | read OFF\n" \
+"  store OFF V MASK              the bytes MASK of V into the word OFF\n" \
 "  hosts                         the host table\n" \
 "  sleep MS                      stay joined (heartbeats) for MS\n" \
 "  hammer OFF LINES              write back for ever (tests kill it)\n" \
@@ -251,6 +252,12 @@ static int run(char **a, int n)
         }
     } else if (!strcmp(a[0], "xchg") && n == 3) {
         st = atomic(CXLSHM_ATOMIC_XCHG, num(a[1]), num(a[2]), 0, &old);
+        if (!st) {
+            printf("ok old %" PRIu64 "\n", old);
+        }
+    } else if (!strcmp(a[0], "store") && n == 4) {
+        st = atomic(CXLSHM_ATOMIC_STORE, num(a[1]), num(a[2]), num(a[3]),
+                    &old);
         if (!st) {
             printf("ok old %" PRIu64 "\n", old);
         }

@@ -906,7 +906,7 @@ static void do_atomic(Serve *S, Conn *c, const CXLShmWireReq *rq)
 
     if (rq->offset % 8 || rq->offset >= S->coherent ||
         rq->offset > S->coherent - 8 || rq->flags < CXLSHM_ATOMIC_FETCH_ADD ||
-        rq->flags > CXLSHM_ATOMIC_READ) {
+        rq->flags > CXLSHM_ATOMIC_STORE) {
         stat_add(S, s, CXLSHM_STAT_ERRORS, 1);
         reply(c, rq, CXLSHM_WIRE_EINVAL, 0, 0, 0, NULL, 0);
         return;
@@ -931,6 +931,17 @@ static void do_atomic(Serve *S, Conn *c, const CXLShmWireReq *rq)
     case CXLSHM_ATOMIC_XCHG:
         old = qatomic_xchg(p, rq->arg0);
         break;
+    case CXLSHM_ATOMIC_STORE: {
+        /* a remote host's store: its bytes (mask arg1) of the word */
+        uint64_t seen;
+
+        old = qatomic_read(p);
+        while ((seen = qatomic_cmpxchg(p, old, (old & ~rq->arg1) |
+                                       (rq->arg0 & rq->arg1))) != old) {
+            old = seen;
+        }
+        break;
+    }
     default:
         old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
         break;

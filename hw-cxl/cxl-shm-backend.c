@@ -121,6 +121,23 @@ bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
         goto mapped;
     }
     name = g_strdup_printf("cxl-shm-pool%d", count++);
+    if (s->far) {
+        /* a remote host: RAM under its image; the window is the service's */
+        o = object_new(TYPE_MEMORY_BACKEND_RAM);
+        if (!object_property_set_uint(o, "size", s->size, errp) ||
+            !object_property_set_bool(o, "reserve", false, errp)) {
+            object_unref(o);
+            return false;
+        }
+        object_property_add_child(OBJECT(s), name, o);
+        object_unref(o);
+        if (!user_creatable_complete(USER_CREATABLE(o), errp)) {
+            object_unparent(o);
+            return false;
+        }
+        s->backend = MEMORY_BACKEND(o);
+        goto mapped;
+    }
     o = object_new(TYPE_MEMORY_BACKEND_FILE);
 
     if (!object_property_set_str(o, "mem-path", s->pool_path, errp) ||
@@ -256,10 +273,17 @@ bool cxl_shm_make_image(CXLShmState *s, Error **errp)
     s->lines.image = s->image;
     s->lines.twin = s->twin;
     s->lines.conflict = cxl_shm_conflict;
-    cxl_shm_load_image(s);
+    if (!s->far) {
+        cxl_shm_load_image(s);
+    }
     /* loads and stores of the non-coherent area hit the image */
     memory_region_add_subregion_overlap(s->pool_mr, s->coherent_size,
                                         &s->image_mr, 1);
+    /* a remote host's comes from the service */
+    if (s->far && !cxl_shm_far_ops->fill(s, errp)) {
+        cxl_shm_drop_image(s);
+        return false;
+    }
     return true;
 }
 

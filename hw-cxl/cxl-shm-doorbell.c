@@ -225,18 +225,21 @@ static void db_complete(CXLShmState *s, const CXLShmDbOp *op, bool done,
          * exact instruction count, however long the work took (unless
          * that was longer than the latency)
          */
-        d->status = CXLSHM_DB_OK;
+        d->status = cxl_shm_far_db_status(s);
         d->lines = lines;
         d->ready_ns = MAX(d->ready_ns, op->rung_ns) + ns;
         db_irq_owe(d, d->ready_ns);
     }
 }
 
+__thread bool cxl_shm_in_db_thread;
+
 static void *db_thread(void *opaque)
 {
     CXLShmState *s = opaque;
     CXLShmDoorbell *d = &s->db;
 
+    cxl_shm_in_db_thread = true;
     rcu_register_thread();
     qemu_mutex_lock(&d->lock);
     while (!d->stop) {
@@ -295,8 +298,16 @@ static bool db_inline(CXLShmState *s, CXLShmDbOp *e)
      * A conflict it makes names the instruction that rang it: unwound
      * from this vCPU's access only if one is reported
      */
-    uint64_t old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
+    uint64_t old_pc;
 
+    if (s->far) {
+        /* a remote host's op waits for a reply: the thread's to run */
+        e->from = e->off;
+        e->lines = 0;
+        e->ns = 0;
+        return false;
+    }
+    old_pc = cxl_shm_set_insn_pc(CXLSHM_PC_ACCESS);
     cxl_shm_charge_to(&ns);
     e->from = cxl_shm_range(s, cxl_shm_db_line_op(e->op), e->off, e->len,
                             &n);

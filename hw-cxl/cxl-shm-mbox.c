@@ -162,6 +162,11 @@ bool cxl_shm_set_cacheline(CXLType3Dev *ct3d, uint64_t dpa_offset,
         s->size - dpa_offset < CXLSHM_LINE) {
         return false;
     }
+    if (s->far) {
+        /* a remote host's media is the service's: not written from here */
+        trace_cxl_shm_media_write_busy(s->host_id, dpa_offset);
+        return false;
+    }
     if (!cxl_shm_lines_media_write(&s->lines, dpa_offset, data)) {
         trace_cxl_shm_media_write_busy(s->host_id, dpa_offset);
         return false;

@@ -226,6 +226,9 @@ static bool cxl_shm_native_op(CXLShmState *s, CPUState *cpu,
              * again it starts over (the handler may dirty any line)
              */
             q->whole_op = 0;
+            if (s->mode_ops->interrupted) {
+                s->mode_ops->interrupted(s, cpu);
+            }
         }
         done = cxl_shm_drain(s, cpu, &n);
         lines = n.written + n.fetched;

@@ -737,6 +737,10 @@ void cxl_shm_pool_abort(CXLShmState *s)
     CXLPoolHost *me;
     bool locked;
 
+    if (s->far) {
+        cxl_shm_far_ops->free(s);
+        return;
+    }
     if (!s->joined) {
         return;
     }
@@ -782,6 +786,15 @@ void cxl_shm_pool_leave(CXLShmState *s, bool unmap)
     CXLPoolHost *me;
     bool locked;
 
+    if (s->far) {
+        /* at exit threads may still run: they find the service lost */
+        if (unmap) {
+            cxl_shm_far_ops->free(s);
+        } else {
+            cxl_shm_far_ops->leave(s);
+        }
+        return;
+    }
     if (!s->joined) {
         return;
     }

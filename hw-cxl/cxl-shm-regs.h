@@ -110,6 +110,8 @@ enum {
     CXLSHM_DB_BADOP = 4,
     CXLSHM_DB_BUSY = 5,         /* read only: a rung op has not completed */
     CXLSHM_DB_FULL = 6,         /* read only: an op was dropped, ring full */
+    CXLSHM_DB_LOST = 7,         /* a remote host lost its pool service */
+    CXLSHM_DB_ERROR = 8,        /* the pool service refused a request */
 };
 
 /*

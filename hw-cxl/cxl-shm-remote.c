@@ -11,7 +11,9 @@
  */
 
 #include "qemu/osdep.h"
+#include <fcntl.h>
 #include <netdb.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <ucp/api/ucp.h>
 #include "cxl-shm-remote.h"
@@ -459,32 +461,58 @@ void cxl_shm_remote_free(CXLShmRemote *r)
 
 bool cxl_shm_remote_read_key(const char *path, uint8_t *key, GError **errp)
 {
-    g_autofree char *text = NULL;
-    size_t len, i;
+    /* the hex digits, a newline, some slack; a key file is no bigger */
+    char text[4 * CXLSHM_WIRE_KEY + 1];
+    struct stat st;
+    ssize_t len;
+    size_t i;
+    bool ok = false;
+    /* O_NONBLOCK: a FIFO or a device in its place is refused, not waited */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
-    if (!g_file_get_contents(path, &text, &len, errp)) {
+    if (fd < 0) {
+        g_set_error(errp, REMOTE_ERROR, 0, "cannot open key file '%s': %s",
+                    path, g_strerror(errno));
         return false;
     }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        g_set_error(errp, REMOTE_ERROR, 0,
+                    "key file '%s' is not a regular file", path);
+        close(fd);
+        return false;
+    }
+    do {
+        len = read(fd, text, sizeof(text) - 1);
+    } while (len < 0 && errno == EINTR);
+    close(fd);
+    if (len < 0) {
+        g_set_error(errp, REMOTE_ERROR, 0, "cannot read key file '%s': %s",
+                    path, g_strerror(errno));
+        return false;
+    }
+    text[len] = 0;
     g_strchomp(text);
     if (strlen(text) != 2 * CXLSHM_WIRE_KEY) {
-        g_set_error(errp, REMOTE_ERROR, 0,
-                    "key file '%s' is not %d hex digits", path,
-                    2 * CXLSHM_WIRE_KEY);
-        return false;
+        goto bad;
     }
     for (i = 0; i < CXLSHM_WIRE_KEY; i++) {
         int hi = g_ascii_xdigit_value(text[2 * i]);
         int lo = g_ascii_xdigit_value(text[2 * i + 1]);
 
         if (hi < 0 || lo < 0) {
-            g_set_error(errp, REMOTE_ERROR, 0,
-                        "key file '%s' is not %d hex digits", path,
-                        2 * CXLSHM_WIRE_KEY);
-            return false;
+            goto bad;
         }
         key[i] = hi << 4 | lo;
     }
-    return true;
+    ok = true;
+bad:
+    if (!ok) {
+        g_set_error(errp, REMOTE_ERROR, 0,
+                    "key file '%s' is not %d hex digits", path,
+                    2 * CXLSHM_WIRE_KEY);
+    }
+    explicit_bzero(text, sizeof(text));
+    return ok;
 }
 
 int cxl_shm_remote_fd(CXLShmRemote *r)

@@ -63,6 +63,7 @@ typedef enum CXLShmWireAtomic {
     CXLSHM_ATOMIC_CMPXCHG = 2,      /* old = *p; if old == arg0, *p = arg1 */
     CXLSHM_ATOMIC_XCHG = 3,         /* old = *p; *p = arg0 */
     CXLSHM_ATOMIC_READ = 4,         /* old = *p */
+    CXLSHM_ATOMIC_STORE = 5,        /* old = *p; bytes arg1 of *p = arg0's */
 } CXLShmWireAtomic;
 
 /* Reply status; the client library adds LOST and TIMEOUT of its own */

@@ -56,6 +56,9 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
     if (!cxl_shm_icount_check(errp)) {
         return false;
     }
+    if (!cxl_shm_far_check_props(s, errp)) {
+        return false;
+    }
     if (ct3d->hostmem && !cxl_shm_check_memdev(s, errp)) {
         return false;
     }
@@ -73,7 +76,9 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
         return false;
     }
     s->timed = s->mode == CXL_SHM_MODE_TIMED;
-    s->mode_ops = s->timed ? &cxl_shm_timed_mode : &cxl_shm_direct_mode;
+    s->mode_ops = s->timed ? &cxl_shm_timed_mode :
+                  cxl_shm_far_wanted(s) ? cxl_shm_far_ops->mode :
+                  &cxl_shm_direct_mode;
     if (!s->size || s->size % (256 * MiB) || s->size > CXLSHM_SIZE_MAX) {
         error_setg(errp, "property 'size' is %" PRIu64 " (allowed: "
                    "a multiple of 256 MiB in [256 MiB, 1 TiB])", s->size);
@@ -133,6 +138,11 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
 static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
     ERRP_GUARD();
+    if (cxl_shm_far_wanted(s)) {
+        /* a remote host: no atomics across machines yet (docs/device.md) */
+        s->atomics_ok = false;
+        return true;
+    }
     if (kvm_enabled()) {
         /*
          * mode=timed serves every access as MMIO, and KVM emulates an
@@ -162,6 +172,8 @@ static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
  * runs under it on the RCU thread.  The list, and every leave, are under
  * cxl_shm_live_lock.
  */
+const CXLShmFarOps *cxl_shm_far_ops;
+
 static QemuMutex cxl_shm_live_lock;
 static QLIST_HEAD(, CXLShmState) cxl_shm_live =
     QLIST_HEAD_INITIALIZER(cxl_shm_live);
@@ -227,7 +239,11 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
     if (!cxl_shm_setup_atomics(s, errp)) {
         return;
     }
-    if (!cxl_shm_pool_join(s, errp)) {
+    if (cxl_shm_far_wanted(s) ? !cxl_shm_far_ops->join(s, errp)
+                              : !cxl_shm_pool_join(s, errp)) {
+        if (s->far) {
+            goto fail_leave;
+        }
         return;
     }
     if (!cxl_shm_make_backend(s, errp)) {
@@ -238,7 +254,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
      * over and roll their half-written lines back, now that the pool's
      * data is mapped and before anything else touches a line.
      */
-    cxl_shm_lines_recover_own(&s->lines);
+    if (!s->far) {
+        cxl_shm_lines_recover_own(&s->lines);
+    }
     if (!cxl_shm_make_image(s, errp)) {
         goto fail_backend;
     }
@@ -277,6 +295,9 @@ static void cxl_shm_realize(PCIDevice *pci_dev, Error **errp)
                                       qemu_real_host_page_size();
     cxl_shm_events_init(s);
     qemu_mutex_init(&s->reap_lock);
+    if (s->far) {
+        cxl_shm_far_ops->start(s, s->nr_queues);
+    }
     cxl_shm_db_init(s);
     cxl_shm_evict_start(s);
     cxl_shm_live_add(s);
@@ -378,7 +399,10 @@ static void cxl_shm_host_reset(CXLShmState *s)
     if (s->mode_ops->reset) {
         s->mode_ops->reset(s);
     }
-    cxl_shm_reload_image(s);
+    /* a remote host's mode reset dropped its dirty lines, in place */
+    if (!s->far) {
+        cxl_shm_reload_image(s);
+    }
     if (s->timed) {
         qemu_mutex_unlock(&s->t.lock);
     }
@@ -555,6 +579,9 @@ static const PropertyInfo cxl_shm_prop_writeback = {
 
 static const Property cxl_shm_props[] = {
     DEFINE_PROP_STRING("pool", CXLShmState, pool_path),
+    DEFINE_PROP_STRING("pool-key", CXLShmState, pool_key),
+    DEFINE_PROP_UINT32("remote-timeout-ms", CXLShmState, remote_timeout_ms,
+                       1000),
     DEFINE_PROP_SIGNED("mode", CXLShmState, mode, CXL_SHM_MODE_DIRECT,
                        cxl_shm_prop_mode, CxlShmMode),
     DEFINE_PROP_SIZE("size", CXLShmState, size, 0),

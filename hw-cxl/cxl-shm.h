@@ -16,6 +16,7 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
+#include "qapi/error.h"
 #include "cxl-shm-line.h"
 #include "cxl-shm-format.h"
 #include "cxl-shm-doorbell.h"
@@ -175,12 +176,20 @@ typedef struct CXLShmModeOps {
     /* at a fence: a line's non-temporal bytes @mask reach the pool */
     bool (*nt_land)(CXLShmState *s, uint64_t off, uint64_t mask,
                     CXLShmLineCount *n);
+    /*
+     * an interrupt or exception delivery on @cpu (the BQL held): the
+     * operation it runs next is not the one it left unfinished
+     */
+    void (*interrupted)(CXLShmState *s, CPUState *cpu);          /* NULL */
     /* the read and write latency the device reports (CDAT, registers) */
     void (*latency)(CXLShmState *s, uint32_t *read_ns, uint32_t *write_ns);
 } CXLShmModeOps;
 
 extern const CXLShmModeOps cxl_shm_direct_mode;
 extern const CXLShmModeOps cxl_shm_timed_mode;
+
+/* A host of a remote pool (cxl-shm-far.c) */
+typedef struct CXLShmFar CXLShmFar;
 
 struct CXLShmState {
     CXLType3Dev parent_obj;
@@ -200,6 +209,8 @@ struct CXLShmState {
     uint64_t evict_seed;
     char *test_kill_at;         /* x-test-kill-at: qtest only */
     char *test_stop_at;         /* x-test-stop-at: qtest only */
+    char *pool_key;             /* pool=ucx://: the pod's key file */
+    uint32_t remote_timeout_ms; /* pool=ucx://: each request's bound */
 
     /* pool */
     int fd;
@@ -215,6 +226,7 @@ struct CXLShmState {
     mode_t made_old_mode;       /* the mode of a user's empty file */
     CXLPoolHost slot_before;    /* our host entry before this join */
     uint64_t peer_gen[CXLPOOL_MAX_HOSTS];   /* generations at this join */
+    CXLShmFar *far;             /* a remote pool's host, or NULL */
     HostMemoryBackend *backend;
     MemoryRegion *pool_mr;
     uint8_t *pool;
@@ -275,6 +287,59 @@ struct CXLShmClass {
     PCIUnregisterFunc *parent_exit;
     ResettablePhases parent_phases;
 };
+
+/*
+ * A host of a remote pool (pool=ucx://ADDR:PORT), in cxl-shm-far.c,
+ * which needs UCX: built, it sets cxl_shm_far_ops at start; without it
+ * ucx:// is refused.  Only check_props and the mode are used while
+ * s->far is NULL.
+ */
+typedef struct CXLShmFarOps {
+    bool (*check_props)(CXLShmState *s, Error **errp);
+    bool (*join)(CXLShmState *s, Error **errp);     /* realize, bounded */
+    bool (*fill)(CXLShmState *s, Error **errp);     /* the image, bounded */
+    void (*start)(CXLShmState *s, uint32_t nr_cpus);    /* its thread */
+    void (*leave)(CXLShmState *s);                  /* exit, unrealize */
+    void (*free)(CXLShmState *s);                   /* after the last use */
+    bool (*failed)(CXLShmState *s);                 /* the service lost */
+    /* the doorbell's op done: DB_STATUS (OK, LOST, ERROR), error cleared */
+    uint32_t (*db_status)(CXLShmState *s);
+    const CXLShmModeOps *mode;
+} CXLShmFarOps;
+
+extern const CXLShmFarOps *cxl_shm_far_ops;
+
+static inline bool cxl_shm_far_wanted(CXLShmState *s)
+{
+    return s->pool_path && g_str_has_prefix(s->pool_path, "ucx://");
+}
+
+static inline bool cxl_shm_far_check_props(CXLShmState *s, Error **errp)
+{
+    if (cxl_shm_far_ops) {
+        return cxl_shm_far_ops->check_props(s, errp);
+    }
+    if (cxl_shm_far_wanted(s) || s->pool_key) {
+        error_setg(errp, "a remote pool (pool=ucx://, pool-key) is not in "
+                   "this build of QEMU");
+        return false;
+    }
+    return true;
+}
+
+static inline bool cxl_shm_far_failed(CXLShmState *s)
+{
+    return s->far && cxl_shm_far_ops->failed(s);
+}
+
+/* DB_STATUS of a doorbell op just done (0, OK, on a local host) */
+static inline uint32_t cxl_shm_far_db_status(CXLShmState *s)
+{
+    return s->far ? cxl_shm_far_ops->db_status(s) : 0;
+}
+
+/* cxl-shm-doorbell.c: true on the doorbell's thread */
+extern __thread bool cxl_shm_in_db_thread;
 
 /* cxl-shm-pool.c */
 bool cxl_shm_pool_join(CXLShmState *s, Error **errp);

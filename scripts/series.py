@@ -384,6 +384,8 @@ def event_users(top, m):
             out[name] = (src_step[first], first)
         elif named in src_step:
             out[name] = (src_step[named], named)
+        elif named in m['skip']:
+            continue            # a project-only file's events stay out
         else:
             raise ManifestError('trace event %s (%s) is used by no exported source and its '
                                 'section names none' % (name, m['trace'][0]))
@@ -395,6 +397,8 @@ def apply_trace(tree, top, m, n):
     dest_of = {src: dest for s in m['steps'] for src, dest in s.files}
     groups = {}
     for sec, name, line in trace_events(top, m):
+        if name not in users:
+            continue
         step, src = users[name]
         if step == n:
             groups.setdefault(src, []).append(line)

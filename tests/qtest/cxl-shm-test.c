@@ -2693,7 +2693,10 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops, atomics, and in mode=direct the direct mapping */
-    g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==, CAP_NATIVE | CAP_ATOMICS |
+    /* a remote host (pool-key): no atomics, no direct coherent window */
+    g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==,
+                    extra && strstr(extra, "pool-key") ? CAP_NATIVE :
+                    CAP_NATIVE | CAP_ATOMICS |
                     (extra && strstr(extra, "mode=timed") ? 0 : CAP_DIRECT));
 
     pd0[0] = 0x83;
@@ -6187,11 +6190,506 @@ static void test_route_switch(void)
 }
 
 /*
+ * A remote pool: `cxlpod-pool serve` on loopback, a host joined to it
+ * over UCX (pool=ucx://ADDR:PORT) and a local host mapping the pool file.
+ * Data written back by either is read by the other after its
+ * invalidate; a wrong geometry and a wrong key are refused at realize,
+ * naming the service; the service killed, the remote host's next
+ * doorbell op fails (DB_STATUS "lost") within its timeout and QMP still
+ * answers.
+ */
+typedef struct Service {
+    GPid pid;
+    int port;
+    char *where;
+} Service;
+
+/* A failed assertion kills the service too (stopped or not) */
+static void service_abort(void *opaque)
+{
+    Service *sv = opaque;
+
+    kill(sv->pid, SIGKILL);
+}
+
+static bool service_start(Service *sv, const char *tool, const char *pool)
+{
+    const char *argv[] = { tool, "serve", "--listen", "127.0.0.1:0", pool,
+                           NULL };
+    g_autoptr(GIOChannel) ch = NULL;
+    g_autofree char *line = NULL;
+    int out;
+
+    g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD |
+                                           G_SPAWN_STDERR_TO_DEV_NULL,
+                                           NULL, NULL, &sv->pid, NULL, &out,
+                                           NULL, NULL));
+    ch = g_io_channel_unix_new(out);
+    g_io_channel_set_close_on_unref(ch, true);
+    while (g_io_channel_read_line(ch, &line, NULL, NULL, NULL) ==
+           G_IO_STATUS_NORMAL) {
+        if (sscanf(line, "listening on 127.0.0.1:%d", &sv->port) == 1) {
+            sv->where = g_strdup_printf("127.0.0.1:%d", sv->port);
+            qtest_add_abrt_handler(service_abort, sv);
+            return true;
+        }
+        g_free(line);
+        line = NULL;
+    }
+    return false;
+}
+
+static void service_stop(Service *sv)
+{
+    int st;
+
+    qtest_remove_abrt_handler(sv);
+    kill(sv->pid, SIGKILL);
+    waitpid(sv->pid, &st, 0);
+    g_spawn_close_pid(sv->pid);
+    g_free(sv->where);
+}
+
+static char *remote_opts(Service *sv, const char *key, const char *extra)
+{
+    return g_strdup_printf(",pool-key=%s%s", key,
+                           extra ? extra : ",remote-timeout-ms=1000");
+}
+
+static void test_remote(void)
+{
+    g_autofree char *pool = pool_path("remote.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *badkey = pool_path("remote-bad.key");
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *err = NULL;
+    g_autofree char *cmd = NULL;
+    const uint64_t nc = COH_SIZE + 0x40000;
+    int status, i;
+    gint64 t0;
+    QDict *r;
+    Service sv;
+    Host a, b;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    args = host_args("ucx://127.0.0.1:1", 0, ",pool-key=/nonexistent");
+    err = run_qemu(args, &status);
+    if (strstr(err, "in this build of QEMU")) {
+        g_test_skip("a remote pool is not in this build of QEMU");
+        return;
+    }
+    g_clear_pointer(&err, g_free);
+    g_clear_pointer(&args, g_free);
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+
+    host_start(&a, pool, 0, true);
+    opts = remote_opts(&sv, key, NULL);
+    args = host_args(url, 1, opts);
+    t0 = g_get_monotonic_time();
+    b.qts = qtest_init(args);
+    /* the join and the fill of 192 MiB (docs/device.md) */
+    g_test_message("remote host started in %" PRId64 " ms",
+                   (g_get_monotonic_time() - t0) / 1000);
+    host_enable(&b, true);
+    /* the host table is the service's: both live */
+    t0 = g_get_monotonic_time();
+    while (r64(&b, A_CXLSHM_HOST_LIVE) != 3) {
+        g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
+        g_usleep(10000);
+    }
+    g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
+    /* no atomics across machines yet; no direct coherent window */
+    g_assert_cmphex(r32(&b, A_CXLSHM_CAPS) & (CAP_ATOMICS | CAP_DIRECT),
+                    ==, 0);
+
+    /* remote -> local: b's image, written back through its doorbell */
+    mem_wq(&b, nc, 0xb1b1);
+    mem_wq(&b, nc + 3 * LINE + 8, 0xb2b2);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);    /* at RAM speed */
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 2);
+    g_assert_cmphex(pool_rq(pool, nc), ==, 0xb1b1);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0);         /* a's stale image */
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc, 4 * LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&a, nc), ==, 0xb1b1);
+    g_assert_cmphex(mem_rq(&a, nc + 3 * LINE + 8), ==, 0xb2b2);
+    /* a clean range: nothing is sent */
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 0);
+
+    /* local -> remote: b sees it only after its invalidate */
+    mem_wq(&a, nc + LINE, 0xa1a1);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + LINE, LINE), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc + LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, 4 * LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 4);
+    g_assert_cmphex(mem_rq(&b, nc + LINE), ==, 0xa1a1);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);
+
+    /* flush: written back, then fetched again */
+    mem_wq(&b, nc + 2 * LINE, 0xf1f1);
+    mem_wq(&a, nc + 2 * LINE + 32, 0xa2a2);
+    g_assert_cmpuint(doorbell(&a, OP_WB, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmpuint(doorbell(&b, OP_FLUSH, nc + 2 * LINE, LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + 2 * LINE), ==, 0xf1f1);
+    /* the line went whole, as a local writeback: a's bytes are lost */
+    g_assert_cmphex(mem_rq(&b, nc + 2 * LINE + 32), ==, 0);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_CONFLICTS), ==, 1);
+
+    /* a large range, more than one request of each kind */
+    for (i = 0; i < 300; i++) {
+        mem_wq(&b, nc + 0x100000 + i * LINE, 0x1000 + i);
+    }
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x100000, 1 * MiB), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 300);
+    g_assert_cmpuint(doorbell(&a, OP_INV, nc + 0x100000, 1 * MiB), ==, 0);
+    for (i = 0; i < 300; i += 37) {
+        g_assert_cmphex(mem_rq(&a, nc + 0x100000 + i * LINE), ==, 0x1000 + i);
+    }
+
+    /* one-line writeback through the doorbell, local and remote */
+    for (i = 0; i < 2; i++) {
+        Host *h = i ? &b : &a;
+        gint64 us = 0;
+        int k;
+
+        for (k = 0; k < 100; k++) {
+            mem_wq(h, nc + 0x200000, k);
+            t0 = g_get_monotonic_time();
+            g_assert_cmpuint(doorbell(h, OP_WB, nc + 0x200000, LINE), ==, 0);
+            us += g_get_monotonic_time() - t0;
+        }
+        g_test_message("%s host: one-line writeback by the doorbell, %"
+                       PRId64 " us (qtest round trips included)",
+                       i ? "remote" : "local", us / 100);
+    }
+
+    /* a reset loses b's lines not written back, keeps the others */
+    mem_wq(&b, nc + 0x300000, 0x1057);
+    mem_wq(&b, nc + 0x300040, 0x5afe);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x300040, LINE), ==, 0);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(b.qts, "RESET");
+    host_enable(&b, true);
+    g_assert_cmpuint(rstat(&b, CXLSHM_STAT_RESETS), ==, 1);
+    g_assert_cmphex(mem_rq(&b, nc + 0x300000), ==, 0);
+    g_assert_cmphex(mem_rq(&b, nc + 0x300040), ==, 0x5afe);
+    g_assert_cmphex(mem_rq(&b, nc), ==, 0xb1b1);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x300000, 2 * LINE), ==, 0);
+    g_assert_cmphex(pool_rq(pool, nc + 0x300000), ==, 0);
+
+    /*
+     * a reset while a writeback is in flight (the service stopped): its
+     * reply, come after the reset, is not the result of the writeback
+     * run after it, which sends the bytes stored after the reset
+     */
+    kill(sv.pid, SIGSTOP);
+    mem_wq(&b, nc + 0x380000, 0x01d);
+    db_ring(&b, OP_WB, nc + 0x380000, LINE);
+    g_usleep(100 * 1000);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(b.qts, "RESET");
+    host_enable(&b, true);
+    kill(sv.pid, SIGCONT);
+    g_usleep(200 * 1000);           /* the old request's reply comes */
+    g_assert_cmphex(mem_rq(&b, nc + 0x380000), ==, 0);
+    mem_wq(&b, nc + 0x380000, 0x2e5e7);
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc + 0x380000, LINE), ==, 0);
+    g_assert_cmpuint(r64(&b, A_CXLSHM_DB_LINES), ==, 1);
+    g_assert_cmphex(pool_rq(pool, nc + 0x380000), ==, 0x2e5e7);
+
+    /* the host table through QMP */
+    r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
+    g_assert_true(qdict_haskey(r, "return"));
+    qobject_unref(r);
+
+    /* refused at realize: the geometry, the key, naming the service */
+    g_free(args);
+    args = host_args_n(url, 2, 8, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "max-hosts=4"));
+    g_assert_nonnull(strstr(err, "max-hosts=8"));
+    g_clear_pointer(&err, g_free);
+    g_assert_true(g_file_set_contents(badkey, "0123456789abcdef0123456789abcd"
+                                      "ef0123456789abcdef0123456789abcdef\n",
+                                      -1, NULL));
+    g_free(opts);
+    opts = remote_opts(&sv, badkey, NULL);
+    g_free(args);
+    args = host_args(url, 2, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "wrong key"));
+    g_clear_pointer(&err, g_free);
+    /* a FIFO as the key file: refused at once, not waited on */
+    g_free(badkey);
+    badkey = pool_path("remote-fifo.key");
+    g_assert_cmpint(mkfifo(badkey, 0600), ==, 0);
+    g_free(opts);
+    opts = remote_opts(&sv, badkey, NULL);
+    g_free(args);
+    args = host_args(url, 2, opts);
+    t0 = g_get_monotonic_time();
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, "not a regular file"));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 10 * G_USEC_PER_SEC);
+    g_clear_pointer(&err, g_free);
+    unlink(badkey);
+    /* slot 1 is b's */
+    g_free(opts);
+    opts = remote_opts(&sv, key, NULL);
+    g_free(args);
+    args = host_args(url, 1, opts);
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, "slot busy"));
+    g_clear_pointer(&err, g_free);
+
+    /* a service that does not answer: the join times out, bounded */
+    kill(sv.pid, SIGSTOP);
+    g_free(opts);
+    opts = remote_opts(&sv, key, ",remote-timeout-ms=500");
+    g_free(args);
+    args = host_args(url, 2, opts);
+    t0 = g_get_monotonic_time();
+    err = run_qemu(args, &status);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, sv.where));
+    g_assert_nonnull(strstr(err, "timeout"));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 10 * G_USEC_PER_SEC);
+    g_clear_pointer(&err, g_free);
+    kill(sv.pid, SIGCONT);
+
+    /* the service killed: b's next op fails in bounded time */
+    service_stop(&sv);
+    mem_wq(&b, nc, 0xdead);
+    t0 = g_get_monotonic_time();
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, LINE), ==, CXLSHM_DB_LOST);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+    g_assert_cmpuint(doorbell(&b, OP_INV, nc, LINE), ==, CXLSHM_DB_LOST);
+    r = qtest_qmp(b.qts, "{'execute': 'query-cxl-shm'}");
+    g_assert_true(qdict_haskey(r, "return"));
+    qobject_unref(r);
+    t0 = g_get_monotonic_time();
+    qtest_quit(b.qts);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+    qtest_quit(a.qts);
+}
+
+/*
+ * The slot of a remote host powered off while a doorbell invalidate is
+ * in flight to a stopped service (SIGSTOP): QEMU answers QMP within 1 s
+ * and stays up when the service goes on and the reply comes.
+ */
+static void test_remote_unplug(void)
+{
+    g_autofree char *pool = pool_path("remote-unplug.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *cmd = NULL;
+    const uint64_t nc = COH_SIZE + 0x40000;
+    int status, i;
+    gint64 t0;
+    Service sv;
+    Host b;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, ",remote-timeout-ms=5000");
+    args = host_args(url, 1, opts);
+    b.qts = qtest_init(args);
+    host_enable(&b, true);
+    for (i = 0; i < 8; i++) {
+        mem_wq(&b, nc + i * 0x10000, 0x1000 + i);
+    }
+    g_assert_cmpuint(doorbell(&b, OP_WB, nc, 8 * 0x10000), ==, 0);
+
+    kill(sv.pid, SIGSTOP);
+    db_ring(&b, OP_INV, nc, 8 * 0x10000);
+    g_usleep(100 * 1000);
+    g_assert_cmpuint(r32(&b, A_CXLSHM_DB_STATUS), ==, CXLSHM_DB_BUSY);
+    slot_power_off(&b);
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, G_USEC_PER_SEC);
+    /* the grace period passes, the release runs; then the reply comes */
+    g_usleep(300 * 1000);
+    t0 = g_get_monotonic_time();
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, G_USEC_PER_SEC);
+    kill(sv.pid, SIGCONT);
+    g_usleep(300 * 1000);
+    qtest_qmp_assert_success(b.qts, "{'execute': 'query-status'}");
+    qtest_quit(b.qts);
+    service_stop(&sv);
+}
+
+/*
+ * A remote host's guest cache maintenance under TCG: fw_code without
+ * its coherent-window atomics (not served on a remote host), ending in
+ * an sfence.  clwb and clflushopt land at the fence, clflush at once,
+ * each through the service: the vCPU runs the instruction again until
+ * the reply came.
+ */
+static const uint8_t remote_fw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xa8, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x20, 0x00, 0x11, 0x11,
+    0x11, 0x11, 0x66, 0x0f, 0xae, 0x35, 0x00, 0x00, 0x20, 0x00, 0xc7, 0x05,
+    0x40, 0x00, 0x20, 0x00, 0x22, 0x22, 0x22, 0x22, 0x66, 0x0f, 0xae, 0x3d,
+    0x40, 0x00, 0x20, 0x00, 0xc7, 0x05, 0x80, 0x00, 0x20, 0x00, 0x33, 0x33,
+    0x33, 0x33, 0x0f, 0xae, 0x3d, 0x80, 0x00, 0x20, 0x00, 0xc7, 0x05, 0xc0,
+    0x00, 0x20, 0x00, 0x44, 0x44, 0x44, 0x44, 0x0f, 0xae, 0xf8, 0xc7, 0x05,
+    0x00, 0x50, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0x90, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-tcg.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    int status;
+    Service sv;
+    Host h;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    fw_host_start_code(&h, url, 1, remote_fw_code, sizeof(remote_fw_code),
+                       opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+
+    g_assert_cmphex(pool_rq(pool, COH_SIZE), ==, 0x11111111);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x40), ==, 0x22222222);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x80), ==, 0x33333333);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0xc0), ==, 0);  /* no flush */
+    g_assert_cmphex(mem_rq(&h, COH_SIZE + 0xc0), ==, 0x44444444);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_NATIVE_OPS), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_WB_LINES), ==, 3);
+    g_assert_cmpuint(rstat(&h, CXLSHM_STAT_INV_LINES), ==, 2);
+    g_test_message("vCPU re-executions while a reply was due: %" PRIu64,
+                   rstat(&h, CXLSHM_STAT_RETRIES));
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
+/*
+ * A remote host's coherent window under TCG: each load and store goes to
+ * the service (a store is a masked store of its word).  Source, after
+ * fw_code's paging set-up:
+ *
+ *     movl $0x55667788, 0x400000; movl 0x400000, %eax; movl %eax, 0x200100
+ *     movl 0x400010, %ebx; movl %ebx, 0x200104; clflush 0x200100
+ *     movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_cw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x90, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xc7, 0x05, 0x00, 0x00, 0x40, 0x00, 0x88, 0x77,
+    0x66, 0x55, 0xa1, 0x00, 0x00, 0x40, 0x00, 0xa3, 0x00, 0x01, 0x20, 0x00,
+    0x8b, 0x1d, 0x10, 0x00, 0x40, 0x00, 0x89, 0x1d, 0x04, 0x01, 0x20, 0x00,
+    0x0f, 0xae, 0x3d, 0x00, 0x01, 0x20, 0x00, 0xc7, 0x05, 0x00, 0x50, 0x00,
+    0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x8d, 0x74, 0x26, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00,
+    0x17, 0x00, 0x78, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_coherent_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-cw.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    uint64_t mine = 0x1122334400000000ULL, theirs = 0xabcdef01;
+    int status, fd;
+    Service sv;
+    Host h;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* another host's data in the window, and bytes the store keeps */
+    fd = open(pool, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, &theirs, 8, META_SIZE + 0x10), ==, 8);
+    g_assert_cmpint(pwrite(fd, &mine, 8, META_SIZE), ==, 8);
+    close(fd);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    fw_host_start_code(&h, url, 1, remote_cw_code, sizeof(remote_cw_code),
+                       opts, NULL);
+    /* not a vCPU: an error, never a wait */
+    g_assert_cmphex(mem_rq(&h, 0x10), ==, UINT64_MAX);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+
+    /* the store's 4 bytes only */
+    g_assert_cmphex(pool_rq(pool, 0), ==, 0x1122334455667788ULL);
+    g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==,
+                    (theirs << 32) | 0x55667788);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
+static char *tmpdir_full;      /* made at start: no allocation on abort */
+
+/*
  * The work directory and its files, the tmpfs a case mounts there
  * included; also run when a failed assertion aborts
  */
-static char *tmpdir_full;      /* made at start: no allocation on abort */
-
 static void remove_tmpdir(void *unused)
 {
     GDir *dir;
@@ -6237,6 +6735,11 @@ int main(int argc, char **argv)
     qtest_add_func("/cxl-shm/doorbell-irq", test_doorbell_irq);
     qtest_add_func("/cxl-shm/doorbell-irq-off", test_doorbell_irq_off);
     qtest_add_func("/cxl-shm/two-hosts", test_two_hosts);
+    qtest_add_func("/cxl-shm/remote", test_remote);
+    qtest_add_func("/cxl-shm/remote-unplug", test_remote_unplug);
+    add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
+    add_staged("/cxl-shm/remote-coherent-tcg", NEED_TCG,
+               test_remote_coherent_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);

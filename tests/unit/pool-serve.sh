@@ -110,6 +110,7 @@ expect "... sum exactly (1500 + 1500 + 3000)" 0 "^ok 6000\$" R --host 1 read 0x1
 [ "$(od -An -tu8 -j $((0x200000 + 0x100)) -N 8 "$P" | tr -d ' ')" = 6000 ] && ok "... in the pool file" || bad "atomic in file"
 expect "cmpxchg that fails" 0 "ok old 6000" R --host 1 cas 0x100 5 7
 expect "cmpxchg that succeeds, xchg" 0 "^ok 99\$" R --host 1 cas 0x100 6000 42 , xchg 0x100 99 , read 0x100
+expect "a masked store writes only its bytes" 0 "^ok $((0x22330063))\$" R --host 1 store 0x100 0x1122334455 0xffff0000 , read 0x100 , xchg 0x100 99
 
 # --- refusals and bounds
 head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$D/wrong.key"; echo >>"$D/wrong.key"
