@@ -199,8 +199,9 @@ static int bench(uint64_t nc_off, uint64_t coh_off, int n)
 "  leave | join N                leave; join host N again\n" \
 "The client leaves at the end (unless a command did).  Exit status: 0 all\n" \
 "ok, 1 a command failed, 2 usage, 3 connection lost or no reply in time.\n" \
-"UCX_TLS defaults to tcp and, for a loopback address, UCX_NET_DEVICES to\n" \
-"lo, unless set.  See docs/pool-tool.md.\n"
+"UCX_TLS defaults to tcp and UCX_NET_DEVICES to the interface packets to\n" \
+"the service leave by (lo for a loopback address), unless set.  See\n" \
+"docs/pool-tool.md.\n"
 
 static void usage(FILE *f)
 {

@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <netdb.h>
+#include <net/if.h>
 #include <arpa/inet.h>
 #include <sys/random.h>
 #include <ucp/api/ucp.h>
@@ -1169,6 +1170,7 @@ static bool serve_listen(Serve *S, const char *listen, bool named)
     ucs_status_t st;
     uint16_t port;
     bool loop;
+    char dev[IF_NAMESIZE + 1];
 
     if (!parse_listen(listen, &host, &port)) {
         fail("serve: --listen '%s': not ADDR:PORT", listen);
@@ -1189,7 +1191,9 @@ static bool serve_listen(Serve *S, const char *listen, bool named)
         freeaddrinfo(ai);
         return false;
     }
-    st = cxl_shm_remote_ucx_start(loop, &S->ctx, &S->worker, &S->efd);
+    st = cxl_shm_remote_ucx_start(cxl_shm_remote_netdev(ai->ai_addr, true,
+                                                        dev, sizeof(dev)) ?
+                                  dev : NULL, &S->ctx, &S->worker, &S->efd);
     if (st == UCS_OK) {
         st = ucp_worker_set_am_recv_handler(S->worker, &am);
     }
@@ -1255,8 +1259,8 @@ int cmd_serve(int argc, char **argv)
     g_option_context_set_description(ctx,
         "A remote host must prove it holds the pod's key (POOL.key, made by "
         "'cxlpod-pool create' or 'cxlpod-pool key') before any request is "
-        "served.\nUCX_TLS defaults to tcp and, on a loopback address, "
-        "UCX_NET_DEVICES to lo, unless set.\nSee docs/pool-tool.md.");
+        "served.\nUCX_TLS defaults to tcp and UCX_NET_DEVICES to the "
+        "interface of the listen address, unless set.\nSee docs/pool-tool.md.");
     if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
         fail("serve: %s", err->message);
         return 2;

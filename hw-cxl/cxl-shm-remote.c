@@ -13,6 +13,8 @@
 #include "qemu/osdep.h"
 #include <fcntl.h>
 #include <netdb.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/stat.h>
 #include <arpa/inet.h>
 #include <ucp/api/ucp.h>
@@ -287,7 +289,67 @@ bool cxl_shm_remote_is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
+/* Does @a (an interface's address) hold the same IP address as @b? */
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (!a || a->sa_family != b->sa_family) {
+        return false;
+    }
+    if (a->sa_family == AF_INET) {
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    }
+    return a->sa_family == AF_INET6 &&
+           !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                   &((const struct sockaddr_in6 *)b)->sin6_addr,
+                   sizeof(struct in6_addr));
+}
+
+bool cxl_shm_remote_netdev(const struct sockaddr *sa, bool local,
+                           char *buf, size_t len)
+{
+    struct sockaddr_storage me;
+    socklen_t melen = sizeof(me);
+    const struct sockaddr *want = sa;
+    struct ifaddrs *ifs, *i;
+    bool found = false;
+
+    if (cxl_shm_remote_is_loopback(sa)) {
+        return g_strlcpy(buf, "lo", len) < len;
+    }
+    if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) {
+        return false;
+    }
+    if (!local) {
+        /* the address a datagram to @sa would leave from: nothing is sent */
+        int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        bool ok = fd >= 0 &&
+                  connect(fd, sa, sa->sa_family == AF_INET ?
+                          sizeof(struct sockaddr_in) :
+                          sizeof(struct sockaddr_in6)) == 0 &&
+                  getsockname(fd, (struct sockaddr *)&me, &melen) == 0;
+
+        if (fd >= 0) {
+            close(fd);
+        }
+        if (!ok) {
+            return false;
+        }
+        want = (const struct sockaddr *)&me;
+    }
+    if (getifaddrs(&ifs) < 0) {
+        return false;
+    }
+    for (i = ifs; i && !found; i = i->ifa_next) {
+        if (same_ip(i->ifa_addr, want)) {
+            found = g_strlcpy(buf, i->ifa_name, len) < len;
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+ucs_status_t cxl_shm_remote_ucx_start(const char *netdev, ucp_context_h *ctx,
                                       ucp_worker_h *worker, int *efd)
 {
     ucp_config_t *cfg;
@@ -311,8 +373,8 @@ ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
     if (!getenv("UCX_TLS")) {
         ucp_config_modify(cfg, "TLS", "tcp");
     }
-    if (!getenv("UCX_NET_DEVICES") && loopback) {
-        ucp_config_modify(cfg, "NET_DEVICES", "lo");
+    if (!getenv("UCX_NET_DEVICES") && netdev) {
+        ucp_config_modify(cfg, "NET_DEVICES", netdev);
     }
     st = ucp_init(&params, cfg, ctx);
     ucp_config_release(cfg);
@@ -338,7 +400,7 @@ CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
     CXLShmRemote *r;
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
     struct addrinfo *ai = NULL;
-    char port_s[8];
+    char port_s[8], dev[IF_NAMESIZE + 1];
     ucp_am_handler_param_t am = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                       UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -377,8 +439,9 @@ CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
     r->pending = g_hash_table_new(g_int64_hash, g_int64_equal);
     r->hb.status = CXLSHM_WIRE_OK;
 
-    st = cxl_shm_remote_ucx_start(cxl_shm_remote_is_loopback(ai->ai_addr),
-                                  &r->ctx, &r->worker, &r->efd);
+    st = cxl_shm_remote_ucx_start(cxl_shm_remote_netdev(ai->ai_addr, false,
+                                                        dev, sizeof(dev)) ?
+                                  dev : NULL, &r->ctx, &r->worker, &r->efd);
     if (st != UCS_OK) {
         goto fail;
     }

@@ -51,9 +51,9 @@ typedef struct CXLShmRemoteReq {
  * literal, or a name: getaddrinfo() may then block on the resolver, so a
  * caller that must not wait passes a literal) with the pod's @key.
  * Returns NULL and sets @errp if UCX cannot even start.  @timeout_ms
- * bounds every request (0: 5000).  UCX_TLS defaults to "tcp" and, for a
- * loopback address, UCX_NET_DEVICES to "lo" unless the environment sets
- * them.
+ * bounds every request (0: 5000).  UCX_TLS defaults to "tcp" and
+ * UCX_NET_DEVICES to the interface packets to @addr leave by ("lo" for a
+ * loopback address) unless the environment sets them.
  */
 CXLShmRemote *cxl_shm_remote_new(const char *addr, uint16_t port,
                                  const uint8_t *key, size_t key_len,
@@ -62,11 +62,22 @@ void cxl_shm_remote_free(CXLShmRemote *r);
 
 /*
  * The UCX context and worker of either side: active messages and a
- * wakeup fd (*@efd, -1 if none), one thread; UCX_TLS "tcp" and, when
- * @loopback, UCX_NET_DEVICES "lo" unless the environment sets them
+ * wakeup fd (*@efd, -1 if none), one thread; UCX_TLS "tcp" and
+ * UCX_NET_DEVICES @netdev (if not NULL) unless the environment sets them
  */
-ucs_status_t cxl_shm_remote_ucx_start(bool loopback, ucp_context_h *ctx,
+ucs_status_t cxl_shm_remote_ucx_start(const char *netdev, ucp_context_h *ctx,
                                       ucp_worker_h *worker, int *efd);
+/*
+ * The network interface UCX is to use for @sa, into @buf: "lo" for a
+ * loopback address; for the service (@local) the interface that holds
+ * @sa, for a client the one its packets to @sa leave by (a routing
+ * lookup, nothing sent).  Left alone, UCX offers the peer every interface
+ * of the machine, and a peer that cannot reach one of them (a second
+ * network, a namespace's other link) fails the connection.  False if
+ * none is found (then UCX chooses).
+ */
+bool cxl_shm_remote_netdev(const struct sockaddr *sa, bool local,
+                           char *buf, size_t len);
 /* Is @sa an IPv4 127/8 or the IPv6 loopback address? */
 bool cxl_shm_remote_is_loopback(const struct sockaddr *sa);
 
