@@ -7,13 +7,14 @@
 #   - machine a (host 0): --net-listen 10.250.0.1:PORT, --serve (the pool
 #     service on the veth address, for hosts of other machines);
 #   - machine b (host 1): --net-join 10.250.0.1:PORT, the pod's ssh keys
-#     from a's work directory (--pod-keys).
-# Until the device takes a remote pool (pool=ucx://, issue 37's device
-# side), b's host maps the same pool file as a's (the namespaces share the
-# file system): the launchers, the pod network and the pool service are
-# what this tests.  The guests ping and ssh each other by name across the
-# two switches, pass a token each way through the pool, and host 0 runs
-# the MPI allreduce on both with mpirun.
+#     from a's work directory (--pod-keys), and the pool from a's service
+#     (--pool ucx://10.250.0.1:SPORT --pool-key: its device is a remote
+#     host, docs/device.md "A remote host").
+# The guests ping and ssh each other by name across the two switches,
+# pass a token each way through the pool (b's through the service), and
+# host 0 runs the MPI allreduce on both with mpirun.  The later scenarios
+# give every machine the pool file itself (the namespaces share the file
+# system): what they test is the launchers and the pod network.
 # Then, in order: the same pod in one command (a's launcher starts b's
 # with --machine, "ip netns exec" in ssh's place); a --machine whose
 # command fails; joins refused for a wrong key either way; three machines
@@ -63,6 +64,12 @@ for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
 ip -n "$NSA" link set "$VA" up
 ip -n "$NSB" link set "$VB" up
 ip netns exec "$NSB" ping -c 1 -W 5 10.250.0.1 >/dev/null || fail "the veth between the namespaces does not carry"
+# a veth carries before it reads "up" (the kernel's link watch, up to a
+# second): UCX uses only interfaces that do, so wait for it as a machine
+# whose network is up would have
+upped() { ip -n "$1" link show "$2" 2>/dev/null | grep -q "state UP"; }
+for t in $(seq 1 50); do upped "$NSA" "$VA" && upped "$NSB" "$VB" && break; sleep 0.1; done
+upped "$NSB" "$VB" || fail "the veth of machine b never came up"
 # a third machine for the three-machine pod, on a veth of its own to a
 ip netns add "$NSC"
 ip -n "$NSA" link add "$VCA" type veth peer name "$VC" netns "$NSC"
@@ -121,7 +128,8 @@ grep -q "pool service: cxlpod-pool serve (pid [0-9]*) listening on 10.250.0.1:$S
 ip netns exec "$NSB" bash -c "exec 3<>/dev/tcp/10.250.0.1/$PORT; sleep 15" &
 PIDS+=($!)
 ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
-    --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
+    --machine-name b --pool "ucx://10.250.0.1:$SPORT" --pool-key "$POOL.key" \
+    --pod-keys "$WORK/a/ssh" \
     --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
 PB=$!; PIDS+=($PB)
 ra=0; rb=0
@@ -146,8 +154,10 @@ grep -qx "\[host0\] host 0 got $t1" "$WORK/a.out" || { show; fail "host 0 did no
 grep -qx "\[host1\] host 1 got $t0" "$WORK/b.out" || { show; fail "host 1 did not get host 0's token"; }
 grep -qx "\[host0\] mpi-rc=0" "$WORK/a.out" || { show; fail "mpirun across the two machines failed"; }
 # the service ran until the pod ended, and was stopped then
-! pgrep -f "cxlpod-pool serve --listen 10.250.0.1:$SPORT" >/dev/null || fail "the pool service outlived the pod"
-pass "a 1+1 pod across two namespaces: ping, ssh by name and tokens through the pool both ways, mpirun across both"
+SPID=$(sed -n 's/.*pool service: cxlpod-pool serve (pid \([0-9]*\)).*/\1/p' "$WORK/a.err" | head -n1)
+[ -n "$SPID" ] || { show; fail "a named no pool service pid"; }
+! kill -0 "$SPID" 2>/dev/null || fail "the pool service (pid $SPID) outlived the pod"
+pass "a 1+1 pod across two namespaces, b's host on a's pool service over UCX: ping, ssh by name and tokens through the pool both ways, mpirun across both"
 
 # the common case in one command: machine a's launcher starts machine
 # b's (--machine NAME:1, with "ip netns exec" in ssh's place), sends it the
