@@ -106,6 +106,19 @@ static bool cxl_shm_same_file(int a, int b)
            sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* @o, configured, becomes the device's child @name and is completed */
+static bool backend_complete(CXLShmState *s, Object *o, const char *name,
+                             Error **errp)
+{
+    object_property_add_child(OBJECT(s), name, o);
+    object_unref(o);
+    if (!user_creatable_complete(USER_CREATABLE(o), errp)) {
+        object_unparent(o);
+        return false;
+    }
+    return true;
+}
+
 /*
  * The pool's data: the user's memdev, or for pool=PATH the backend the
  * user would have given (mem-path=PATH, offset=2M, share=on).
@@ -129,10 +142,7 @@ bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
             object_unref(o);
             return false;
         }
-        object_property_add_child(OBJECT(s), name, o);
-        object_unref(o);
-        if (!user_creatable_complete(USER_CREATABLE(o), errp)) {
-            object_unparent(o);
+        if (!backend_complete(s, o, name, errp)) {
             return false;
         }
         s->backend = MEMORY_BACKEND(o);
@@ -147,10 +157,7 @@ bool cxl_shm_make_backend(CXLShmState *s, Error **errp)
         object_unref(o);
         return false;
     }
-    object_property_add_child(OBJECT(s), name, o);
-    object_unref(o);
-    if (!user_creatable_complete(USER_CREATABLE(o), errp)) {
-        object_unparent(o);
+    if (!backend_complete(s, o, name, errp)) {
         return false;
     }
     /*
