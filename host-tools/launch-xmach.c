@@ -8,19 +8,24 @@
  * The network link: the joining launcher opens two TCP connections to the
  * listening one.  Each starts with three lines:
  *
- *     CXLPOD-NET 1 nonce HEX                        (the listener: 16 random
+ *     CXLPOD-NET 2 nonce NONCE                      (the listener: 16 random
  *                                                    bytes)
- *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME PROOF NONCE2
+ *     CXLPOD-NET 2 KIND NHOSTS FIRST LAST NAME PROOF NONCE2
  *                                                   (the joiner; KIND is
  *                                                    ctl or link)
- *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME PROOF2 (the listener's reply)
- *     CXLPOD-NET 1 refused WHY...
+ *     CXLPOD-NET 2 ok NHOSTS FIRST LAST NAME PROOF2 (the listener's reply)
+ *     CXLPOD-NET 2 refused WHY...
  *
- * PROOF is HMAC-SHA256 under the pod's key (--pool-key, or POOL.key
- * beside the pool) of "cxlpod-net-join|NONCE|KIND|NHOSTS|FIRST-LAST|NAME"
- * in hex ("-" without a key), PROOF2 the same of the listener's fields
- * over the joiner's NONCE2 with KIND "ok"; a side that has the key
- * refuses a missing or wrong proof.
+ * NONCE and NONCE2 are exactly 32 lowercase hex digits and NAME up to
+ * XMACH_NAME_MAX of [A-Za-z0-9._-] (xmach_nonce_ok, xmach_name_ok):
+ * anything else is refused before it is signed or printed.  PROOF is
+ * HMAC-SHA256 under the pod's key (--pool-key, or POOL.key beside the
+ * pool), in hex ("-" without a key), of the fields "cxlpod-net-proof 2",
+ * "join", KIND, NHOSTS, FIRST, LAST, NAME, NONCE, NONCE2, each as
+ * LEN:TEXT and a newline (xmach_net_proof); PROOF2 the same with
+ * "answer", "ok" and the listener's own fields.  A side that has the key
+ * refuses a missing or wrong proof; a listener with a key refuses a
+ * joiner without NONCE2.
  *
  * After it, the "link" connection is both switches' cable: it becomes the
  * standard input and output of a vde_plug on this machine's switch, which
@@ -42,7 +47,7 @@
 #include <netinet/tcp.h>
 #include <sys/random.h>
 
-#define NET_HELLO "CXLPOD-NET 1 "
+#define NET_HELLO "CXLPOD-NET 2 "
 #define HANDSHAKE_S 10          /* a hello line's wait */
 #define SERVE_START_S 15        /* cxlpod-pool serve's "listening on" */
 
@@ -304,6 +309,11 @@ void xmach_check(struct opts *o)
     }
     if (!o->machine) {
         o->machine = g_strdup(g_get_host_name());
+        if (o->net && !xmach_name_ok(o->machine)) {
+            die(EXIT_USAGE, "this machine's name '%s' is not one the pod "
+                "network takes: give --machine-name NAME (up to %d of "
+                "A-Z a-z 0-9 . _ -)", o->machine, XMACH_NAME_MAX);
+        }
     }
 }
 
@@ -650,15 +660,67 @@ static bool differ_ct(const char *a, const char *b, size_t n)
     return d != 0;
 }
 
-/* HMAC-SHA256(the pod's key, the join's fields and the nonce), in hex */
-static char *net_proof(const char *nonce, const char *kind, int n, int first,
-                       int last, const char *name)
+/*
+ * A machine's name as the pod knows it (--machine-name, --machine NAME,
+ * a hello line's NAME): 1..XMACH_NAME_MAX of [A-Za-z0-9._-], not starting
+ * with '-' or '.', so that it cannot split a line, reach a terminal as
+ * an escape, leave a directory in a file name or pass as an option.
+ */
+bool xmach_name_ok(const char *s)
 {
-    g_autofree char *m = g_strdup_printf("cxlpod-net-join|%s|%s|%d|%d-%d|%s",
-                                         nonce, kind, n, first, last, name);
-    return g_compute_hmac_for_string(G_CHECKSUM_SHA256,
-                                     (const guchar *)g_net_key,
-                                     strlen(g_net_key), m, -1);
+    size_t n = strlen(s);
+
+    if (n == 0 || n > XMACH_NAME_MAX || s[0] == '-' || s[0] == '.') {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(s[i]) && !strchr("._-", s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A nonce of the handshake: exactly 32 lowercase hex digits. */
+bool xmach_nonce_ok(const char *s)
+{
+    size_t i;
+
+    for (i = 0; s[i]; i++) {
+        if (!g_ascii_isdigit(s[i]) && (s[i] < 'a' || s[i] > 'f')) {
+            return false;
+        }
+    }
+    return i == 32;
+}
+
+/*
+ * HMAC-SHA256 under the pod's key, in hex, of a message that names one
+ * proof only: a label, the direction ("join": the joiner's, "answer":
+ * the listener's), the connection kind, the prover's pod size, hosts and
+ * name, the listener's nonce and the joiner's, each field as LEN:TEXT and
+ * a newline, so that no field can be read as another or as two.
+ */
+char *xmach_net_proof(const char *key, const char *dir, const char *kind,
+                      int n, int first, int last, const char *name,
+                      const char *lnonce, const char *jnonce)
+{
+    char nb[16], fb[16], lb[16];
+    const char *f[] = { "cxlpod-net-proof 2", dir, kind, nb, fb, lb, name,
+                        lnonce, jnonce };
+    GString *m = g_string_new(NULL);
+
+    snprintf(nb, sizeof(nb), "%d", n);
+    snprintf(fb, sizeof(fb), "%d", first);
+    snprintf(lb, sizeof(lb), "%d", last);
+    for (size_t i = 0; i < G_N_ELEMENTS(f); i++) {
+        g_string_append_printf(m, "%zu:%s\n", strlen(f[i]), f[i]);
+    }
+    char *r = g_compute_hmac_for_data(G_CHECKSUM_SHA256, (const guchar *)key,
+                                      strlen(key), (const guchar *)m->str,
+                                      m->len);
+    g_string_free(m, TRUE);
+    return r;
 }
 
 /* 16 random bytes in hex; false if the kernel gave none */
@@ -688,6 +750,12 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
     if (nw < 5 || nw > 7 || !parse_int(w[1], 1, MAX_HOSTS, &v[0]) ||
         !parse_int(w[2], 0, MAX_HOSTS - 1, &v[1]) ||
         !parse_int(w[3], v[1], MAX_HOSTS - 1, &v[2]) || !*w[4]) {
+        return false;
+    }
+    if (strcmp(w[0], "ctl") && strcmp(w[0], "link") && strcmp(w[0], "ok")) {
+        return false;
+    }
+    if (!xmach_name_ok(w[4]) || (nw == 7 && !xmach_nonce_ok(w[6]))) {
         return false;
     }
     *kind = g_strdup(w[0]);
@@ -784,9 +852,11 @@ static void accept_line(const struct opts *o, int fd, const char *from,
     g_autofree char *refuse = NULL;
     struct peer *p = peer_named(name);
     const char *taken;
-    g_autofree char *want = g_net_key ? net_proof(nonce, kind, n, first, last,
-                                                  name) : NULL;
-    if (want && (!proof || strlen(proof) != strlen(want) ||
+    /* the joiner's proof, over both nonces (its own is required then) */
+    g_autofree char *want = g_net_key && theirs ?
+        xmach_net_proof(g_net_key, "join", kind, n, first, last, name, nonce,
+                        theirs) : NULL;
+    if (g_net_key && (!want || !proof || strlen(proof) != strlen(want) ||
                  differ_ct(proof, want, strlen(want)))) {
         refuse = g_strdup_printf("%s (its --pool-key, or its pool's "
                                  "POOL.key, is not this pod's key)",
@@ -824,9 +894,9 @@ static void accept_line(const struct opts *o, int fd, const char *from,
     /* this launcher's proof, over the joiner's nonce */
     int lf = o->local_given ? o->first_local : 0;
     int ll = o->local_given ? o->last_local : o->nhosts - 1;
-    g_autofree char *mine = g_net_key && theirs ?
-        net_proof(theirs, "ok", o->nhosts, lf, ll, o->machine) :
-        g_strdup("-");
+    g_autofree char *mine = g_net_key ?
+        xmach_net_proof(g_net_key, "answer", "ok", o->nhosts, lf, ll,
+                        o->machine, nonce, theirs) : g_strdup("-");
     send_line(fd, NET_HELLO "ok %d %d %d %s %s\n", o->nhosts, lf, ll,
               o->machine, mine);
     if (!strcmp(kind, "ctl")) {
@@ -978,15 +1048,22 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     if (!read_line_fd(fd, line, sizeof(line)) ||
         !g_str_has_prefix(line, NET_HELLO "nonce ")) {
         die(EXIT_USAGE, "--net-join %s: no cxlpod launcher's greeting there "
-            "(%s)", o->net_join, errno ? strerror(errno) : line);
+            "(%s)", o->net_join, errno ? strerror(errno) : "not one");
     }
-    g_autofree char *proof = g_net_key ?
-        net_proof(line + strlen(NET_HELLO "nonce "), kind, o->nhosts, lf, ll,
-                  o->machine) : g_strdup("-");
+    /* nothing but a nonce of the right form is signed */
+    char lnonce[33];
+    if (!xmach_nonce_ok(line + strlen(NET_HELLO "nonce "))) {
+        die(EXIT_USAGE, "--net-join %s: no cxlpod launcher's greeting there "
+            "(a malformed nonce)", o->net_join);
+    }
+    memcpy(lnonce, line + strlen(NET_HELLO "nonce "), sizeof(lnonce));
     char mine[33];
     if (!make_nonce(mine)) {
         die(EXIT_USAGE, "--net-join: no random nonce: %s", strerror(errno));
     }
+    g_autofree char *proof = g_net_key ?
+        xmach_net_proof(g_net_key, "join", kind, o->nhosts, lf, ll,
+                        o->machine, lnonce, mine) : g_strdup("-");
     send_line(fd, NET_HELLO "%s %d %d %d %s %s %s\n", kind, o->nhosts, lf,
               ll, o->machine, proof, mine);
     if (!read_line_fd(fd, line, sizeof(line))) {
@@ -994,6 +1071,12 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
             "(%s)", o->net_join, strerror(errno));
     }
     if (g_str_has_prefix(line, NET_HELLO "refused ")) {
+        /* another machine's words: printable ASCII only to the terminal */
+        for (char *c = line; *c; c++) {
+            if (*c < 0x20 || *c > 0x7e) {
+                *c = '?';
+            }
+        }
         die(EXIT_USAGE, "--net-join %s: the launcher there refused this "
             "machine (%s): %s", o->net_join, o->machine,
             line + strlen(NET_HELLO "refused "));
@@ -1002,12 +1085,13 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     int n, first, last;
     if (!parse_hello(line, &k, &n, &first, &last, &name, &theirs, NULL) ||
         strcmp(k, "ok")) {
-        die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer: %.80s",
-            o->net_join, line);
+        die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer",
+            o->net_join);
     }
     /* the listener proves it holds the pod's key too */
     g_autofree char *want = g_net_key ?
-        net_proof(mine, "ok", n, first, last, name) : NULL;
+        xmach_net_proof(g_net_key, "answer", "ok", n, first, last, name,
+                        lnonce, mine) : NULL;
     if (want && (!theirs || strlen(theirs) != strlen(want) ||
                  differ_ct(theirs, want, strlen(want)))) {
         die(EXIT_USAGE, "--net-join %s: the launcher there (%s) %s: not "
