@@ -1525,12 +1525,24 @@ static void machine_pool_args(GString *b, const struct opts *o)
     }
 }
 
-/* The script machine m's shell runs (sh -s): the pod's files into a new
- * directory there, then its launcher with this one's pod options. */
+/*
+ * The script machine m's shell runs (sh -s): the pod's files into a new
+ * directory there, then its launcher with this one's pod options, in the
+ * background so that a signal to the shell is handled at once: the shell
+ * passes SIGTERM on to the launcher and waits for it.  Whichever way the
+ * shell ends, it removes the pod's secrets it wrote (the pool's key, the
+ * pod's ssh keys and the launcher's copy of them) and keeps the rest (the
+ * launcher's logs in $d/w).
+ */
 static char *machine_script(const struct opts *o, const struct machine_spec *m)
 {
     GString *b = g_string_new("set -e\numask 077\n"
         "d=$(mktemp -d \"${TMPDIR:-/tmp}/cxlpod-machine.XXXXXX\")\n"
+        "pid=\n"
+        "forget() { rm -rf \"$d/pool.key\" \"$d/ssh\" \"$d/w/ssh\"; }\n"
+        "trap forget EXIT\n"
+        "trap 'if [ -n \"$pid\" ]; then kill -TERM \"$pid\" 2>/dev/null; "
+        "wait \"$pid\"; fi; forget; exit 143' HUP INT TERM\n"
         "set --\n");
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -1568,8 +1580,7 @@ static char *machine_script(const struct opts *o, const struct machine_spec *m)
     /* the launch directory: this one's path if it has it */
     g_string_append(b, "cd ");
     shell_quote(b, o->jobdir ? o->jobdir : "/");
-    g_string_append(b, " 2>/dev/null || { mkdir \"$d/proj\"; cd \"$d/proj\"; }\n"
-                       "exec");
+    g_string_append(b, " 2>/dev/null || { mkdir \"$d/proj\"; cd \"$d/proj\"; }\n");
     add_word(b, o->remote_launcher ? o->remote_launcher :
              (n > 0 ? exe : PROG));
     g_autofree char *nh = g_strdup_printf("%d", o->nhosts);
@@ -1601,7 +1612,13 @@ static char *machine_script(const struct opts *o, const struct machine_spec *m)
             add_word(b, g_ptr_array_index(o->job_cmd, i));
         }
     }
-    g_string_append(b, " </dev/null\n");
+    g_string_append(b, " </dev/null &\n"
+                       "pid=$!\n"
+                       "st=0\n"
+                       "wait \"$pid\" || st=$?\n"
+                       "pid=\n"
+                       "forget\n"
+                       "exit \"$st\"\n");
     return g_string_free(b, FALSE);
 }
 

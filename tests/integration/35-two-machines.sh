@@ -158,17 +158,28 @@ rm -rf "$WORK/a" "$WORK"/a.*
 POOL=$WORK/pool2.img
 "$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool" create --size 256M --coherent-size 64M --max-hosts 2 "$POOL" \
     || fail "cxlpod-pool create $POOL"
+# (b's directory, with the pod's keys, under $WORK: TMPDIR is passed on
+# through "ip netns exec" to the script a sends; in the background and
+# waited for, so that a signal to this test runs its cleanup at once)
 ra=0
-ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+ip netns exec "$NSA" env TMPDIR="$WORK" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
     --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
     --machine "$NSB:1" --ssh-command "ip netns exec" \
-    >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+    >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+wait $PA || ra=$?
+PIDS=()
 showa() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b (started by a):"; cat "$WORK/a/machine-$NSB.err" 2>/dev/null; }
-# b's work directory, made by the script a sent (removed at exit)
+# b's work directory, made by the script a sent
 BDIR=$(sed -n 's|^cxlpod-launch: work dir: \(/.*/cxlpod-machine\.[^/]*\)/w$|\1|p' "$WORK/a/machine-$NSB.err" 2>/dev/null || true)
 [ $ra = 0 ] || { showa; fail "the one-command pod exited $ra"; }
 [ -n "$BDIR" ] && [ -d "$BDIR/w" ] || { showa; fail "no work directory of b's launcher"; }
+[ "${BDIR#"$WORK"/}" != "$BDIR" ] || { showa; fail "b's directory $BDIR is not under TMPDIR=$WORK"; }
 [ "$(stat -c %a "$BDIR")" = 700 ] || fail "b's directory with the pod's keys is not private"
+# the script removed the pod's secrets once b's launcher ended (its logs stay)
+[ -n "$(ls -A "$BDIR/w")" ] || { showa; fail "b's logs went with its keys"; }
+left=$(find "$BDIR" \( -name 'id_*' -o -name 'ssh_host_*' -o -name pool.key -o -name ssh \) -print)
+[ -z "$left" ] || { showa; echo "$left"; fail "the pod's secrets were left on machine b: $left"; }
 grep -q "machine $NSB (hosts 1-1): started its launcher with 'ip netns exec $NSB sh -s'" "$WORK/a.err" || { showa; fail "a did not start b's launcher"; }
 grep -q "pod network: machine $NSB (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { showa; fail "b's launcher did not join"; }
 for want in "^host 0: rc=0" "^host 1: rc=0" "^\[host1\] ssh host0 -> host0 0\$" "^\[host0\] mpi-rc=0\$" "^\[host1\] host 1 got $t0\$"; do
