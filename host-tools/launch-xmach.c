@@ -49,6 +49,8 @@
 
 #define NET_HELLO "CXLPOD-NET 2 "
 #define HANDSHAKE_S 10          /* a hello line's wait */
+#define PENDING_MAX 32          /* connections without their hello yet */
+#define PENDING_PER_ADDR 8      /* of them from one address */
 #define SERVE_START_S 15        /* cxlpod-pool serve's "listening on" */
 
 /* Another machine's launcher, as this one knows it. */
@@ -772,6 +774,8 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
     return true;
 }
 
+static bool pending_drop_all(void);
+
 /* vde_plug on this machine's switch, its stdin and stdout the link. */
 static GPid plug_start(const struct opts *o, int fd, const char *peer)
 {
@@ -794,9 +798,17 @@ static GPid plug_start(const struct opts *o, int fd, const char *peer)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     fcntl(fd, F_SETFL, 0);
-    if (!g_spawn_async_with_pipes_and_fds(NULL, argv, NULL,
-            G_SPAWN_DO_NOT_REAP_CHILD, plug_child_setup, NULL, fd, fd,
-            logfd, NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+    while (!g_spawn_async_with_pipes_and_fds(NULL, argv, NULL,
+               G_SPAWN_DO_NOT_REAP_CHILD, plug_child_setup, NULL, fd, fd,
+               logfd, NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+        /* out of fds with unproven connections waiting: they go first */
+        if (pending_drop_all()) {
+            msg("pod network: no room to start %s for %s (%s): every "
+                "connection still without its hello closed", plug, peer,
+                err->message);
+            g_clear_error(&err);
+            continue;
+        }
         die(EXIT_USAGE, "the pod network link to %s: cannot start %s: %s",
             peer, plug, err->message);
     }
@@ -929,15 +941,79 @@ static void accept_line(const struct opts *o, int fd, const char *from,
 struct pending {
     int fd;
     char *from;
+    in_addr_t addr;         /* the source address, for PENDING_PER_ADDR */
     GString *in;
     double deadline;
     char nonce[33];
 };
 static GPtrArray *g_pending;
+static unsigned g_pending_dropped;      /* closed for the caps, not said */
+static double g_pending_said;
 
-static void accept_start(int fd, const char *from)
+static void pending_free(guint i)
+{
+    struct pending *pc = g_ptr_array_index(g_pending, i);
+
+    close(pc->fd);
+    g_free(pc->from);
+    g_string_free(pc->in, TRUE);
+    g_free(pc);
+    g_ptr_array_remove_index(g_pending, i);
+}
+
+/*
+ * Room for one more connection from addr: when PENDING_PER_ADDR of them
+ * come from there, or PENDING_MAX in all, the oldest such is closed
+ * (g_pending is oldest first), so that connections that never say
+ * anything hold neither this launcher's fds nor a real joiner out.
+ */
+static void pending_make_room(in_addr_t addr)
+{
+    guint same = 0, oldest_same = 0;
+
+    for (guint i = g_pending->len; i-- > 0;) {
+        struct pending *pc = g_ptr_array_index(g_pending, i);
+        if (pc->addr == addr) {
+            same++;
+            oldest_same = i;
+        }
+    }
+    if (same >= PENDING_PER_ADDR) {
+        pending_free(oldest_same);
+    } else if (g_pending->len >= PENDING_MAX) {
+        pending_free(0);
+    } else {
+        return;
+    }
+    g_pending_dropped++;
+    if (now_s() - g_pending_said >= 10) {
+        g_pending_said = now_s();
+        msg("pod network: %u connection(s) without a hello closed early "
+            "(more than %d waiting, or %d from one address)",
+            g_pending_dropped, PENDING_MAX, PENDING_PER_ADDR);
+        g_pending_dropped = 0;
+    }
+}
+
+/* Every connection still waiting for its hello closed (fds for a spawn) */
+static bool pending_drop_all(void)
+{
+    bool any = g_pending && g_pending->len;
+
+    while (g_pending && g_pending->len) {
+        pending_free(g_pending->len - 1);
+    }
+    return any;
+}
+
+static void accept_start(int fd, in_addr_t addr, const char *from)
 {
     struct pending *pc = g_new0(struct pending, 1);
+
+    if (!g_pending) {
+        g_pending = g_ptr_array_new();
+    }
+    pending_make_room(addr);
 
     set_timeouts(fd, HANDSHAKE_S);
     if (!make_nonce(pc->nonce)) {
@@ -950,12 +1026,10 @@ static void accept_start(int fd, const char *from)
     fcntl(fd, F_SETFL, O_NONBLOCK);
     send_line(fd, NET_HELLO "nonce %s\n", pc->nonce);
     pc->fd = fd;
+    pc->addr = addr;
     pc->from = g_strdup(from);
     pc->in = g_string_new(NULL);
     pc->deadline = now_s() + HANDSHAKE_S;
-    if (!g_pending) {
-        g_pending = g_ptr_array_new();
-    }
     g_ptr_array_add(g_pending, pc);
 }
 
@@ -980,8 +1054,14 @@ static void pending_tick(const struct opts *o)
         }
         char *nl = strchr(pc->in->str, '\n');
         if (nl) {
+            /* out of the list first: starting vde_plug may empty it */
+            g_ptr_array_remove_index(g_pending, i);
             *nl = '\0';
             accept_line(o, pc->fd, pc->from, pc->nonce, pc->in->str);
+            g_free(pc->from);
+            g_string_free(pc->in, TRUE);
+            g_free(pc);
+            continue;
         } else if (drop || now_s() > pc->deadline) {
             msg("pod network: a connection from %s %s; closed", pc->from,
                 drop ? "was not a cxlpod launcher's" :
@@ -1306,7 +1386,7 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
         inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
         g_autofree char *from = g_strdup_printf("%s:%d", a,
                                                 ntohs(sa.sin_port));
-        accept_start(fd, from);
+        accept_start(fd, sa.sin_addr.s_addr, from);
     }
     for (guint i = 0; g_peers && i < g_peers->len; i++) {
         struct peer *p = g_ptr_array_index(g_peers, i);

@@ -7,6 +7,9 @@
 # review of 078bfd8 found and int-35 cannot provoke cheaply:
 #   - the script --machine sends removes the pod's secrets it wrote once
 #     that machine's launcher ended, here one that fails at once;
+#   - a listener flooded with connections that never say anything (from
+#     another loopback address, its fd limit 128) still takes the real
+#     joiner, and both pods end well;
 #
 #   launch-xmach.sh CXLPOD-LAUNCH
 set -u
@@ -37,6 +40,11 @@ touch "$W/kernel" "$W/initrd"
     || { echo "cxlpod-pool create failed"; exit 1; }
 C=(-n 2 --qemu "$FAKE" --kernel "$W/kernel" --initrd "$W/initrd" --pool-backend file
    --pool "$W/pool.img" --net)
+# a pool the launcher makes (the stand-in QEMUs keep no host table), with
+# a pod key beside it
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/pool2.img.key"
+C2=(-n 2 --qemu "$FAKE" --kernel "$W/kernel" --initrd "$W/initrd" --pool-backend file
+    --pool "$W/pool2.img" --net)
 # a free port of the loopback (the kernel's pick)
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 printf '#!/bin/sh\nshift\nexec "$@"\n' >"$W/fake-ssh"     # ssh NAME CMD... -> CMD...
@@ -60,6 +68,66 @@ else
     bad "--machine: exit $rc (expected 1), directory '$d', keys left: $(find "$d" -name '*key*' 2>/dev/null)"
 fi
 rm -rf "$W"/cxlpod-machine.*
+
+# 2. a flood of silent connections from 127.0.0.2 (32 threads, up to
+# 4000 connections, far more than the listener's 128 fds, held 30 s)
+# while machine b joins from 127.0.0.1
+cat >"$W/flood.py" <<'PY'
+import socket, sys, threading, time
+port, secs, n = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+held, t0 = [], time.time()
+def flood():
+    while time.time() - t0 < secs and len(held) < n:
+        s = socket.socket()
+        s.settimeout(1)
+        try:
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", port))
+            held.append(s)
+        except OSError:
+            s.close()
+            time.sleep(0.01)
+ts = [threading.Thread(target=flood) for _ in range(32)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(len(held), "connections made", file=sys.stderr)
+time.sleep(max(0, secs - (time.time() - t0)))
+PY
+P=$(port)
+bash -c 'ulimit -n 128; exec "$@"' _ timeout 90 "$L" -w "$W/a2" "${C2[@]}" --local-hosts 0 \
+    --machine-name a --net-listen 127.0.0.1:$P -- true >"$W/a2.out" 2>"$W/a2.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 100); do grep -q "listens on" "$W/a2.err" && break; sleep 0.1; done
+python3 "$W/flood.py" $P 30 4000 2>"$W/flood.err" &
+PF=$!; PIDS+=($PF)
+# the listener's open files while the flood goes on, 10 s (its first
+# silent connections are dropped after 10 s): at most the cap of 32
+# pending connections over its own (the launcher is timeout's child)
+LA=$(pgrep -P $PA | head -n 1)
+base=$(ls /proc/$LA/fd 2>/dev/null | wc -l)
+maxfd=0
+for t in $(seq 1 40); do
+    n=$(ls /proc/$LA/fd 2>/dev/null | wc -l)
+    [ "$n" -le "$maxfd" ] || maxfd=$n
+    sleep 0.25
+done
+timeout 60 "$L" -w "$W/b2" "${C2[@]}" --local-hosts 1 --machine-name b \
+    --net-join 127.0.0.1:$P -- true >"$W/b2.out" 2>"$W/b2.err"
+rb=$?
+ra=0; wait $PA || ra=$?
+kill $PF 2>/dev/null; wait $PF 2>/dev/null
+PIDS=()
+if [ $ra = 0 ] && [ $rb = 0 ] && grep -q "^host 0: rc=0" "$W/a2.out" && grep -q "^host 1: rc=0" "$W/b2.out" \
+   && grep -q "pod network: machine b (hosts 1-1, from 127.0.0.1:[0-9]*) joined" "$W/a2.err" \
+   && grep -q "connection(s) without a hello closed early (more than 32 waiting, or 8 from one address)" "$W/a2.err" \
+   && [ $maxfd -gt 0 ] && [ $maxfd -le $((base + 40)) ]; then
+    ok "a listener flooded with silent connections (fd limit 128): at most $((maxfd - base)) more open files, the oldest closed, the real joiner taken"
+else
+    show "$W/a2.err" "$W/b2.err" "$W/flood.err"
+    bad "flooded listener: a exited $ra, b $rb (expected 0 and 0, b joined, the flood's connections closed early); its open files $base before the flood, up to $maxfd during it (at most $((base + 40)) expected)"
+fi
 
 echo "$fails failed"
 [ $fails = 0 ]
