@@ -596,19 +596,31 @@ static bool read_line_fd(int fd, char *buf, size_t n)
     }
 }
 
+/*
+ * A machine that vanishes without closing (power lost, network cut) is
+ * found in about a minute on the ctl and link connections: keepalive
+ * probes when nothing is sent (after 20 s, then every 10 s), and
+ * TCP_USER_TIMEOUT when what is sent stays unacknowledged (the link's
+ * frames, a ctl line), which would otherwise be retransmitted for about
+ * 15 minutes (tcp_retries2).  The socket options stay with the socket
+ * when vde_plug gets it.
+ */
+#define NET_DEAD_S 60
+
 static void set_timeouts(int fd, int s)
 {
     struct timeval tv = { .tv_sec = s };
     int one = 1;
+    unsigned int uto = NET_DEAD_S * 1000;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    /* a machine that vanishes without closing: found in about a minute */
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     int idle = 20, intvl = 10, cnt = 3;
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 }
 
 static void send_line(int fd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -1078,23 +1090,72 @@ static void pending_tick(const struct opts *o)
     }
 }
 
+/* The main context's pending sources (the signal sources set g_signal) */
+static void run_sources(void)
+{
+    while (g_main_context_iteration(NULL, FALSE)) {
+    }
+}
+
+/*
+ * One connect() to sa, not past deadline (now_s()) and not past a
+ * signal: non-blocking, polled in slices of 100 ms.  The connected
+ * socket (blocking), or -1 with *err.
+ */
+static int connect_bounded(const struct sockaddr_in *sa, double deadline,
+                           int *err)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    if (fd < 0) {
+        die(EXIT_USAGE, "socket: %s", strerror(errno));
+    }
+    *err = 0;
+    if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
+        *err = errno;
+    }
+    while (*err == EINPROGRESS || *err == EINTR) {
+        double left = deadline - now_s();
+        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+        int r;
+
+        run_sources();
+        if (g_signal || left <= 0) {
+            *err = g_signal ? EINTR : ETIMEDOUT;
+            break;
+        }
+        r = poll(&pf, 1, (int)MIN(left * 1000 + 1, 100));
+        if (r < 0 && errno != EINTR) {
+            *err = errno;
+        } else if (r > 0) {
+            socklen_t l = sizeof(*err);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &l) < 0) {
+                *err = errno;
+            }
+        }
+    }
+    if (*err) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, 0);
+    return fd;
+}
+
 /* The joiner: one connection to the listener, hello answered "ok". */
 static int join_one(const struct opts *o, const char *kind, struct peer *p)
 {
     struct sockaddr_in sa = sockaddr_of(o->net_join);
     double t0 = now_s(), said = t0;
+    double deadline = g_join_t0 + o->join_timeout_s;
     int fd;
 
     for (;;) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            die(EXIT_USAGE, "socket: %s", strerror(errno));
-        }
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        int e;
+        fd = connect_bounded(&sa, deadline, &e);
+        if (fd >= 0) {
             break;
         }
-        int e = errno;
-        close(fd);
         if (e != ECONNREFUSED && e != ENETUNREACH && e != EHOSTUNREACH &&
             e != ETIMEDOUT && e != EINTR) {
             die(EXIT_USAGE, "--net-join %s: %s", o->net_join, strerror(e));
@@ -1103,10 +1164,10 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
         if (g_signal) {
             die(EXIT_INTR, "interrupted while joining the pod network");
         }
-        if (t - t0 > o->join_timeout_s) {
+        if (t >= deadline) {
             die(EXIT_TIMEOUT, "--net-join %s: no launcher listens there "
-                "after %.0f s (%s; --join-timeout)", o->net_join, t - t0,
-                strerror(e));
+                "after %.0f s (%s; --join-timeout)", o->net_join,
+                t - g_join_t0, strerror(e));
         }
         if (!o->quiet && t - said >= 10) {
             said = t;
@@ -1114,9 +1175,8 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
                 o->net_join, t - t0, strerror(e));
         }
         /* its signal sources (Ctrl-C) set g_signal */
-        for (int i = 0; i < 20; i++) {
-            while (g_main_context_iteration(NULL, FALSE)) {
-            }
+        for (int i = 0; i < 20 && !g_signal; i++) {
+            run_sources();
             g_usleep(10000);
         }
     }

@@ -10,6 +10,9 @@
 #   - a listener flooded with connections that never say anything (from
 #     another loopback address, its fd limit 128) still takes the real
 #     joiner, and both pods end well;
+#   - a joiner whose listener's address drops its SYNs (a listener whose
+#     accept queue is full) gives up at --join-timeout, and at once on
+#     SIGINT, not after the kernel's connect timeout (about 2 minutes);
 #
 #   launch-xmach.sh CXLPOD-LAUNCH
 set -u
@@ -127,6 +130,50 @@ if [ $ra = 0 ] && [ $rb = 0 ] && grep -q "^host 0: rc=0" "$W/a2.out" && grep -q 
 else
     show "$W/a2.err" "$W/b2.err" "$W/flood.err"
     bad "flooded listener: a exited $ra, b $rb (expected 0 and 0, b joined, the flood's connections closed early); its open files $base before the flood, up to $maxfd during it (at most $((base + 40)) expected)"
+fi
+
+# 3. --net-join to an address that drops the SYNs: a socket listening
+# with a backlog of 0 whose one queued connection is never accepted
+cat >"$W/blackhole.py" <<'PY'
+import socket, sys, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(0)
+c = socket.create_connection(l.getsockname())   # fills the accept queue
+print(l.getsockname()[1], flush=True)
+time.sleep(float(sys.argv[1]))
+PY
+python3 "$W/blackhole.py" 60 >"$W/bh.port" &
+PH=$!; PIDS+=($PH)
+for t in $(seq 1 50); do [ -s "$W/bh.port" ] && break; sleep 0.1; done
+H=$(cat "$W/bh.port")
+t0=$(date +%s.%N)
+timeout 30 "$L" -w "$W/b3" "${C2[@]}" --local-hosts 1 --machine-name b \
+    --net-join 127.0.0.1:$H --join-timeout 3 -- true >"$W/b3.out" 2>"$W/b3.err"
+rb=$?
+el=$(echo "$(date +%s.%N) - $t0" | bc)
+if [ $rb = 124 ] && grep -q "net-join 127.0.0.1:$H: no launcher listens there after [0-9]* s (Connection timed out; --join-timeout)" "$W/b3.err" \
+   && [ "$(echo "$el < 10" | bc)" = 1 ]; then
+    ok "--net-join to an address that drops the SYNs: gave up at --join-timeout 3 after $el s"
+else
+    show "$W/b3.err"; bad "--net-join to an address that drops the SYNs: exit $rb after $el s (expected 124 within 10 s)"
+fi
+# and a SIGINT while it waits there ends it at once (exit 130)
+timeout 30 "$L" -w "$W/b4" "${C2[@]}" --local-hosts 1 --machine-name b \
+    --net-join 127.0.0.1:$H --join-timeout 60 -- true >"$W/b4.out" 2>"$W/b4.err" &
+PB=$!; PIDS+=($PB)
+sleep 2
+LB=$(pgrep -P $PB | head -n 1)
+t0=$(date +%s.%N)
+kill -INT "$LB"
+rb=0; wait $PB || rb=$?
+el=$(echo "$(date +%s.%N) - $t0" | bc)
+kill $PH 2>/dev/null; wait $PH 2>/dev/null
+PIDS=()
+if [ $rb = 130 ] && grep -q "interrupted while joining the pod network" "$W/b4.err" && [ "$(echo "$el < 3" | bc)" = 1 ]; then
+    ok "--net-join waiting on an address that drops the SYNs: SIGINT ended it after $el s"
+else
+    show "$W/b4.err"; bad "--net-join waiting on an address that drops the SYNs: SIGINT: exit $rb after $el s (expected 130 within 3 s)"
 fi
 
 echo "$fails failed"
