@@ -1599,6 +1599,9 @@ struct machine_run {
     int status;
     bool reported;
     char *out, *err;        /* WORKDIR/machine-NAME.out, .err */
+    int in;                 /* its command's stdin (-1: all sent) */
+    char *script;           /* what it is sent there, from... */
+    size_t sent;            /* ...this offset on */
 };
 static struct machine_run *g_mruns;
 static int g_n_mruns;
@@ -1762,24 +1765,59 @@ static char *machine_script(const struct opts *o, const struct machine_spec *m)
     return g_string_free(b, FALSE);
 }
 
+/*
+ * Send what the pipe to machine mr's command takes now of its script,
+ * never waiting: the rest at the next tick (a command that does not read,
+ * an ssh waiting for something, holds neither the launcher nor the other
+ * machines).  The pipe closed once all is sent, or the command is gone.
+ */
+static void machine_feed(struct machine_run *mr)
+{
+    size_t len = mr->script ? strlen(mr->script) : 0;
+
+    while (mr->in >= 0 && mr->sent < len) {
+        ssize_t r = write(mr->in, mr->script + mr->sent, len - mr->sent);
+        if (r > 0) {
+            mr->sent += r;
+            continue;
+        }
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        msg("machine %s: could not send its launcher's script: %s",
+            mr->m->name, r < 0 ? strerror(errno) : "nothing written");
+        break;
+    }
+    if (mr->in >= 0) {
+        close(mr->in);
+        mr->in = -1;
+    }
+    g_clear_pointer(&mr->script, g_free);
+}
+
 /* Start every --machine's launcher (after this one listens). */
 static void machines_start(const struct opts *o)
 {
     g_auto(GStrv) cmd = NULL;
     g_autoptr(GError) err = NULL;
 
-    if (!g_shell_parse_argv(o->ssh_command ? o->ssh_command : "ssh", NULL,
-                            &cmd, &err)) {
+    /* the default ssh never prompts: no terminal is there to answer (it
+     * runs in a process group of its own), a prompt would stop it */
+    if (!g_shell_parse_argv(o->ssh_command ? o->ssh_command :
+                            "ssh -o BatchMode=yes", NULL, &cmd, &err)) {
         die(EXIT_USAGE, "--ssh-command '%s': %s", o->ssh_command,
             err->message);
     }
     g_mruns = g_new0(struct machine_run, o->n_machines);
     g_n_mruns = o->n_machines;
     for (int k = 0; k < o->n_machines; k++) {
+        g_mruns[k].in = -1;
+    }
+    for (int k = 0; k < o->n_machines; k++) {
         const struct machine_spec *m = &o->machines[k];
         struct machine_run *mr = &g_mruns[k];
         g_autoptr(GPtrArray) a = argv_new();
-        g_autofree char *script = machine_script(o, m);
+        char *script = machine_script(o, m);
         g_autofree char *on = g_strdup_printf("machine-%s.out", m->name);
         g_autofree char *en = g_strdup_printf("machine-%s.err", m->name);
         g_autoptr(GError) e2 = NULL;
@@ -1810,15 +1848,16 @@ static void machines_start(const struct opts *o)
         }
         close(ofd);
         close(efd);
-        if (!write_all(in, script, strlen(script))) {
-            msg("machine %s: could not send its launcher's script: %s",
-                m->name, strerror(errno));
-        }
-        close(in);
+        fcntl(in, F_SETFL, O_NONBLOCK);
+        mr->in = in;
+        mr->script = script;
+        mr->sent = 0;
+        machine_feed(mr);
         if (!o->quiet) {
             msg("machine %s (hosts %d-%d): started its launcher with '%s %s "
                 "sh -s' (pid %d); its messages in %s", m->name, m->first,
-                m->last, o->ssh_command ? o->ssh_command : "ssh", m->name,
+                m->last, o->ssh_command ? o->ssh_command :
+                "ssh -o BatchMode=yes", m->name,
                 (int)mr->pid, mr->err);
         }
     }
@@ -1874,6 +1913,7 @@ static int machines_tick(void)
     for (int k = 0; k < g_n_mruns; k++) {
         struct machine_run *mr = &g_mruns[k];
         int st;
+        machine_feed(mr);
         if (mr->pid > 0 && waitpid(mr->pid, &st, WNOHANG) == mr->pid) {
             int f = machine_reaped(mr, st);
             failed = failed < 0 ? f : failed;

@@ -13,6 +13,9 @@
 #   - a joiner whose listener's address drops its SYNs (a listener whose
 #     accept queue is full) gives up at --join-timeout, and at once on
 #     SIGINT, not after the kernel's connect timeout (about 2 minutes);
+#   - a --machine whose command never reads its script (over 64 KiB, a
+#     job file of 200 KiB) holds neither the launcher nor the other
+#     machines: the next one joins meanwhile;
 #
 #   launch-xmach.sh CXLPOD-LAUNCH
 set -u
@@ -174,6 +177,33 @@ if [ $rb = 130 ] && grep -q "interrupted while joining the pod network" "$W/b4.e
     ok "--net-join waiting on an address that drops the SYNs: SIGINT ended it after $el s"
 else
     show "$W/b4.err"; bad "--net-join waiting on an address that drops the SYNs: SIGINT: exit $rb after $el s (expected 130 within 3 s)"
+fi
+
+# 4. two --machine: "stuck" reads nothing for 6 s, then fails; m2 joins
+# meanwhile (its script is sent while stuck's waits)
+cat >"$W/fake-ssh2" <<'SH'
+#!/bin/sh
+case $1 in stuck) sleep 6; echo "stuck: no answer" >&2; exit 255 ;; esac
+shift
+exec "$@"
+SH
+chmod +x "$W/fake-ssh2"
+{ echo 'echo done'; for i in $(seq 1 4000); do echo "# a job file of 200 KiB, line $i ................"; done; } >"$W/big.job"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/pool3.img.key"
+P=$(port)
+t0=$(date +%s.%N)
+timeout 60 "$L" -w "$W/a5" -n 3 --qemu "$FAKE" --kernel "$W/kernel" --initrd "$W/initrd" \
+    --pool-backend file --pool "$W/pool3.img" --net --job "$W/big.job" \
+    --machine-name a --net-listen 127.0.0.1:$P --machine stuck:1 --machine m2:2 \
+    --ssh-command "$W/fake-ssh2" >"$W/a5.out" 2>"$W/a5.err"
+ra=$?
+el=$(echo "$(date +%s.%N) - $t0" | bc)
+joined=$(grep -n "pod network: machine m2 (hosts 2-2, from 127.0.0.1:[0-9]*) joined" "$W/a5.err" | cut -d: -f1)
+exited=$(grep -n "machine stuck (hosts 1-1): its launcher exited (status 255) before it joined: stuck: no answer" "$W/a5.err" | cut -d: -f1)
+if [ $ra = 1 ] && [ -n "$joined" ] && [ -n "$exited" ] && [ "$joined" -lt "$exited" ] && [ "$(echo "$el < 30" | bc)" = 1 ]; then
+    ok "a --machine that reads none of its 200 KiB script: the other machine joined meanwhile, the pod stopped for it after $el s"
+else
+    show "$W/a5.err"; bad "a --machine that reads nothing: exit $ra after $el s (expected 1), m2 joined at line '$joined', stuck's end at line '$exited'"
 fi
 
 echo "$fails failed"
