@@ -202,6 +202,11 @@ static void machines_check(struct opts *o)
         die(EXIT_USAGE, "--machine needs --net-listen ADDR:PORT: the address "
             "the other machines' launchers join this one's pod network at");
     }
+    if (sockaddr_of(o->net_listen).sin_addr.s_addr == htonl(INADDR_ANY)) {
+        die(EXIT_USAGE, "--machine with --net-listen %s: the other machines "
+            "join the address given there; give this machine's address "
+            "they reach it at, not 0.0.0.0", o->net_listen);
+    }
     if (o->local_given) {
         die(EXIT_USAGE, "--machine gives this machine the hosts no --machine "
             "names; leave --local-hosts out");
@@ -658,6 +663,17 @@ static void net_key_load(const struct opts *o)
         g_free(s);
     }
     if (o->net_listen) {
+        struct sockaddr_in sa = sockaddr_of(o->net_listen);
+        /* without a key anyone who reaches the port joins, or stops the
+         * pod with one connection: only this machine's own loopback */
+        if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+            die(EXIT_USAGE, "--net-listen %s: no pod key (%s): listening "
+                "beyond the loopback needs one, or any launcher that "
+                "reaches the port joins the pod's segment (cxlpod-pool "
+                "create makes POOL.key; docs/multi-machine.md, "
+                "\"Security\")", o->net_listen,
+                path ? path : "no --pool-key");
+        }
         msg("warning: pod network: no pod key (%s): any launcher that "
             "reaches %s can join the pod's segment (docs/multi-machine.md, "
             "\"Security\")", path ? path : "no --pool-key", o->net_listen);

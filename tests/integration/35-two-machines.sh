@@ -52,6 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# bgwait CMD...: CMD in the background, waited for: a signal to this test
+# (scripts/test.sh's timeout) runs its cleanup at once, not after CMD
+bgwait() { "$@" & local p=$!; PIDS+=($p); wait $p; }
 
 ip netns add "$NSA"
 ip netns add "$NSB"
@@ -193,9 +196,10 @@ rm -rf "$WORK/a" "$WORK"/a.*
 printf '#!/bin/sh\necho "no route to $1" >&2\nexit 255\n' >"$WORK/bad-ssh"
 chmod +x "$WORK/bad-ssh"
 ra=0
-ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
     --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
     --machine far:1 --ssh-command "$WORK/bad-ssh" >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+PIDS=()
 [ $ra = 1 ] || { showa; fail "a pod whose --machine could not be reached exited $ra (expected 1)"; }
 grep -q "^pod across machines: machine far (hosts 1-1): its launcher exited (status 255) before it joined: no route to far" "$WORK/a.out" \
     || { showa; fail "a did not name the unreachable machine"; }
@@ -216,7 +220,7 @@ for t in $(seq 1 300); do
     sleep 0.2
 done
 rb=0
-ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+bgwait ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "$WORK/other.img" --pod-keys "$WORK/a/ssh" \
     --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
 kill -TERM $PA
@@ -228,11 +232,25 @@ grep -q "pod network: refused machine b (hosts 1-1, from 10.250.0.2:[0-9]*): wro
 ! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join was refused"; }
 pass "a launcher with another pod's key refused at the join, on both sides"
 
-# and a listener without the pod's key (its pool has none) is refused by
-# a joiner that has it
+# a listener without the pod's key (its pool has none) is refused beyond
+# the loopback, before it listens
+rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
+ra=0
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$WORK/nokey.img" --net-listen 10.250.0.1:$PORT \
+    >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+PIDS=()
+[ $ra = 2 ] || { show; fail "a listener on 10.250.0.1 without a pod key exited $ra (expected 2)"; }
+grep -q "error: --net-listen 10.250.0.1:$PORT: no pod key ($WORK/nokey.img.key): listening beyond the loopback needs one" "$WORK/a.err" \
+    || { show; fail "a listener without a pod key beyond the loopback was not refused"; }
+! grep -q "listens on\|started QEMU" "$WORK/a.err" || { show; fail "a listened or started a host without a pod key"; }
+pass "a listener without the pod's key refused on a non-loopback address"
+
+# on the loopback it listens (with a warning), and a joiner that has the
+# key refuses it (both launchers in machine a)
 rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
 ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
-    --machine-name a --pool "$WORK/nokey.img" --net-listen 10.250.0.1:$PORT \
+    --machine-name a --pool "$WORK/nokey.img" --net-listen 127.0.0.1:$PORT \
     >"$WORK/a.out" 2>"$WORK/a.err" &
 PA=$!; PIDS+=($PA)
 for t in $(seq 1 300); do
@@ -241,9 +259,9 @@ for t in $(seq 1 300); do
 done
 grep -q "warning: pod network: no pod key ($WORK/nokey.img.key)" "$WORK/a.err" || { show; fail "a without a pod key did not warn"; }
 rb=0
-ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
-    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
+    --net-join 127.0.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
 kill -TERM $PA
 wait $PA || true
 PIDS=()

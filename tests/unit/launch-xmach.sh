@@ -16,6 +16,7 @@
 #   - a --machine whose command never reads its script (over 64 KiB, a
 #     job file of 200 KiB) holds neither the launcher nor the other
 #     machines: the next one joins meanwhile;
+#   - a listener without a pod key is refused beyond the loopback.
 #
 #   launch-xmach.sh CXLPOD-LAUNCH
 set -u
@@ -204,6 +205,19 @@ if [ $ra = 1 ] && [ -n "$joined" ] && [ -n "$exited" ] && [ "$joined" -lt "$exit
     ok "a --machine that reads none of its 200 KiB script: the other machine joined meanwhile, the pod stopped for it after $el s"
 else
     show "$W/a5.err"; bad "a --machine that reads nothing: exit $ra after $el s (expected 1), m2 joined at line '$joined', stuck's end at line '$exited'"
+fi
+
+# 5. no pod key: refused on 0.0.0.0, before it listens
+P=$(port)
+timeout 30 "$L" -w "$W/a6" -n 2 --qemu "$FAKE" --kernel "$W/kernel" --initrd "$W/initrd" \
+    --pool-backend file --pool "$W/nokey.img" --net --local-hosts 0 \
+    --net-listen 0.0.0.0:$P -- true >"$W/a6.out" 2>"$W/a6.err"
+ra=$?
+if [ $ra = 2 ] && grep -q "error: --net-listen 0.0.0.0:$P: no pod key ($W/nokey.img.key): listening beyond the loopback needs one" "$W/a6.err" \
+   && ! grep -q "listens on" "$W/a6.err"; then
+    ok "a listener without a pod key refused on 0.0.0.0"
+else
+    show "$W/a6.err"; bad "a listener without a pod key on 0.0.0.0: exit $ra (expected 2, refused before listening)"
 fi
 
 echo "$fails failed"

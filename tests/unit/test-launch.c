@@ -1126,6 +1126,8 @@ static const struct {
     { "--device cxl-type3 --serve 127.0.0.1:1 -- true",
       "*only cxl-shm pools are served*" },
     { "-n 4 --machine b:2-3 -- true", "*--machine needs --net-listen*" },
+    { "-n 4 --net-listen 0.0.0.0:7 --machine b:2-3 -- true",
+      "*--net-listen 0.0.0.0:7*not 0.0.0.0*" },
     { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-4 -- true",
       "*--machine b:2-4: the pod has 4 hosts*" },
     { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine c:3 -- true",
