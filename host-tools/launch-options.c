@@ -476,12 +476,13 @@ void apply_opt(struct opts *o, int c, const char *optarg,
     case OPT_POD_KEYS: {
         char **dst = c == OPT_POOL_KEY ? &o->pool_key :
                      c == OPT_MACHINE_NAME ? &o->machine : &o->pod_keys;
-        if (!*optarg || strpbrk(optarg, c == OPT_MACHINE_NAME ?
-                                " \t\n" : "\n")) {
+        if (c == OPT_MACHINE_NAME ? !xmach_name_ok(optarg) :
+            !*optarg || strchr(optarg, '\n')) {
             BAD(c == OPT_POOL_KEY ? "--pool-key" : c == OPT_MACHINE_NAME ?
                 "--machine-name" : "--pod-keys",
-                c == OPT_MACHINE_NAME ? "need a name without blanks" :
-                "need a path");
+                c == OPT_MACHINE_NAME ? "need a name of up to "
+                G_STRINGIFY(XMACH_NAME_MAX) " of A-Z a-z 0-9 . _ -, not "
+                "starting with - or ." : "need a path");
         }
         g_free(*dst);
         *dst = g_strdup(optarg);
@@ -495,8 +496,11 @@ void apply_opt(struct opts *o, int c, const char *optarg,
                 "reaches it, host ids 0.." MAX_HOST_ID_STR ")");
         }
         m.name = g_strndup(optarg, c - optarg);
-        if (strpbrk(m.name, " \t\n'\"\\$`")) {
-            BAD("--machine", "the name has a blank or a quote");
+        if (!xmach_name_ok(m.name)) {
+            BAD("--machine", "the name is not up to "
+                G_STRINGIFY(XMACH_NAME_MAX) " of A-Z a-z 0-9 . _ -, not "
+                "starting with - or . (an ssh_config Host alias, or "
+                "--ssh-command 'ssh -l USER', for another user)");
         }
         o->machines = g_renew(struct machine_spec, o->machines,
                               o->n_machines + 1);

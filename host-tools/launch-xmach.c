@@ -8,19 +8,24 @@
  * The network link: the joining launcher opens two TCP connections to the
  * listening one.  Each starts with three lines:
  *
- *     CXLPOD-NET 1 nonce HEX                        (the listener: 16 random
+ *     CXLPOD-NET 2 nonce NONCE                      (the listener: 16 random
  *                                                    bytes)
- *     CXLPOD-NET 1 KIND NHOSTS FIRST LAST NAME PROOF NONCE2
+ *     CXLPOD-NET 2 KIND NHOSTS FIRST LAST NAME PROOF NONCE2
  *                                                   (the joiner; KIND is
  *                                                    ctl or link)
- *     CXLPOD-NET 1 ok NHOSTS FIRST LAST NAME PROOF2 (the listener's reply)
- *     CXLPOD-NET 1 refused WHY...
+ *     CXLPOD-NET 2 ok NHOSTS FIRST LAST NAME PROOF2 (the listener's reply)
+ *     CXLPOD-NET 2 refused WHY...
  *
- * PROOF is HMAC-SHA256 under the pod's key (--pool-key, or POOL.key
- * beside the pool) of "cxlpod-net-join|NONCE|KIND|NHOSTS|FIRST-LAST|NAME"
- * in hex ("-" without a key), PROOF2 the same of the listener's fields
- * over the joiner's NONCE2 with KIND "ok"; a side that has the key
- * refuses a missing or wrong proof.
+ * NONCE and NONCE2 are exactly 32 lowercase hex digits and NAME up to
+ * XMACH_NAME_MAX of [A-Za-z0-9._-] (xmach_nonce_ok, xmach_name_ok):
+ * anything else is refused before it is signed or printed.  PROOF is
+ * HMAC-SHA256 under the pod's key (--pool-key, or POOL.key beside the
+ * pool), in hex ("-" without a key), of the fields "cxlpod-net-proof 2",
+ * "join", KIND, NHOSTS, FIRST, LAST, NAME, NONCE, NONCE2, each as
+ * LEN:TEXT and a newline (xmach_net_proof); PROOF2 the same with
+ * "answer", "ok" and the listener's own fields.  A side that has the key
+ * refuses a missing or wrong proof; a listener with a key refuses a
+ * joiner without NONCE2.
  *
  * After it, the "link" connection is both switches' cable: it becomes the
  * standard input and output of a vde_plug on this machine's switch, which
@@ -42,8 +47,10 @@
 #include <netinet/tcp.h>
 #include <sys/random.h>
 
-#define NET_HELLO "CXLPOD-NET 1 "
+#define NET_HELLO "CXLPOD-NET 2 "
 #define HANDSHAKE_S 10          /* a hello line's wait */
+#define PENDING_MAX 32          /* connections without their hello yet */
+#define PENDING_PER_ADDR 8      /* of them from one address */
 #define SERVE_START_S 15        /* cxlpod-pool serve's "listening on" */
 
 /* Another machine's launcher, as this one knows it. */
@@ -195,6 +202,11 @@ static void machines_check(struct opts *o)
         die(EXIT_USAGE, "--machine needs --net-listen ADDR:PORT: the address "
             "the other machines' launchers join this one's pod network at");
     }
+    if (sockaddr_of(o->net_listen).sin_addr.s_addr == htonl(INADDR_ANY)) {
+        die(EXIT_USAGE, "--machine with --net-listen %s: the other machines "
+            "join the address given there; give this machine's address "
+            "they reach it at, not 0.0.0.0", o->net_listen);
+    }
     if (o->local_given) {
         die(EXIT_USAGE, "--machine gives this machine the hosts no --machine "
             "names; leave --local-hosts out");
@@ -304,6 +316,11 @@ void xmach_check(struct opts *o)
     }
     if (!o->machine) {
         o->machine = g_strdup(g_get_host_name());
+        if (o->net && !xmach_name_ok(o->machine)) {
+            die(EXIT_USAGE, "this machine's name '%s' is not one the pod "
+                "network takes: give --machine-name NAME (up to %d of "
+                "A-Z a-z 0-9 . _ -)", o->machine, XMACH_NAME_MAX);
+        }
     }
 }
 
@@ -584,19 +601,31 @@ static bool read_line_fd(int fd, char *buf, size_t n)
     }
 }
 
+/*
+ * A machine that vanishes without closing (power lost, network cut) is
+ * found in about a minute on the ctl and link connections: keepalive
+ * probes when nothing is sent (after 20 s, then every 10 s), and
+ * TCP_USER_TIMEOUT when what is sent stays unacknowledged (the link's
+ * frames, a ctl line), which would otherwise be retransmitted for about
+ * 15 minutes (tcp_retries2).  The socket options stay with the socket
+ * when vde_plug gets it.
+ */
+#define NET_DEAD_S 60
+
 static void set_timeouts(int fd, int s)
 {
     struct timeval tv = { .tv_sec = s };
     int one = 1;
+    unsigned int uto = NET_DEAD_S * 1000;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    /* a machine that vanishes without closing: found in about a minute */
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     int idle = 20, intvl = 10, cnt = 3;
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 }
 
 static void send_line(int fd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -634,6 +663,17 @@ static void net_key_load(const struct opts *o)
         g_free(s);
     }
     if (o->net_listen) {
+        struct sockaddr_in sa = sockaddr_of(o->net_listen);
+        /* without a key anyone who reaches the port joins, or stops the
+         * pod with one connection: only this machine's own loopback */
+        if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+            die(EXIT_USAGE, "--net-listen %s: no pod key (%s): listening "
+                "beyond the loopback needs one, or any launcher that "
+                "reaches the port joins the pod's segment (cxlpod-pool "
+                "create makes POOL.key; docs/multi-machine.md, "
+                "\"Security\")", o->net_listen,
+                path ? path : "no --pool-key");
+        }
         msg("warning: pod network: no pod key (%s): any launcher that "
             "reaches %s can join the pod's segment (docs/multi-machine.md, "
             "\"Security\")", path ? path : "no --pool-key", o->net_listen);
@@ -650,15 +690,67 @@ static bool differ_ct(const char *a, const char *b, size_t n)
     return d != 0;
 }
 
-/* HMAC-SHA256(the pod's key, the join's fields and the nonce), in hex */
-static char *net_proof(const char *nonce, const char *kind, int n, int first,
-                       int last, const char *name)
+/*
+ * A machine's name as the pod knows it (--machine-name, --machine NAME,
+ * a hello line's NAME): 1..XMACH_NAME_MAX of [A-Za-z0-9._-], not starting
+ * with '-' or '.', so that it cannot split a line, reach a terminal as
+ * an escape, leave a directory in a file name or pass as an option.
+ */
+bool xmach_name_ok(const char *s)
 {
-    g_autofree char *m = g_strdup_printf("cxlpod-net-join|%s|%s|%d|%d-%d|%s",
-                                         nonce, kind, n, first, last, name);
-    return g_compute_hmac_for_string(G_CHECKSUM_SHA256,
-                                     (const guchar *)g_net_key,
-                                     strlen(g_net_key), m, -1);
+    size_t n = strlen(s);
+
+    if (n == 0 || n > XMACH_NAME_MAX || s[0] == '-' || s[0] == '.') {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(s[i]) && !strchr("._-", s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A nonce of the handshake: exactly 32 lowercase hex digits. */
+bool xmach_nonce_ok(const char *s)
+{
+    size_t i;
+
+    for (i = 0; s[i]; i++) {
+        if (!g_ascii_isdigit(s[i]) && (s[i] < 'a' || s[i] > 'f')) {
+            return false;
+        }
+    }
+    return i == 32;
+}
+
+/*
+ * HMAC-SHA256 under the pod's key, in hex, of a message that names one
+ * proof only: a label, the direction ("join": the joiner's, "answer":
+ * the listener's), the connection kind, the prover's pod size, hosts and
+ * name, the listener's nonce and the joiner's, each field as LEN:TEXT and
+ * a newline, so that no field can be read as another or as two.
+ */
+char *xmach_net_proof(const char *key, const char *dir, const char *kind,
+                      int n, int first, int last, const char *name,
+                      const char *lnonce, const char *jnonce)
+{
+    char nb[16], fb[16], lb[16];
+    const char *f[] = { "cxlpod-net-proof 2", dir, kind, nb, fb, lb, name,
+                        lnonce, jnonce };
+    GString *m = g_string_new(NULL);
+
+    snprintf(nb, sizeof(nb), "%d", n);
+    snprintf(fb, sizeof(fb), "%d", first);
+    snprintf(lb, sizeof(lb), "%d", last);
+    for (size_t i = 0; i < G_N_ELEMENTS(f); i++) {
+        g_string_append_printf(m, "%zu:%s\n", strlen(f[i]), f[i]);
+    }
+    char *r = g_compute_hmac_for_data(G_CHECKSUM_SHA256, (const guchar *)key,
+                                      strlen(key), (const guchar *)m->str,
+                                      m->len);
+    g_string_free(m, TRUE);
+    return r;
 }
 
 /* 16 random bytes in hex; false if the kernel gave none */
@@ -690,6 +782,12 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
         !parse_int(w[3], v[1], MAX_HOSTS - 1, &v[2]) || !*w[4]) {
         return false;
     }
+    if (strcmp(w[0], "ctl") && strcmp(w[0], "link") && strcmp(w[0], "ok")) {
+        return false;
+    }
+    if (!xmach_name_ok(w[4]) || (nw == 7 && !xmach_nonce_ok(w[6]))) {
+        return false;
+    }
     *kind = g_strdup(w[0]);
     *n = (int)v[0];
     *first = (int)v[1];
@@ -703,6 +801,8 @@ static bool parse_hello(const char *line, char **kind, int *n, int *first,
     }
     return true;
 }
+
+static bool pending_drop_all(void);
 
 /* vde_plug on this machine's switch, its stdin and stdout the link. */
 static GPid plug_start(const struct opts *o, int fd, const char *peer)
@@ -726,9 +826,17 @@ static GPid plug_start(const struct opts *o, int fd, const char *peer)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     fcntl(fd, F_SETFL, 0);
-    if (!g_spawn_async_with_pipes_and_fds(NULL, argv, NULL,
-            G_SPAWN_DO_NOT_REAP_CHILD, plug_child_setup, NULL, fd, fd,
-            logfd, NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+    while (!g_spawn_async_with_pipes_and_fds(NULL, argv, NULL,
+               G_SPAWN_DO_NOT_REAP_CHILD, plug_child_setup, NULL, fd, fd,
+               logfd, NULL, NULL, 0, &pid, NULL, NULL, NULL, &err)) {
+        /* out of fds with unproven connections waiting: they go first */
+        if (pending_drop_all()) {
+            msg("pod network: no room to start %s for %s (%s): every "
+                "connection still without its hello closed", plug, peer,
+                err->message);
+            g_clear_error(&err);
+            continue;
+        }
         die(EXIT_USAGE, "the pod network link to %s: cannot start %s: %s",
             peer, plug, err->message);
     }
@@ -784,9 +892,11 @@ static void accept_line(const struct opts *o, int fd, const char *from,
     g_autofree char *refuse = NULL;
     struct peer *p = peer_named(name);
     const char *taken;
-    g_autofree char *want = g_net_key ? net_proof(nonce, kind, n, first, last,
-                                                  name) : NULL;
-    if (want && (!proof || strlen(proof) != strlen(want) ||
+    /* the joiner's proof, over both nonces (its own is required then) */
+    g_autofree char *want = g_net_key && theirs ?
+        xmach_net_proof(g_net_key, "join", kind, n, first, last, name, nonce,
+                        theirs) : NULL;
+    if (g_net_key && (!want || !proof || strlen(proof) != strlen(want) ||
                  differ_ct(proof, want, strlen(want)))) {
         refuse = g_strdup_printf("%s (its --pool-key, or its pool's "
                                  "POOL.key, is not this pod's key)",
@@ -824,9 +934,9 @@ static void accept_line(const struct opts *o, int fd, const char *from,
     /* this launcher's proof, over the joiner's nonce */
     int lf = o->local_given ? o->first_local : 0;
     int ll = o->local_given ? o->last_local : o->nhosts - 1;
-    g_autofree char *mine = g_net_key && theirs ?
-        net_proof(theirs, "ok", o->nhosts, lf, ll, o->machine) :
-        g_strdup("-");
+    g_autofree char *mine = g_net_key ?
+        xmach_net_proof(g_net_key, "answer", "ok", o->nhosts, lf, ll,
+                        o->machine, nonce, theirs) : g_strdup("-");
     send_line(fd, NET_HELLO "ok %d %d %d %s %s\n", o->nhosts, lf, ll,
               o->machine, mine);
     if (!strcmp(kind, "ctl")) {
@@ -859,15 +969,79 @@ static void accept_line(const struct opts *o, int fd, const char *from,
 struct pending {
     int fd;
     char *from;
+    in_addr_t addr;         /* the source address, for PENDING_PER_ADDR */
     GString *in;
     double deadline;
     char nonce[33];
 };
 static GPtrArray *g_pending;
+static unsigned g_pending_dropped;      /* closed for the caps, not said */
+static double g_pending_said;
 
-static void accept_start(int fd, const char *from)
+static void pending_free(guint i)
+{
+    struct pending *pc = g_ptr_array_index(g_pending, i);
+
+    close(pc->fd);
+    g_free(pc->from);
+    g_string_free(pc->in, TRUE);
+    g_free(pc);
+    g_ptr_array_remove_index(g_pending, i);
+}
+
+/*
+ * Room for one more connection from addr: when PENDING_PER_ADDR of them
+ * come from there, or PENDING_MAX in all, the oldest such is closed
+ * (g_pending is oldest first), so that connections that never say
+ * anything hold neither this launcher's fds nor a real joiner out.
+ */
+static void pending_make_room(in_addr_t addr)
+{
+    guint same = 0, oldest_same = 0;
+
+    for (guint i = g_pending->len; i-- > 0;) {
+        struct pending *pc = g_ptr_array_index(g_pending, i);
+        if (pc->addr == addr) {
+            same++;
+            oldest_same = i;
+        }
+    }
+    if (same >= PENDING_PER_ADDR) {
+        pending_free(oldest_same);
+    } else if (g_pending->len >= PENDING_MAX) {
+        pending_free(0);
+    } else {
+        return;
+    }
+    g_pending_dropped++;
+    if (now_s() - g_pending_said >= 10) {
+        g_pending_said = now_s();
+        msg("pod network: %u connection(s) without a hello closed early "
+            "(more than %d waiting, or %d from one address)",
+            g_pending_dropped, PENDING_MAX, PENDING_PER_ADDR);
+        g_pending_dropped = 0;
+    }
+}
+
+/* Every connection still waiting for its hello closed (fds for a spawn) */
+static bool pending_drop_all(void)
+{
+    bool any = g_pending && g_pending->len;
+
+    while (g_pending && g_pending->len) {
+        pending_free(g_pending->len - 1);
+    }
+    return any;
+}
+
+static void accept_start(int fd, in_addr_t addr, const char *from)
 {
     struct pending *pc = g_new0(struct pending, 1);
+
+    if (!g_pending) {
+        g_pending = g_ptr_array_new();
+    }
+    pending_make_room(addr);
 
     set_timeouts(fd, HANDSHAKE_S);
     if (!make_nonce(pc->nonce)) {
@@ -880,12 +1054,10 @@ static void accept_start(int fd, const char *from)
     fcntl(fd, F_SETFL, O_NONBLOCK);
     send_line(fd, NET_HELLO "nonce %s\n", pc->nonce);
     pc->fd = fd;
+    pc->addr = addr;
     pc->from = g_strdup(from);
     pc->in = g_string_new(NULL);
     pc->deadline = now_s() + HANDSHAKE_S;
-    if (!g_pending) {
-        g_pending = g_ptr_array_new();
-    }
     g_ptr_array_add(g_pending, pc);
 }
 
@@ -910,8 +1082,14 @@ static void pending_tick(const struct opts *o)
         }
         char *nl = strchr(pc->in->str, '\n');
         if (nl) {
+            /* out of the list first: starting vde_plug may empty it */
+            g_ptr_array_remove_index(g_pending, i);
             *nl = '\0';
             accept_line(o, pc->fd, pc->from, pc->nonce, pc->in->str);
+            g_free(pc->from);
+            g_string_free(pc->in, TRUE);
+            g_free(pc);
+            continue;
         } else if (drop || now_s() > pc->deadline) {
             msg("pod network: a connection from %s %s; closed", pc->from,
                 drop ? "was not a cxlpod launcher's" :
@@ -928,23 +1106,72 @@ static void pending_tick(const struct opts *o)
     }
 }
 
+/* The main context's pending sources (the signal sources set g_signal) */
+static void run_sources(void)
+{
+    while (g_main_context_iteration(NULL, FALSE)) {
+    }
+}
+
+/*
+ * One connect() to sa, not past deadline (now_s()) and not past a
+ * signal: non-blocking, polled in slices of 100 ms.  The connected
+ * socket (blocking), or -1 with *err.
+ */
+static int connect_bounded(const struct sockaddr_in *sa, double deadline,
+                           int *err)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    if (fd < 0) {
+        die(EXIT_USAGE, "socket: %s", strerror(errno));
+    }
+    *err = 0;
+    if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
+        *err = errno;
+    }
+    while (*err == EINPROGRESS || *err == EINTR) {
+        double left = deadline - now_s();
+        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+        int r;
+
+        run_sources();
+        if (g_signal || left <= 0) {
+            *err = g_signal ? EINTR : ETIMEDOUT;
+            break;
+        }
+        r = poll(&pf, 1, (int)MIN(left * 1000 + 1, 100));
+        if (r < 0 && errno != EINTR) {
+            *err = errno;
+        } else if (r > 0) {
+            socklen_t l = sizeof(*err);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &l) < 0) {
+                *err = errno;
+            }
+        }
+    }
+    if (*err) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, 0);
+    return fd;
+}
+
 /* The joiner: one connection to the listener, hello answered "ok". */
 static int join_one(const struct opts *o, const char *kind, struct peer *p)
 {
     struct sockaddr_in sa = sockaddr_of(o->net_join);
     double t0 = now_s(), said = t0;
+    double deadline = g_join_t0 + o->join_timeout_s;
     int fd;
 
     for (;;) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            die(EXIT_USAGE, "socket: %s", strerror(errno));
-        }
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        int e;
+        fd = connect_bounded(&sa, deadline, &e);
+        if (fd >= 0) {
             break;
         }
-        int e = errno;
-        close(fd);
         if (e != ECONNREFUSED && e != ENETUNREACH && e != EHOSTUNREACH &&
             e != ETIMEDOUT && e != EINTR) {
             die(EXIT_USAGE, "--net-join %s: %s", o->net_join, strerror(e));
@@ -953,10 +1180,10 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
         if (g_signal) {
             die(EXIT_INTR, "interrupted while joining the pod network");
         }
-        if (t - t0 > o->join_timeout_s) {
+        if (t >= deadline) {
             die(EXIT_TIMEOUT, "--net-join %s: no launcher listens there "
-                "after %.0f s (%s; --join-timeout)", o->net_join, t - t0,
-                strerror(e));
+                "after %.0f s (%s; --join-timeout)", o->net_join,
+                t - g_join_t0, strerror(e));
         }
         if (!o->quiet && t - said >= 10) {
             said = t;
@@ -964,9 +1191,8 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
                 o->net_join, t - t0, strerror(e));
         }
         /* its signal sources (Ctrl-C) set g_signal */
-        for (int i = 0; i < 20; i++) {
-            while (g_main_context_iteration(NULL, FALSE)) {
-            }
+        for (int i = 0; i < 20 && !g_signal; i++) {
+            run_sources();
             g_usleep(10000);
         }
     }
@@ -978,15 +1204,22 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     if (!read_line_fd(fd, line, sizeof(line)) ||
         !g_str_has_prefix(line, NET_HELLO "nonce ")) {
         die(EXIT_USAGE, "--net-join %s: no cxlpod launcher's greeting there "
-            "(%s)", o->net_join, errno ? strerror(errno) : line);
+            "(%s)", o->net_join, errno ? strerror(errno) : "not one");
     }
-    g_autofree char *proof = g_net_key ?
-        net_proof(line + strlen(NET_HELLO "nonce "), kind, o->nhosts, lf, ll,
-                  o->machine) : g_strdup("-");
+    /* nothing but a nonce of the right form is signed */
+    char lnonce[33];
+    if (!xmach_nonce_ok(line + strlen(NET_HELLO "nonce "))) {
+        die(EXIT_USAGE, "--net-join %s: no cxlpod launcher's greeting there "
+            "(a malformed nonce)", o->net_join);
+    }
+    memcpy(lnonce, line + strlen(NET_HELLO "nonce "), sizeof(lnonce));
     char mine[33];
     if (!make_nonce(mine)) {
         die(EXIT_USAGE, "--net-join: no random nonce: %s", strerror(errno));
     }
+    g_autofree char *proof = g_net_key ?
+        xmach_net_proof(g_net_key, "join", kind, o->nhosts, lf, ll,
+                        o->machine, lnonce, mine) : g_strdup("-");
     send_line(fd, NET_HELLO "%s %d %d %d %s %s %s\n", kind, o->nhosts, lf,
               ll, o->machine, proof, mine);
     if (!read_line_fd(fd, line, sizeof(line))) {
@@ -994,6 +1227,12 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
             "(%s)", o->net_join, strerror(errno));
     }
     if (g_str_has_prefix(line, NET_HELLO "refused ")) {
+        /* another machine's words: printable ASCII only to the terminal */
+        for (char *c = line; *c; c++) {
+            if (*c < 0x20 || *c > 0x7e) {
+                *c = '?';
+            }
+        }
         die(EXIT_USAGE, "--net-join %s: the launcher there refused this "
             "machine (%s): %s", o->net_join, o->machine,
             line + strlen(NET_HELLO "refused "));
@@ -1002,12 +1241,13 @@ static int join_one(const struct opts *o, const char *kind, struct peer *p)
     int n, first, last;
     if (!parse_hello(line, &k, &n, &first, &last, &name, &theirs, NULL) ||
         strcmp(k, "ok")) {
-        die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer: %.80s",
-            o->net_join, line);
+        die(EXIT_USAGE, "--net-join %s: not a cxlpod launcher's answer",
+            o->net_join);
     }
     /* the listener proves it holds the pod's key too */
     g_autofree char *want = g_net_key ?
-        net_proof(mine, "ok", n, first, last, name) : NULL;
+        xmach_net_proof(g_net_key, "answer", "ok", n, first, last, name,
+                        lnonce, mine) : NULL;
     if (want && (!theirs || strlen(theirs) != strlen(want) ||
                  differ_ct(theirs, want, strlen(want)))) {
         die(EXIT_USAGE, "--net-join %s: the launcher there (%s) %s: not "
@@ -1222,7 +1462,7 @@ int xmach_tick(const struct opts *o, char *why, size_t n)
         inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
         g_autofree char *from = g_strdup_printf("%s:%d", a,
                                                 ntohs(sa.sin_port));
-        accept_start(fd, from);
+        accept_start(fd, sa.sin_addr.s_addr, from);
     }
     for (guint i = 0; g_peers && i < g_peers->len; i++) {
         struct peer *p = g_ptr_array_index(g_peers, i);
@@ -1375,6 +1615,9 @@ struct machine_run {
     int status;
     bool reported;
     char *out, *err;        /* WORKDIR/machine-NAME.out, .err */
+    int in;                 /* its command's stdin (-1: all sent) */
+    char *script;           /* what it is sent there, from... */
+    size_t sent;            /* ...this offset on */
 };
 static struct machine_run *g_mruns;
 static int g_n_mruns;
@@ -1441,12 +1684,24 @@ static void machine_pool_args(GString *b, const struct opts *o)
     }
 }
 
-/* The script machine m's shell runs (sh -s): the pod's files into a new
- * directory there, then its launcher with this one's pod options. */
+/*
+ * The script machine m's shell runs (sh -s): the pod's files into a new
+ * directory there, then its launcher with this one's pod options, in the
+ * background so that a signal to the shell is handled at once: the shell
+ * passes SIGTERM on to the launcher and waits for it.  Whichever way the
+ * shell ends, it removes the pod's secrets it wrote (the pool's key, the
+ * pod's ssh keys and the launcher's copy of them) and keeps the rest (the
+ * launcher's logs in $d/w).
+ */
 static char *machine_script(const struct opts *o, const struct machine_spec *m)
 {
     GString *b = g_string_new("set -e\numask 077\n"
         "d=$(mktemp -d \"${TMPDIR:-/tmp}/cxlpod-machine.XXXXXX\")\n"
+        "pid=\n"
+        "forget() { rm -rf \"$d/pool.key\" \"$d/ssh\" \"$d/w/ssh\"; }\n"
+        "trap forget EXIT\n"
+        "trap 'if [ -n \"$pid\" ]; then kill -TERM \"$pid\" 2>/dev/null; "
+        "wait \"$pid\"; fi; forget; exit 143' HUP INT TERM\n"
         "set --\n");
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -1484,8 +1739,7 @@ static char *machine_script(const struct opts *o, const struct machine_spec *m)
     /* the launch directory: this one's path if it has it */
     g_string_append(b, "cd ");
     shell_quote(b, o->jobdir ? o->jobdir : "/");
-    g_string_append(b, " 2>/dev/null || { mkdir \"$d/proj\"; cd \"$d/proj\"; }\n"
-                       "exec");
+    g_string_append(b, " 2>/dev/null || { mkdir \"$d/proj\"; cd \"$d/proj\"; }\n");
     add_word(b, o->remote_launcher ? o->remote_launcher :
              (n > 0 ? exe : PROG));
     g_autofree char *nh = g_strdup_printf("%d", o->nhosts);
@@ -1517,8 +1771,44 @@ static char *machine_script(const struct opts *o, const struct machine_spec *m)
             add_word(b, g_ptr_array_index(o->job_cmd, i));
         }
     }
-    g_string_append(b, " </dev/null\n");
+    g_string_append(b, " </dev/null &\n"
+                       "pid=$!\n"
+                       "st=0\n"
+                       "wait \"$pid\" || st=$?\n"
+                       "pid=\n"
+                       "forget\n"
+                       "exit \"$st\"\n");
     return g_string_free(b, FALSE);
+}
+
+/*
+ * Send what the pipe to machine mr's command takes now of its script,
+ * never waiting: the rest at the next tick (a command that does not read,
+ * an ssh waiting for something, holds neither the launcher nor the other
+ * machines).  The pipe closed once all is sent, or the command is gone.
+ */
+static void machine_feed(struct machine_run *mr)
+{
+    size_t len = mr->script ? strlen(mr->script) : 0;
+
+    while (mr->in >= 0 && mr->sent < len) {
+        ssize_t r = write(mr->in, mr->script + mr->sent, len - mr->sent);
+        if (r > 0) {
+            mr->sent += r;
+            continue;
+        }
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        msg("machine %s: could not send its launcher's script: %s",
+            mr->m->name, r < 0 ? strerror(errno) : "nothing written");
+        break;
+    }
+    if (mr->in >= 0) {
+        close(mr->in);
+        mr->in = -1;
+    }
+    g_clear_pointer(&mr->script, g_free);
 }
 
 /* Start every --machine's launcher (after this one listens). */
@@ -1527,18 +1817,23 @@ static void machines_start(const struct opts *o)
     g_auto(GStrv) cmd = NULL;
     g_autoptr(GError) err = NULL;
 
-    if (!g_shell_parse_argv(o->ssh_command ? o->ssh_command : "ssh", NULL,
-                            &cmd, &err)) {
+    /* the default ssh never prompts: no terminal is there to answer (it
+     * runs in a process group of its own), a prompt would stop it */
+    if (!g_shell_parse_argv(o->ssh_command ? o->ssh_command :
+                            "ssh -o BatchMode=yes", NULL, &cmd, &err)) {
         die(EXIT_USAGE, "--ssh-command '%s': %s", o->ssh_command,
             err->message);
     }
     g_mruns = g_new0(struct machine_run, o->n_machines);
     g_n_mruns = o->n_machines;
     for (int k = 0; k < o->n_machines; k++) {
+        g_mruns[k].in = -1;
+    }
+    for (int k = 0; k < o->n_machines; k++) {
         const struct machine_spec *m = &o->machines[k];
         struct machine_run *mr = &g_mruns[k];
         g_autoptr(GPtrArray) a = argv_new();
-        g_autofree char *script = machine_script(o, m);
+        char *script = machine_script(o, m);
         g_autofree char *on = g_strdup_printf("machine-%s.out", m->name);
         g_autofree char *en = g_strdup_printf("machine-%s.err", m->name);
         g_autoptr(GError) e2 = NULL;
@@ -1569,15 +1864,16 @@ static void machines_start(const struct opts *o)
         }
         close(ofd);
         close(efd);
-        if (!write_all(in, script, strlen(script))) {
-            msg("machine %s: could not send its launcher's script: %s",
-                m->name, strerror(errno));
-        }
-        close(in);
+        fcntl(in, F_SETFL, O_NONBLOCK);
+        mr->in = in;
+        mr->script = script;
+        mr->sent = 0;
+        machine_feed(mr);
         if (!o->quiet) {
             msg("machine %s (hosts %d-%d): started its launcher with '%s %s "
                 "sh -s' (pid %d); its messages in %s", m->name, m->first,
-                m->last, o->ssh_command ? o->ssh_command : "ssh", m->name,
+                m->last, o->ssh_command ? o->ssh_command :
+                "ssh -o BatchMode=yes", m->name,
                 (int)mr->pid, mr->err);
         }
     }
@@ -1633,6 +1929,7 @@ static int machines_tick(void)
     for (int k = 0; k < g_n_mruns; k++) {
         struct machine_run *mr = &g_mruns[k];
         int st;
+        machine_feed(mr);
         if (mr->pid > 0 && waitpid(mr->pid, &st, WNOHANG) == mr->pid) {
             int f = machine_reaped(mr, st);
             failed = failed < 0 ? f : failed;

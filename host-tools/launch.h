@@ -490,6 +490,12 @@ void add_remote_pool_args(GString *dev, const struct opts *o);
 bool parse_host_range(const char *s, int *first, int *last);
 bool parse_addr_port(const char *s, char **addr, int *port);
 void xmach_check(struct opts *o);
+#define XMACH_NAME_MAX 64
+bool xmach_name_ok(const char *s);
+bool xmach_nonce_ok(const char *s);
+char *xmach_net_proof(const char *key, const char *dir, const char *kind,
+                      int n, int first, int last, const char *name,
+                      const char *lnonce, const char *jnonce);
 void xmach_prepare(struct opts *o);
 void xmach_start(const struct opts *o);
 bool xmach_ready(const struct opts *o);

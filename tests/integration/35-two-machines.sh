@@ -53,6 +53,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# bgwait CMD...: CMD in the background, waited for: a signal to this test
+# (scripts/test.sh's timeout) runs its cleanup at once, not after CMD
+bgwait() { "$@" & local p=$!; PIDS+=($p); wait $p; }
 
 ip netns add "$NSA"
 ip netns add "$NSB"
@@ -168,17 +171,28 @@ rm -rf "$WORK/a" "$WORK"/a.*
 POOL=$WORK/pool2.img
 "$CXLPOD_TOP/build/meson/host-tools/cxlpod-pool" create --size 256M --coherent-size 64M --max-hosts 2 "$POOL" \
     || fail "cxlpod-pool create $POOL"
+# (b's directory, with the pod's keys, under $WORK: TMPDIR is passed on
+# through "ip netns exec" to the script a sends; in the background and
+# waited for, so that a signal to this test runs its cleanup at once)
 ra=0
-ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+ip netns exec "$NSA" env TMPDIR="$WORK" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
     --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
     --machine "$NSB:1" --ssh-command "ip netns exec" \
-    >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+    >"$WORK/a.out" 2>"$WORK/a.err" &
+PA=$!; PIDS+=($PA)
+wait $PA || ra=$?
+PIDS=()
 showa() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b (started by a):"; cat "$WORK/a/machine-$NSB.err" 2>/dev/null; }
-# b's work directory, made by the script a sent (removed at exit)
+# b's work directory, made by the script a sent
 BDIR=$(sed -n 's|^cxlpod-launch: work dir: \(/.*/cxlpod-machine\.[^/]*\)/w$|\1|p' "$WORK/a/machine-$NSB.err" 2>/dev/null || true)
 [ $ra = 0 ] || { showa; fail "the one-command pod exited $ra"; }
 [ -n "$BDIR" ] && [ -d "$BDIR/w" ] || { showa; fail "no work directory of b's launcher"; }
+[ "${BDIR#"$WORK"/}" != "$BDIR" ] || { showa; fail "b's directory $BDIR is not under TMPDIR=$WORK"; }
 [ "$(stat -c %a "$BDIR")" = 700 ] || fail "b's directory with the pod's keys is not private"
+# the script removed the pod's secrets once b's launcher ended (its logs stay)
+[ -n "$(ls -A "$BDIR/w")" ] || { showa; fail "b's logs went with its keys"; }
+left=$(find "$BDIR" \( -name 'id_*' -o -name 'ssh_host_*' -o -name pool.key -o -name ssh \) -print)
+[ -z "$left" ] || { showa; echo "$left"; fail "the pod's secrets were left on machine b: $left"; }
 grep -q "machine $NSB (hosts 1-1): started its launcher with 'ip netns exec $NSB sh -s'" "$WORK/a.err" || { showa; fail "a did not start b's launcher"; }
 grep -q "pod network: machine $NSB (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { showa; fail "b's launcher did not join"; }
 for want in "^host 0: rc=0" "^host 1: rc=0" "^\[host1\] ssh host0 -> host0 0\$" "^\[host0\] mpi-rc=0\$" "^\[host1\] host 1 got $t0\$"; do
@@ -192,9 +206,10 @@ rm -rf "$WORK/a" "$WORK"/a.*
 printf '#!/bin/sh\necho "no route to $1" >&2\nexit 255\n' >"$WORK/bad-ssh"
 chmod +x "$WORK/bad-ssh"
 ra=0
-ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" \
     --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
     --machine far:1 --ssh-command "$WORK/bad-ssh" >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+PIDS=()
 [ $ra = 1 ] || { showa; fail "a pod whose --machine could not be reached exited $ra (expected 1)"; }
 grep -q "^pod across machines: machine far (hosts 1-1): its launcher exited (status 255) before it joined: no route to far" "$WORK/a.out" \
     || { showa; fail "a did not name the unreachable machine"; }
@@ -215,7 +230,7 @@ for t in $(seq 1 300); do
     sleep 0.2
 done
 rb=0
-ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+bgwait ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "$WORK/other.img" --pod-keys "$WORK/a/ssh" \
     --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
 kill -TERM $PA
@@ -227,11 +242,25 @@ grep -q "pod network: refused machine b (hosts 1-1, from 10.250.0.2:[0-9]*): wro
 ! grep -q "started QEMU" "$WORK/a.err" "$WORK/b.err" || { show; fail "a host started although the join was refused"; }
 pass "a launcher with another pod's key refused at the join, on both sides"
 
-# and a listener without the pod's key (its pool has none) is refused by
-# a joiner that has it
+# a listener without the pod's key (its pool has none) is refused beyond
+# the loopback, before it listens
+rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
+ra=0
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
+    --machine-name a --pool "$WORK/nokey.img" --net-listen 10.250.0.1:$PORT \
+    >"$WORK/a.out" 2>"$WORK/a.err" || ra=$?
+PIDS=()
+[ $ra = 2 ] || { show; fail "a listener on 10.250.0.1 without a pod key exited $ra (expected 2)"; }
+grep -q "error: --net-listen 10.250.0.1:$PORT: no pod key ($WORK/nokey.img.key): listening beyond the loopback needs one" "$WORK/a.err" \
+    || { show; fail "a listener without a pod key beyond the loopback was not refused"; }
+! grep -q "listens on\|started QEMU" "$WORK/a.err" || { show; fail "a listened or started a host without a pod key"; }
+pass "a listener without the pod's key refused on a non-loopback address"
+
+# on the loopback it listens (with a warning), and a joiner that has the
+# key refuses it (both launchers in machine a)
 rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
 ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
-    --machine-name a --pool "$WORK/nokey.img" --net-listen 10.250.0.1:$PORT \
+    --machine-name a --pool "$WORK/nokey.img" --net-listen 127.0.0.1:$PORT \
     >"$WORK/a.out" 2>"$WORK/a.err" &
 PA=$!; PIDS+=($PA)
 for t in $(seq 1 300); do
@@ -240,9 +269,9 @@ for t in $(seq 1 300); do
 done
 grep -q "warning: pod network: no pod key ($WORK/nokey.img.key)" "$WORK/a.err" || { show; fail "a without a pod key did not warn"; }
 rb=0
-ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
+bgwait ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
-    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
+    --net-join 127.0.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" || rb=$?
 kill -TERM $PA
 wait $PA || true
 PIDS=()

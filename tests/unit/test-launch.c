@@ -1126,6 +1126,8 @@ static const struct {
     { "--device cxl-type3 --serve 127.0.0.1:1 -- true",
       "*only cxl-shm pools are served*" },
     { "-n 4 --machine b:2-3 -- true", "*--machine needs --net-listen*" },
+    { "-n 4 --net-listen 0.0.0.0:7 --machine b:2-3 -- true",
+      "*--net-listen 0.0.0.0:7*not 0.0.0.0*" },
     { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-4 -- true",
       "*--machine b:2-4: the pod has 4 hosts*" },
     { "-n 4 --net-listen 10.0.0.1:1 --machine b:2-3 --machine c:3 -- true",
@@ -1138,9 +1140,92 @@ static const struct {
       "*--machine b given twice*" },
     { "-n 4 --net-listen 10.0.0.1:1 --local-hosts 0-1 --machine b:2-3 -- true",
       "*leave --local-hosts out*" },
-    { "--machine b'c:1 -- true", "*the name has a blank or a quote*" },
+    { "--machine b'c:1 -- true", "*--machine*the name is not up to 64 of*" },
+    /* names that would split a hello line or a proof's fields */
+    { "--machine b|ctl:1 -- true", "*--machine*the name is not up to 64 of*" },
+    { "--machine -oProxyCommand=x:1 -- true", "*the name is not up to 64*" },
+    { "--machine-name a|ok -- true", "*--machine-name*need a name of up to 64*" },
+    { "--machine-name ../x -- true", "*--machine-name*need a name of up to*" },
+    { "--machine-name "
+      "a0123456789012345678901234567890123456789012345678901234567890123"
+      " -- true", "*--machine-name*need a name of up to 64*" },
     { "--machine b -- true", "*expected NAME:FIRST-LAST*" },
 };
+
+/*
+ * The handshake's proofs (launch-xmach.c): only 32-hex-digit nonces and
+ * [A-Za-z0-9._-] names are taken, and a proof names its direction, kind,
+ * fields and both nonces, each length-prefixed.  The review's forgery
+ * (/tmp/review-xmach/forge.py, on 078bfd8): a fake listener M hands
+ * joiner J2 the "nonce" NJ1|ok|4|0-0|X, where NJ1 is joiner J1's nonce;
+ * J2's ctl proof was then exactly the listener proof J1 checks, for
+ * hosts 0-0 and the name X|ctl|4|2-3|b2.  Each part of it is refused now,
+ * and a joiner's proof is never a listener's answer.
+ */
+static void test_xmach_proof(void)
+{
+    const char *key = "0123456789abcdef0123456789abcdef"
+                      "0123456789abcdef0123456789abcdef";
+    const char *nj1 = "00112233445566778899aabbccddeeff";
+    const char *nj2 = "ffeeddccbbaa99887766554433221100";
+    g_autofree char *att = g_strdup_printf("%s|ok|4|0-0|X", nj1);
+
+    g_assert_true(xmach_nonce_ok(nj1));
+    g_assert_false(xmach_nonce_ok(att));
+    g_assert_false(xmach_nonce_ok("00112233445566778899aabbccddeef"));
+    g_assert_false(xmach_nonce_ok("00112233445566778899aabbccddeeff0"));
+    g_assert_false(xmach_nonce_ok("00112233445566778899AABBCCDDEEFF"));
+    g_assert_false(xmach_nonce_ok("00112233445566778899aabbccddee f"));
+    g_assert_false(xmach_nonce_ok(""));
+    g_assert_true(xmach_name_ok("b2"));
+    g_assert_true(xmach_name_ok("node-1.example_x"));
+    g_assert_false(xmach_name_ok("X|ctl|4|2-3|b2"));
+    g_assert_false(xmach_name_ok("a b"));
+    g_assert_false(xmach_name_ok("a/b"));
+    g_assert_false(xmach_name_ok("\x1b[2J"));
+    g_assert_false(xmach_name_ok("-x"));
+    g_assert_false(xmach_name_ok(".."));
+    g_assert_false(xmach_name_ok(""));
+
+    /* the forgery with nonces and names of the right form: J2 signs what
+     * M chose (M as J2's listener gives it J1's nonce), J1 checks an
+     * answer over its own nonce; M may pick any fields for its answer */
+    g_autofree char *p_j2 = xmach_net_proof(key, "join", "ctl", 4, 2, 3,
+                                            "b2", nj1, nj2);
+    const char *names[] = { "b2", "X", NULL };
+    const char *kinds[] = { "ok", "ctl", NULL };
+    for (int i = 0; names[i]; i++) {
+        for (int k = 0; kinds[k]; k++) {
+            g_autofree char *a1 = xmach_net_proof(key, "answer", kinds[k], 4,
+                                                  2, 3, names[i], nj1, nj2);
+            g_autofree char *a2 = xmach_net_proof(key, "answer", kinds[k], 4,
+                                                  2, 3, names[i], nj2, nj1);
+            g_assert_cmpstr(p_j2, !=, a1);
+            g_assert_cmpstr(p_j2, !=, a2);
+        }
+    }
+    /* the same proof for the same message, another for any other field */
+    g_autofree char *again = xmach_net_proof(key, "join", "ctl", 4, 2, 3,
+                                             "b2", nj1, nj2);
+    g_assert_cmpstr(p_j2, ==, again);
+    g_assert_cmpuint(strlen(p_j2), ==, 64);
+    g_autofree char *o1 = xmach_net_proof(key, "join", "ctl", 4, 2, 3, "b2",
+                                          nj2, nj1);
+    g_autofree char *o2 = xmach_net_proof(key, "join", "link", 4, 2, 3, "b2",
+                                          nj1, nj2);
+    g_autofree char *o3 = xmach_net_proof(key, "join", "ctl", 4, 2, 3, "b3",
+                                          nj1, nj2);
+    g_autofree char *o4 = xmach_net_proof(key, "join", "ctl", 4, 23, 3, "b2",
+                                          nj1, nj2);
+    g_autofree char *o5 = xmach_net_proof(key, "join", "ctl", 42, 3, 3, "b2",
+                                          nj1, nj2);
+    g_autofree char *o6 = xmach_net_proof("another key", "join", "ctl", 4, 2,
+                                          3, "b2", nj1, nj2);
+    const char *others[] = { o1, o2, o3, o4, o5, o6 };
+    for (size_t i = 0; i < G_N_ELEMENTS(others); i++) {
+        g_assert_cmpstr(p_j2, !=, others[i]);
+    }
+}
 
 static void test_xmach_refused(void)
 {
@@ -1331,6 +1416,7 @@ int main(int argc, char **argv)
     g_test_add_func("/launch/pool-hosts", test_pool_hosts);
     g_test_add_func("/launch/xmach", test_xmach);
     g_test_add_func("/launch/xmach/refused", test_xmach_refused);
+    g_test_add_func("/launch/xmach/proof", test_xmach_proof);
     g_test_add_func("/launch/restarted", test_restarted);
     g_test_add_func("/launch/quote", test_quote);
     g_test_add_func("/launch/config/load", test_config_load);
