@@ -320,8 +320,8 @@ if os.path.isdir(d):
     print("== 3. the pod as two \"machines\": %d local + %d remote initramfs hosts (-smp 1 -m 256M,"
           % (K, K))
     print("      pool 256 MiB, coherent window 64 MiB), every QEMU sampled once all hosts ran")
-    hdr = "%-8s %5s %9s %9s %9s %10s %10s %10s %10s" % (
-        "hosts", "ready", "boot med", "boot max", "all rdy", "RSS MiB", "PSS MiB", "anon MiB",
+    hdr = "%-8s %5s %9s %9s %9s %11s %10s %10s %10s" % (
+        "hosts", "ready", "boot med", "boot max", "all rdy", "RSS min-max", "PSS med", "anon med",
         "sum PSS")
     print(hdr)
     print("-" * len(hdr))
@@ -337,17 +337,20 @@ if os.path.isdir(d):
         row = {"hosts": K, "ready": len(b), "boot_s_median": med(b), "boot_s_max": max(b) if b else None,
                "all_ready_s": lj.get("all_ready_s"), "rss_mib_median": med(rss),
                "pss_mib_median": med(pss), "anon_mib_median": med(anon),
-               "pss_mib_sum": sum(pss), "sampled": len(o["mem"])}
+               "pss_mib_sum": sum(pss), "sampled": len(o["mem"]),
+               "rss_mib_min": min(rss) if rss else None, "rss_mib_max": max(rss) if rss else None}
         pod[tag] = row
         f = lambda v, fmt="%.1f": fmt % v if v is not None else "-"
-        print("%-8s %5d %9s %9s %9s %10s %10s %10s %10s"
+        rr = ("%.0f-%.0f" % (row["rss_mib_min"], row["rss_mib_max"])) if rss else "-"
+        print("%-8s %5d %9s %9s %9s %11s %10s %10s %10s"
               % (tag, len(b), f(row["boot_s_median"]), f(row["boot_s_max"]), f(row["all_ready_s"]),
-                 f(row["rss_mib_median"], "%.0f"), f(row["pss_mib_median"], "%.0f"),
+                 rr, f(row["pss_mib_median"], "%.0f"),
                  f(row["anon_mib_median"], "%.0f"), f(row["pss_mib_sum"], "%.0f")))
     res["pod"] = pod
     print("(boot: one guest's QEMU start to its region ready, median and slowest of the machine;")
     print(" all rdy: that launcher's first QEMU start to its last region ready; the remote launcher")
-    print(" starts once the service is up; RSS/PSS/anonymous: the median QEMU of the machine;")
+    print(" starts once the service is up; RSS: the smallest and largest QEMU of the machine (shared")
+    print(" pages count whole), PSS and anonymous: the median QEMU (MiB), sum PSS: the machine's;")
     print(" a local host maps the pool file (shared pages, PSS divides them); a remote host")
     print(" holds a private image and twin of the non-coherent area)")
     sv = mem(os.path.join(d, "serve.rollup"))
