@@ -14,8 +14,11 @@
  */
 #include "tool.h"
 
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 struct ops {
 	bool ok;
@@ -345,13 +348,286 @@ static int measure_curve(struct tool *t, uint8_t *buf, size_t max,
 	return 0;
 }
 
+static void j_ops(struct jbuf *j, const struct ops *o)
+{
+	j_dbl(j, "wb_line_ns", o->wb_line_ns);
+	j_dbl(j, "inv_line_ns", o->inv_line_ns);
+	j_dbl(j, "flush_line_ns", o->flush_line_ns);
+	j_dbl(j, "wb_MiB_us", o->wb_mib_us);
+	j_dbl(j, "inv_MiB_us", o->inv_mib_us);
+	j_dbl(j, "flush_MiB_us", o->flush_mib_us);
+}
+
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+
+/* ---- --far: the figures of scripts/bench-remote.sh ------------------------------------
+ * What a host on another machine than the pool's pays, beside a local host:
+ * coherence operations in the non-coherent area (one-line calls and 1 MiB
+ * calls, each method), and single accesses to the coherent window (on a
+ * remote host every one is a request to the pool's service): a dependent
+ * load, an 8-byte store and a locked fetch-add.  Each access figure is
+ * timed until --min-time has passed (at least 64 accesses), so that a
+ * remote host's round trips need no 100000-load chase. */
+struct far_res {
+	double load_ns, store_ns, xadd_ns, ram_load_ns, ram_xadd_ns;
+	size_t loads, stores, xadds;
+	bool xadd_cut; /* the timer cut the xadds off (none retired: xadd_ns -1) */
+};
+
+/* dependent loads over @lines lines (a chase built with plain stores) */
+static double far_chase(uint8_t *buf, size_t lines, size_t *count)
+{
+	void **q = (void **)buf;
+	size_t n = 0;
+	double t0 = now_s(), dt;
+	do {
+		for (int k = 0; k < 64; k++)
+			q = *q;
+		n += 64;
+		dt = now_s() - t0;
+	} while (dt < min_time);
+	void *volatile sink = q;
+	(void)sink;
+	(void)lines;
+	*count = n;
+	return dt * 1e9 / n;
+}
+
+static double far_store(uint8_t *buf, size_t lines, size_t *count)
+{
+	volatile uint64_t *w = (volatile uint64_t *)buf;
+	size_t n = 0;
+	double t0 = now_s(), dt;
+	do {
+		for (int k = 0; k < 64; k++, n++)
+			w[(n % lines) * 8] = n;
+		dt = now_s() - t0;
+	} while (dt < min_time);
+	*count = n;
+	return dt * 1e9 / n;
+}
+
+/* lock xadd on one word of each line in turn.  A locked read-modify-write
+ * that never retires (seen on a remote host, whose coherent window has no
+ * cross-host atomics: docs/benchmarks.md section 9) is cut off by a timer
+ * after FAR_XADD_LIMIT_S: the signal is delivered between the instruction's
+ * runs and the handler jumps out of the loop.  Returns -1 when no xadd
+ * retired before the timer, and the time per xadd of those that did. */
+#define FAR_XADD_LIMIT_S 10
+static sigjmp_buf far_jb;
+
+static void far_on_alarm(int sig)
+{
+	(void)sig;
+	siglongjmp(far_jb, 1);
+}
+
+static double far_xadd(uint8_t *buf, size_t lines, size_t *count, bool *cut)
+{
+	uint64_t *w = (uint64_t *)buf;
+	volatile size_t n = 0;
+	volatile double t0 = now_s(), dt = 0;
+	struct sigaction sa = {.sa_handler = far_on_alarm}, old;
+	struct itimerval it = {.it_value = {.tv_sec = FAR_XADD_LIMIT_S}}, off = {{0, 0}, {0, 0}};
+
+	*cut = false;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old);
+	if (sigsetjmp(far_jb, 1)) {
+		*cut = true;
+		dt = now_s() - t0;
+	} else {
+		setitimer(ITIMER_REAL, &it, NULL);
+		do {
+			for (int k = 0; k < 64; k++, n++)
+				__atomic_fetch_add(&w[(n % lines) * 8 + 1], 1, __ATOMIC_SEQ_CST);
+			dt = now_s() - t0;
+		} while (dt < min_time);
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	*count = n;
+	return n ? dt * 1e9 / n : -1;
+}
+
+static int far_ring(uint8_t *buf, size_t lines)
+{
+	/* one cycle through the lines in order: each load its own line */
+	for (size_t i = 0; i < lines; i++)
+		*(void **)(buf + i * 64) = buf + ((i + 1) % lines) * 64;
+	return 0;
+}
+
+static int far_measure(struct tool *t, struct far_res *f, size_t coh_lines)
+{
+	uint8_t *c = t->coh + (size_t)t->rank * (coh_lines * 64 + 4096);
+	size_t len = coh_lines * 64;
+	uint8_t *ram = aligned_alloc(4096, len);
+	if (!ram) {
+		fprintf(stderr, "%s: out of memory\n", t->name);
+		return EXIT_SETUP;
+	}
+	memset(ram, 0, len);
+	far_ring(ram, coh_lines);
+	size_t dummy;
+	bool cut;
+	for (int k = 0; k < repeat; k++) {
+		double v = far_chase(ram, coh_lines, &dummy);
+		f->ram_load_ns = (!k || v < f->ram_load_ns) ? v : f->ram_load_ns;
+		v = far_xadd(ram, coh_lines, &dummy, &cut);
+		f->ram_xadd_ns = (!k || v < f->ram_xadd_ns) ? v : f->ram_xadd_ns;
+	}
+	if (t->coh_len < (size_t)(t->rank + 1) * (len + 4096)) {
+		fprintf(stderr, "%s: the coherent window is too small for --far\n", t->name);
+		free(ram);
+		return EXIT_SETUP;
+	}
+	for (int k = 0; k < repeat; k++) {
+		size_t n;
+		double v = far_store(c, coh_lines, &n);
+		if (!k || v < f->store_ns)
+			f->store_ns = v, f->stores = n;
+	}
+	far_ring(c, coh_lines);
+	for (int k = 0; k < repeat; k++) {
+		size_t n;
+		double v = far_chase(c, coh_lines, &n);
+		if (!k || v < f->load_ns)
+			f->load_ns = v, f->loads = n;
+	}
+	/* last: a remote host's xadd may never retire (then once, cut off) */
+	for (int k = 0; k < repeat; k++) {
+		size_t n;
+		double v = far_xadd(c, coh_lines, &n, &cut);
+		if (cut && !n) {
+			f->xadd_ns = -1, f->xadds = 0, f->xadd_cut = true;
+			break;
+		}
+		if (!k || v < f->xadd_ns)
+			f->xadd_ns = v, f->xadds = n, f->xadd_cut = cut;
+	}
+	free(ram);
+	return 0;
+}
+
+static int far_main(struct tool *t, size_t size, size_t op_lines, size_t coh_lines)
+{
+	enum cxlpod_method methods[2];
+	int nmethods = 0;
+	struct ops ops[2] = {{0}};
+	struct far_res f = {0};
+	const size_t MiB = 1u << 20;
+	size_t nc_slice = (t->nc_len / t->nhosts) & ~(MiB - 1);
+	int rc;
+
+	if (t->info.backend != CXLPOD_BACKEND_DEVICE) {
+		fprintf(stderr, "%s: --far measures a cxl-shm device\n", t->name);
+		return EXIT_SETUP;
+	}
+	methods[nmethods++] = CXLPOD_METHOD_DOORBELL;
+	if (t->method_both && t->info.native_usable)
+		methods[nmethods++] = CXLPOD_METHOD_NATIVE;
+	if (size > nc_slice)
+		size = nc_slice;
+	if (size < MiB) {
+		fprintf(stderr, "%s: the non-coherent area is too small for --far\n", t->name);
+		return EXIT_SETUP;
+	}
+	uint8_t *b = t->nc + (size_t)t->rank * nc_slice;
+	for (int m = 0; m < nmethods; m++) {
+		struct ops best = {0};
+		if (cxlpod_set_method(t->p, methods[m])) {
+			fprintf(stderr, "%s: %s\n", t->name, cxlpod_errmsg());
+			return EXIT_SETUP;
+		}
+		for (int k = 0; k < repeat; k++) {
+			struct ops o = {0};
+			if ((rc = measure_ops(t, &o, b, size, MIN(op_lines, size / 64))))
+				return rc;
+			if (!k)
+				best = o;
+#define FAR_BEST(x) best.x = o.x < best.x ? o.x : best.x
+			FAR_BEST(wb_line_ns); FAR_BEST(inv_line_ns); FAR_BEST(flush_line_ns);
+			FAR_BEST(wb_mib_us); FAR_BEST(inv_mib_us); FAR_BEST(flush_mib_us);
+#undef FAR_BEST
+		}
+		best.method = methods[m];
+		ops[m] = best;
+	}
+	cxlpod_set_method(t->p, methods[0]);
+	if ((rc = far_measure(t, &f, coh_lines)))
+		return rc;
+
+	bool atomics = t->info.caps & CXLPOD_CAP_ATOMICS;
+	if (t->json) {
+		struct jbuf j;
+		j_begin(&j);
+		j_common(&j, t);
+		j_bool(&j, "ok", true);
+		j_str(&j, "action", "far");
+		j_uint(&j, "size", size);
+		j_uint(&j, "op_lines", MIN(op_lines, size / 64));
+		j_uint(&j, "coh_lines", coh_lines);
+		j_int(&j, "repeat", repeat);
+		j_dbl(&j, "min_time", min_time);
+		j_uint(&j, "caps", t->info.caps);
+		j_bool(&j, "caps_atomics", atomics);
+		j_bool(&j, "caps_direct", t->info.caps & CXLPOD_CAP_DIRECT);
+		j_obj_begin(&j, "ops");
+		for (int m = 0; m < nmethods; m++) {
+			j_obj_begin(&j, cxlpod_method_name(methods[m]));
+			j_ops(&j, &ops[m]);
+			j_obj_end(&j);
+		}
+		j_obj_end(&j);
+		j_obj_begin(&j, "coherent");
+		j_dbl(&j, "load_ns", f.load_ns);
+		j_dbl(&j, "store_ns", f.store_ns);
+		j_dbl(&j, "xadd_ns", f.xadd_ns);
+		j_uint(&j, "loads", f.loads);
+		j_uint(&j, "stores", f.stores);
+		j_uint(&j, "xadds", f.xadds);
+		j_bool(&j, "xadd_cut", f.xadd_cut);
+		j_int(&j, "xadd_limit_s", FAR_XADD_LIMIT_S);
+		j_obj_end(&j);
+		j_obj_begin(&j, "ram");
+		j_dbl(&j, "load_ns", f.ram_load_ns);
+		j_dbl(&j, "xadd_ns", f.ram_xadd_ns);
+		j_obj_end(&j);
+		j_end_print(&j);
+	} else {
+		printf("cxlpod-bench --far: host %d/%d, CAPS 0x%x (ATOMICS %s, DIRECT %s)\n",
+		       t->rank, t->nhosts, t->info.caps, atomics ? "yes" : "no",
+		       t->info.caps & CXLPOD_CAP_DIRECT ? "yes" : "no");
+		for (int m = 0; m < nmethods; m++)
+			printf("%-9s wb %.0f ns/line, inv %.0f ns/line, flush %.0f ns/line; "
+			       "wb %.0f us/MiB, inv %.0f us/MiB, flush %.0f us/MiB\n",
+			       cxlpod_method_name(methods[m]), ops[m].wb_line_ns,
+			       ops[m].inv_line_ns, ops[m].flush_line_ns, ops[m].wb_mib_us,
+			       ops[m].inv_mib_us, ops[m].flush_mib_us);
+		printf("coherent window (%zu lines): load %.0f ns, store %.0f ns, ", coh_lines,
+		       f.load_ns, f.store_ns);
+		if (f.xadd_cut && !f.xadds)
+			printf("lock xadd: none retired in %d s", FAR_XADD_LIMIT_S);
+		else
+			printf("lock xadd %.0f ns", f.xadd_ns);
+		printf("%s; guest RAM: load %.1f ns, lock xadd %.1f ns\n",
+		       atomics ? "" : " (not atomic across hosts here)", f.ram_load_ns,
+		       f.ram_xadd_ns);
+	}
+	return 0;
+}
+
 static void usage(void)
 {
 	printf("usage: cxlpod-bench [--size BYTES(16M)] [--lat-size BYTES] [--pool-size BYTES]\n"
 	       "                    [--pool-lat-size BYTES] [--lat-small BYTES] [--repeat N]\n"
 	       "                    [--min-time S(0.2)] [--quick]\n"
 	       "                    [--method doorbell|native|both] [--raw] [--latency-only]\n"
-	       "                    [--touch-all] [--curve MAX] [options]\n"
+	       "                    [--touch-all] [--curve MAX] [--far [--coh-lines N]]\n"
+	       "                    [options]\n"
 	       "  --size           bandwidth buffer per area (RAM and pool areas)\n"
 	       "  --lat-size       pointer-chase working set (default: --size)\n"
 	       "  --pool-size      bandwidth buffer in the pool areas (default: --size)\n"
@@ -372,6 +648,14 @@ static void usage(void)
 	       "                   of 64 B, 256 B, ... up to MAX bytes (x4 steps) in the\n"
 	       "                   non-coherent area, each method, beside a guest memcpy\n"
 	       "                   of the same size (\"curve\" in JSON)\n"
+	       "  --far            only what scripts/bench-remote.sh compares between a local\n"
+	       "                   and a remote host: writeback / invalidate / flush of one\n"
+	       "                   line a call (up to 4096 lines) and of 1 MiB a call over\n"
+	       "                   --size, each method; then, each timed for --min-time, a\n"
+	       "                   dependent load, an 8-byte store and a lock xadd in the\n"
+	       "                   coherent window over --coh-lines lines (64), and the\n"
+	       "                   load and xadd in guest RAM; with CAPS (ATOMICS: whether\n"
+	       "                   the xadd is atomic across hosts)\n"
 	       "%s",
 	       tool_common_usage());
 }
@@ -407,16 +691,6 @@ static int touch_all(struct tool *t)
 	return 0;
 }
 
-static void j_ops(struct jbuf *j, const struct ops *o)
-{
-	j_dbl(j, "wb_line_ns", o->wb_line_ns);
-	j_dbl(j, "inv_line_ns", o->inv_line_ns);
-	j_dbl(j, "flush_line_ns", o->flush_line_ns);
-	j_dbl(j, "wb_MiB_us", o->wb_mib_us);
-	j_dbl(j, "inv_MiB_us", o->inv_mib_us);
-	j_dbl(j, "flush_MiB_us", o->flush_mib_us);
-}
-
 int main(int argc, char **argv)
 {
 	struct tool t = {.name = "cxlpod-bench", .rank = -1};
@@ -425,7 +699,8 @@ int main(int argc, char **argv)
 	size_t curve_max = 0;
 	struct curve_pt curve[CURVE_MAX];
 	int ncurve = 0;
-	bool touch = false;
+	bool touch = false, far = false;
+	size_t coh_lines = 64;
 	bool quick = false;
 	double min_time_arg = 0;
 	const struct topt opts[] = {
@@ -440,6 +715,8 @@ int main(int argc, char **argv)
 		{"--touch-all", TOPT_FLAG, &touch, 0, 0},
 		{"--latency-only", TOPT_FLAG, &lat_only, 0, 0},
 		{"--curve", TOPT_SIZE, &curve_max, 64, 1e15},
+		{"--far", TOPT_FLAG, &far, 0, 0},
+		{"--coh-lines", TOPT_SIZE, &coh_lines, 2, 1 << 16},
 		{NULL, TOPT_FLAG, NULL, 0, 0},
 	};
 	int pr = tool_parse(&t, argc, argv, opts, usage, NULL);
@@ -470,6 +747,11 @@ int main(int argc, char **argv)
 	int rc = tool_open(&t);
 	if (rc)
 		return rc;
+	if (far) {
+		rc = far_main(&t, size, op_lines, coh_lines);
+		tool_close(&t);
+		return rc;
+	}
 	if (touch) {
 		rc = touch_all(&t);
 		tool_close(&t);

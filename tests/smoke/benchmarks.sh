@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark scripts of docs/benchmarks.md, without their guests (each
-# takes minutes to hours): bench.sh, bench-scale.sh, bench-pod.sh and
-# bench-timed.sh and bench-contend.sh with --dry-run check their arguments, the tools they need
+# takes minutes to hours): bench.sh, bench-scale.sh, bench-pod.sh,
+# bench-timed.sh, bench-contend.sh and bench-remote.sh with --dry-run check their arguments, the tools they need
 # and the launcher options of every guest or pod they would boot (the
 # launcher's own --dry-run builds each QEMU command line); bad arguments
 # are refused.  Nothing is built and nothing boots.
-# covers: scripts/bench.sh scripts/bench-scale.sh scripts/bench-pod.sh scripts/bench-timed.sh scripts/bench-contend.sh
+# covers: scripts/bench.sh scripts/bench-scale.sh scripts/bench-pod.sh scripts/bench-timed.sh scripts/bench-contend.sh scripts/bench-remote.sh
 . "$(dirname "$0")/lib.sh"
 S=$TOP/scripts
 export CXLPOD_BUILD=$BUILD
@@ -47,4 +47,21 @@ expect "bench-timed.sh --frob is refused" 1 'unknown argument' bash "$S/bench-ti
 
 expect "bench-contend.sh --dry-run" 0 'dry run: 4 hosts on 256 bytes' bash "$S/bench-contend.sh" --dry-run
 expect "bench-contend.sh --hosts 1 is refused" 1 'wants 2..256' bash "$S/bench-contend.sh" --dry-run --hosts 1
+
+expect "bench-remote.sh --dry-run" 0 'dry run: .*nothing booted' \
+    bash "$S/bench-remote.sh" --dry-run --workdir "$WORK/remote"
+[ "$(grep -c 'pool=ucx://127.0.0.1:' "$WORK/remote/pair/b.dry-run")" = 1 ] &&
+    ! grep -q 'pool=ucx' "$WORK/remote/pair/a.dry-run" \
+    && ok "bench-remote.sh: the pair's host 1 is remote, host 0 local" || bad "bench-remote.sh: the pair's hosts"
+[ "$(grep -c 'pool=ucx://127.0.0.1:' "$WORK/remote/ar/split/b.dry-run")" = 2 ] &&
+    [ "$(grep -c 'qemu-system' "$WORK/remote/ar/local4.dry-run")" = 4 ] \
+    && ok "bench-remote.sh: the allreduce's 2 remote + 2 local and 4 local hosts" || bad "bench-remote.sh: the allreduce pods"
+[ "$(grep -c 'pool=ucx://127.0.0.1:' "$WORK/remote/pod/b.dry-run")" = 8 ] \
+    && ok "bench-remote.sh: the 8+8 pod" || bad "bench-remote.sh: the pod's 8 remote hosts"
+! grep -h -o 'pool=ucx://[0-9.]*' "$WORK"/remote/*/b.dry-run "$WORK"/remote/ar/split/b.dry-run | grep -qv 'ucx://127\.' \
+    && ok "bench-remote.sh: every remote host on the loopback" || bad "bench-remote.sh: a remote host beyond the loopback"
+expect "bench-remote.sh --quick --dry-run --skip pair,ar" 0 'pod: done' bash "$S/bench-remote.sh" --quick --dry-run --skip pair,ar
+expect "bench-remote.sh --skip frob is refused" 1 "'frob' is not pair, ar or pod" bash "$S/bench-remote.sh" --dry-run --skip frob
+expect "bench-remote.sh --pod-hosts 0 is refused" 1 'wants 1..64' bash "$S/bench-remote.sh" --dry-run --pod-hosts 0
+expect "bench-remote.sh --frob is refused" 1 'unknown argument: --frob' bash "$S/bench-remote.sh" --frob
 finish
