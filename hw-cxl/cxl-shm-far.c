@@ -39,6 +39,7 @@
 #include "qemu/osdep.h"
 #include <poll.h>
 #include <sys/eventfd.h>
+#include "qemu/bitops.h"
 #include "qemu/bswap.h"
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
@@ -69,13 +70,42 @@ typedef enum FarKind {
     FAR_RANGE,                  /* a piece of a range operation (op) */
     FAR_LOAD,                   /* a coherent line's bytes */
     FAR_STORE,                  /* a coherent word's bytes (mask) */
+    FAR_CAS,                    /* an atomic's word: expect -> value */
 } FarKind;
+
+#define FAR_RUN_MAX             4       /* accesses an instruction replays */
+
+/*
+ * One instruction's accesses to the coherent window so far, in order:
+ * a load's line, a store's word, bytes and mask.  When the instruction
+ * runs again (MEMTX_RETRY), its accesses up to the one that asked for
+ * the retry are answered from here, so that it sees the bytes it saw
+ * before and a store it made is not made twice (see far_cw_access()).
+ */
+typedef struct FarRunAccess {
+    bool store;
+    uint64_t at;                /* the line (a load), the word (a store) */
+    uint64_t value, mask;       /* a store's */
+    uint8_t bytes[CXLSHM_LINE]; /* a load's */
+} FarRunAccess;
+
+typedef struct FarRun {
+    vaddr pc;                   /* the instruction's (cpu_io_insn_pc()) */
+    uint32_t n;                 /* accesses done */
+    uint32_t pos;               /* the next one to answer from acc[] */
+    bool replaying;             /* run again: answering from acc[] */
+    bool live_ok;               /* an access of this run was done anew */
+    bool retried;               /* its last access asked for a retry */
+    FarRunAccess acc[FAR_RUN_MAX];
+} FarRun;
 
 /* One caller's request: a piece [off, end) of a range operation, or */
 typedef struct FarSlot {
     int state;                  /* FarState, atomic */
     FarKind kind;
-    uint64_t value, mask;       /* FAR_STORE */
+    uint64_t value, mask;       /* FAR_STORE; FAR_CAS: value */
+    uint64_t expect;            /* FAR_CAS: the word its load read */
+    FarRun run;                 /* a vCPU's: far_cw_access() */
     CXLShmLineOp op;
     uint64_t off, end;
     uint64_t want_end;          /* the end of the range asked for */
@@ -100,6 +130,7 @@ struct CXLShmFar {
     CXLShmRemote *r;
     QemuThread thread;
     bool started;
+    bool hooked;                /* far_step_done() is a step hook */
     int efd;                    /* a submission, or stop */
     FarSlot *slot;
     uint32_t nslots;            /* vCPUs, the doorbell's thread, the rest */
@@ -788,10 +819,15 @@ static void far_send(CXLShmState *s, FarSlot *sl)
     CXLShmFar *f = s->far;
 
     memset(&sl->req, 0, sizeof(sl->req));
-    if (sl->kind == FAR_STORE) {
+    if (sl->kind == FAR_STORE || sl->kind == FAR_CAS) {
         sl->sent = ++f->sent;
-        cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off, sl->value,
-                              sl->mask, &sl->req);
+        if (sl->kind == FAR_CAS) {
+            cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_CMPXCHG, sl->off,
+                                  sl->expect, sl->value, &sl->req);
+        } else {
+            cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off,
+                                  sl->value, sl->mask, &sl->req);
+        }
         return;
     }
     if (sl->wb_stage && sl->nlines == 0) {
@@ -1007,6 +1043,33 @@ static void *far_thread(void *opaque)
     return NULL;
 }
 
+static void far_run_reset(FarRun *r, vaddr pc)
+{
+    r->pc = pc;
+    r->n = r->pos = 0;
+    r->replaying = r->live_ok = r->retried = false;
+}
+
+/*
+ * The end of an exclusive atomic step of @cpu: its instruction is done,
+ * unless it asked to run again (a locked read-modify-write whose swap is
+ * out)
+ */
+static void far_step_done(void *opaque, CPUState *cpu)
+{
+    CXLShmState *s = opaque;
+    CXLShmFar *f = s->far;
+    FarRun *r;
+
+    if (f && f->slot && cpu->cpu_index >= 0 &&
+        (uint32_t)cpu->cpu_index < f->nslots - 2) {
+        r = &f->slot[cpu->cpu_index].run;
+        if (!r->retried) {
+            far_run_reset(r, 0);
+        }
+    }
+}
+
 /* Realize, once the image is filled: the thread takes the client */
 static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
 {
@@ -1020,6 +1083,10 @@ static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
         f->slot[i].buf = g_malloc(CXLSHM_WIRE_MAX_FETCH);
     }
     f->hosts_due_ms = g_get_monotonic_time() / 1000 + FAR_HOSTS_PERIOD_MS;
+    if (tcg_enabled()) {
+        tcg_atomic_step_hook_add(far_step_done, s);
+        f->hooked = true;
+    }
     f->started = true;
     qemu_thread_create(&f->thread, "cxl-shm-far", far_thread, s,
                        QEMU_THREAD_JOINABLE);
@@ -1065,6 +1132,11 @@ static void far_fini(CXLShmState *s)
     CXLShmFar *f = s->far;
 
     far_leave(s);
+    if (f && f->hooked) {
+        /* a step still in the hook finds the slots: they go after RCU */
+        tcg_atomic_step_hook_remove(far_step_done, s);
+        f->hooked = false;
+    }
     if (f && f->regions) {
         if (s->coherent_size) {
             memory_region_del_subregion(&f->whole, &f->coherent);
@@ -1087,6 +1159,10 @@ static void far_free(CXLShmState *s)
         return;
     }
     far_leave(s);
+    if (f->hooked) {
+        tcg_atomic_step_hook_remove(far_step_done, s);
+        f->hooked = false;
+    }
     if (f->r) {
         cxl_shm_remote_free(f->r);
     }
@@ -1114,16 +1190,82 @@ static void far_free(CXLShmState *s)
  * The coherent window of a remote host: every access goes to the
  * service.  A load fetches its line, a store is a masked store of its
  * 8-byte word (CXLSHM_ATOMIC_STORE), under the line's lock at the
- * service.  A vCPU under TCG whose reply has not come runs the access
- * again (MEMTX_RETRY), and the access run again takes the reply (its
- * slot's request, matched by kind, offset and value); any other thread
- * (DMA, the monitor, qtest), an access across a line (a load) or a word
- * (a store), and a host that lost the service get MEMTX_ERROR (a load
- * reads all ones).
+ * service.  A vCPU under TCG whose reply has not come runs the
+ * instruction again (MEMTX_RETRY); any other thread (DMA, the monitor,
+ * qtest), an access across a line (a load) or a word (a store), and a
+ * host that lost the service get MEMTX_ERROR (a load reads all ones).
+ *
+ * An instruction run again makes its accesses again, so each vCPU keeps
+ * the accesses its instruction has done (FarRun): run again, the
+ * instruction is answered from them up to the access that asked for the
+ * retry, which then takes its reply.  A load then stores the bytes it
+ * saw the first time (an add to memory adds once), and a store is not
+ * sent twice.  Once a store is out, or an earlier access is kept, the
+ * instruction runs again before any interrupt (cpu_io_insn_hold_irq()),
+ * so it is the one that takes them.  An instruction's later run (a
+ * loop) is told from a run again by an access that cannot come again in
+ * one run: a load after an access that was done anew, or a store to the
+ * word the last one stored; an exclusive atomic step runs one
+ * instruction, and its end forgets the instruction's accesses unless it
+ * is to run again (far_step_done()).
+ *
+ * A locked read-modify-write (TCG runs it as a load and a store in an
+ * exclusive step, tcg_atomic_step_active()) is a compare-and-swap of its
+ * word at the service (CXLSHM_ATOMIC_CMPXCHG): "the word my load read ->
+ * that word with my bytes", atomic with every other host's atomics and
+ * stores, local ones included.  A swap that found another word (another
+ * host's update came between) changed nothing: the instruction runs
+ * again from its load, anew.
  */
 static bool far_cw_vcpu(void)
 {
     return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu);
+}
+
+/* The instruction runs again: answer it from what it did */
+static MemTxResult far_run_again(FarRun *r, bool hold)
+{
+    r->replaying = r->n > 0;
+    r->pos = 0;
+    r->live_ok = false;
+    r->retried = true;
+    if (hold || r->n) {
+        cpu_io_insn_hold_irq(current_cpu);
+    }
+    return MEMTX_RETRY;
+}
+
+/* The word @word as this instruction's load saw it, if it did */
+static bool far_run_word(FarRun *r, uint64_t word, uint64_t *old)
+{
+    uint32_t i = r->n;
+
+    while (i--) {
+        FarRunAccess *a = &r->acc[i];
+
+        if (!a->store && a->at == QEMU_ALIGN_DOWN(word, CXLSHM_LINE)) {
+            *old = ldq_le_p(a->bytes + (word - a->at));
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Queue a coherent-window request of @kind on @sl */
+static void far_cw_start(CXLShmFar *f, FarSlot *sl, FarKind kind,
+                         uint64_t off, uint64_t len)
+{
+    memset(&sl->n, 0, sizeof(sl->n));
+    sl->kind = kind;
+    sl->off = off;
+    sl->end = off + len;
+    sl->nlines = 0;
+    sl->wb_stage = false;
+    sl->seq++;
+    qatomic_store_release(&sl->state, FAR_QUEUED);
+    if (eventfd_write(f->efd, 1) < 0) {
+        /* the counter is full: the thread has work to find anyway */
+    }
 }
 
 static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
@@ -1131,8 +1273,12 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
 {
     CXLShmFar *f = s->far;
     uint64_t line = QEMU_ALIGN_DOWN(addr, CXLSHM_LINE);
-    uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0;
+    uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0, old = 0;
+    vaddr pc = 0;
+    bool step, swap, mine;
+    FarRunAccess *a;
     FarSlot *sl;
+    FarRun *r;
     int st;
 
     trace_cxl_shm_far_coherent(s->host_id, addr, size, write);
@@ -1146,41 +1292,91 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
                ((addr - word) * 8);
         v = (*val << ((addr - word) * 8)) & mask;
     }
+    cpu_io_insn_pc(current_cpu, &pc);
+    step = tcg_atomic_step_active();
     sl = far_slot(s);
-    st = qatomic_load_acquire(&sl->state);
-    if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
-        return MEMTX_RETRY;
+    r = &sl->run;
+    if (r->pc != pc) {
+        far_run_reset(r, pc);
     }
-    if (st == FAR_DONE) {
-        qatomic_set(&sl->state, FAR_IDLE);
-        if (far_own(sl) && sl->kind == (write ? FAR_STORE : FAR_LOAD) &&
-            sl->off == (write ? word : line) &&
-            (!write || (sl->value == v && sl->mask == mask)) &&
-            sl->status != CXLSHM_WIRE_BUSY) {
-            if (sl->status != CXLSHM_WIRE_OK) {
-                *val = write ? *val : ~0ULL;
-                return MEMTX_ERROR;
-            }
+    if (r->replaying) {
+        a = r->pos < r->n ? &r->acc[r->pos] : NULL;
+        if (a && a->store == write && a->at == (write ? word : line) &&
+            (!write || (a->value == v && a->mask == mask))) {
+            r->pos++;
+            r->retried = false;
             if (!write) {
-                *val = ldn_le_p(sl->buf + (addr - line), size);
+                *val = ldn_le_p(a->bytes + (addr - line), size);
             }
             return MEMTX_OK;
         }
+        r->replaying = false;
+        r->n = r->pos;
     }
-    memset(&sl->n, 0, sizeof(sl->n));
-    sl->kind = write ? FAR_STORE : FAR_LOAD;
-    sl->off = write ? word : line;
-    sl->end = sl->off + (write ? 8 : CXLSHM_LINE);
-    sl->value = v;
+    if (!step && r->live_ok && r->n &&
+        (!write || (r->acc[r->n - 1].store && r->acc[r->n - 1].at == word))) {
+        /*
+         * the instruction's next run (a loop), not this run's access; a
+         * step's next run is told by its end (far_step_done())
+         */
+        far_run_reset(r, pc);
+    }
+    swap = write && step && addr + size <= word + 8 &&
+           far_run_word(r, word, &old);
+
+    st = qatomic_load_acquire(&sl->state);
+    mine = far_own(sl) && sl->status != CXLSHM_WIRE_BUSY &&
+           (write ? sl->kind == (swap ? FAR_CAS : FAR_STORE) &&
+                    sl->off == word && sl->mask == mask &&
+                    (swap ? sl->expect == old &&
+                            sl->value == ((old & ~mask) | v) :
+                            sl->value == v) :
+                    sl->kind == FAR_LOAD && sl->off == line);
+    if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
+        return far_run_again(r, write && mine);
+    }
+    if (st == FAR_DONE && mine) {
+        qatomic_set(&sl->state, FAR_IDLE);
+        if (sl->status != CXLSHM_WIRE_OK) {
+            far_run_reset(r, pc);
+            *val = write ? *val : ~0ULL;
+            return MEMTX_ERROR;
+        }
+        if (swap) {
+            trace_cxl_shm_far_swap(s->host_id, word, old, sl->req.value0);
+            if (sl->req.value0 != old) {
+                /* another host's update came first: run again, anew */
+                qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
+                far_run_reset(r, pc);
+                r->retried = true;
+                return MEMTX_RETRY;
+            }
+            qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        }
+        r->live_ok = true;
+        r->retried = false;
+        if (r->n < FAR_RUN_MAX) {
+            a = &r->acc[r->n++];
+            a->store = write;
+            a->at = write ? word : line;
+            a->value = v;
+            a->mask = mask;
+            if (!write) {
+                memcpy(a->bytes, sl->buf, CXLSHM_LINE);
+            }
+        }
+        if (!write) {
+            *val = ldn_le_p(sl->buf + (addr - line), size);
+        }
+        return MEMTX_OK;
+    }
+    qatomic_set(&sl->state, FAR_IDLE);
     sl->mask = mask;
-    sl->nlines = 0;
-    sl->wb_stage = false;
-    sl->seq++;
-    qatomic_store_release(&sl->state, FAR_QUEUED);
-    if (eventfd_write(f->efd, 1) < 0) {
-        /* the counter is full: the thread has work to find anyway */
-    }
-    return MEMTX_RETRY;
+    sl->expect = old;
+    sl->value = swap ? (old & ~mask) | v : v;
+    far_cw_start(f, sl, swap ? FAR_CAS : write ? FAR_STORE : FAR_LOAD,
+                 write ? word : line, write ? 8 : CXLSHM_LINE);
+    return far_run_again(r, write);
 }
 
 static MemTxResult far_cw_read(void *opaque, hwaddr addr, uint64_t *data,

@@ -2693,9 +2693,10 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops, atomics, and in mode=direct the direct mapping */
-    /* a remote host (pool-key): no atomics, no direct coherent window */
+    /* a remote host (pool-key): atomics, no direct coherent window */
     g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==,
-                    extra && strstr(extra, "pool-key") ? CAP_NATIVE :
+                    extra && strstr(extra, "pool-key") ?
+                    CAP_NATIVE | CAP_ATOMICS :
                     CAP_NATIVE | CAP_ATOMICS |
                     (extra && strstr(extra, "mode=timed") ? 0 : CAP_DIRECT));
 
@@ -6308,7 +6309,7 @@ static void test_remote(void)
         g_usleep(10000);
     }
     g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
-    /* no atomics across machines yet; no direct coherent window */
+    /* not TCG (-accel qtest): no atomics; never a direct window */
     g_assert_cmphex(r32(&b, A_CXLSHM_CAPS) & (CAP_ATOMICS | CAP_DIRECT),
                     ==, 0);
 
@@ -6684,6 +6685,128 @@ static void test_remote_coherent_tcg(void)
     service_stop(&sv);
 }
 
+/*
+ * Atomics across machines: a remote host's guest runs lock incl on a
+ * coherent counter while a local host's guest (the pool file mapped)
+ * runs lock incl on it at full speed; every increment counts.  The
+ * firmware of test_native_tcg with shorter loops.  The remote host
+ * starts first and is still counting when the local one has finished,
+ * so the local host's whole run falls inside the remote one's.
+ */
+static void test_remote_atomics_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-atomics.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    g_autofree uint8_t *code_a = g_memdup2(fw_code, sizeof(fw_code));
+    g_autofree uint8_t *code_b = g_memdup2(fw_code, sizeof(fw_code));
+    const uint32_t na = 2000000, nb = 3000;
+    int status, i;
+    Service sv;
+    Host a, b;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    g_assert_cmphex(ldl_le_p(fw_code + 0x8d), ==, 10000000);
+    stl_le_p(code_a + 0x8d, na);
+    stl_le_p(code_b + 0x8d, nb);
+    fw_host_start_code(&b, url, 1, code_b, sizeof(fw_code), opts, NULL);
+    fw_host_start_code(&a, pool, 0, code_a, sizeof(fw_code), NULL, NULL);
+
+    qtest_qmp_assert_success(b.qts, "{'execute': 'cont'}");
+    for (i = 0; i < 3000 && pool_rq(pool, 8) < 10; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(pool_rq(pool, 8), >=, 10);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    /* the local run fell within the remote one */
+    g_assert_cmpuint(qtest_readl(b.qts, 0x5000), ==, 0);
+    fw_host_wait(&b);
+
+    g_assert_cmpuint(pool_rq(pool, 8), ==, na + nb);
+    g_assert_cmpuint(pool_rq(pool, 0), ==, 2);              /* lock xadd */
+    g_test_message("remote host: %" PRIu64 " swaps lost to the local host "
+                   "and run again, for %u increments",
+                   rstat(&b, CXLSHM_STAT_RETRIES), nb);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+    service_stop(&sv);
+}
+
+/*
+ * A remote host's instruction that loads and stores the coherent window
+ * runs again while its replies are due, and must not do its access
+ * twice: 2000 addl $1 (not locked) and a movsl, alone on the pool, add
+ * exactly 2000 and copy it.  Before the device kept an instruction's
+ * accesses (FarRun), each run again fetched anew and stored anew: the
+ * first addl never finished and added without end.  Source, after
+ * fw_code's paging set-up:
+ *
+ *     movl $2000, %ecx
+ * 2:  addl $1, 0x400010; decl %ecx; jnz 2b
+ *     movl $0x400010, %esi; movl $0x400018, %edi; movsl
+ *     movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_rmw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x80, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xb9, 0xd0, 0x07, 0x00, 0x00, 0x83, 0x05, 0x10,
+    0x00, 0x40, 0x00, 0x01, 0x49, 0x75, 0xf6, 0xbe, 0x10, 0x00, 0x40, 0x00,
+    0xbf, 0x18, 0x00, 0x40, 0x00, 0xa5, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0x68, 0xf0,
+    0xff, 0xff,
+};
+
+static void test_remote_rmw_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-rmw.pool");
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+    g_autofree char *tool = pool_tool();
+    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    int status;
+    Service sv;
+    Host h;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        return;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(service_start(&sv, tool, pool));
+    url = g_strdup_printf("ucx://%s", sv.where);
+    opts = remote_opts(&sv, key, NULL);
+    fw_host_start_code(&h, url, 1, remote_rmw_code, sizeof(remote_rmw_code),
+                       opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+    g_assert_cmpuint(pool_rq(pool, 0x10), ==, 2000);
+    g_assert_cmpuint(pool_rq(pool, 0x18), ==, 2000);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
 /*
@@ -6740,6 +6863,9 @@ int main(int argc, char **argv)
     add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
     add_staged("/cxl-shm/remote-coherent-tcg", NEED_TCG,
                test_remote_coherent_tcg);
+    add_staged("/cxl-shm/remote-atomics-tcg", NEED_TCG,
+               test_remote_atomics_tcg);
+    add_staged("/cxl-shm/remote-rmw-tcg", NEED_TCG, test_remote_rmw_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
