@@ -6258,14 +6258,50 @@ static char *remote_opts(Service *sv, const char *key, const char *extra)
                            extra ? extra : ",remote-timeout-ms=1000");
 }
 
+/*
+ * A remote host's test: its pool made with cxlpod-pool, whose path is
+ * returned; NULL, and the test skipped, without the tool
+ */
+static char *remote_pool_create(const char *pool)
+{
+    char *tool = pool_tool();
+    g_autofree char *cmd = NULL;
+    int status;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        g_free(tool);
+        return NULL;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return tool;
+}
+
+/*
+ * @pool served on loopback; *@url and *@opts (with @extra, or the
+ * default timeout) for a remote host's cxl-shm
+ */
+static void remote_pool_serve(Service *sv, const char *tool, const char *pool,
+                              const char *extra, char **url, char **opts)
+{
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+
+    g_assert_true(service_start(sv, tool, pool));
+    *url = g_strdup_printf("ucx://%s", sv->where);
+    *opts = remote_opts(sv, key, extra);
+}
+
 static void test_remote(void)
 {
     g_autofree char *pool = pool_path("remote.pool");
     g_autofree char *key = g_strdup_printf("%s.key", pool);
     g_autofree char *badkey = pool_path("remote-bad.key");
-    g_autofree char *tool = pool_tool();
+    g_autofree char *tool = NULL;
     g_autofree char *url = NULL, *opts = NULL, *args = NULL, *err = NULL;
-    g_autofree char *cmd = NULL;
     const uint64_t nc = COH_SIZE + 0x40000;
     int status, i;
     gint64 t0;
@@ -6273,10 +6309,6 @@ static void test_remote(void)
     Service sv;
     Host a, b;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
-        return;
-    }
     args = host_args("ucx://127.0.0.1:1", 0, ",pool-key=/nonexistent");
     err = run_qemu(args, &status);
     if (strstr(err, "in this build of QEMU")) {
@@ -6285,16 +6317,13 @@ static void test_remote(void)
     }
     g_clear_pointer(&err, g_free);
     g_clear_pointer(&args, g_free);
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
 
     host_start(&a, pool, 0, true);
-    opts = remote_opts(&sv, key, NULL);
     args = host_args(url, 1, opts);
     t0 = g_get_monotonic_time();
     b.qts = qtest_init(args);
@@ -6500,27 +6529,19 @@ static void test_remote(void)
 static void test_remote_unplug(void)
 {
     g_autofree char *pool = pool_path("remote-unplug.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *cmd = NULL;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL;
     const uint64_t nc = COH_SIZE + 0x40000;
-    int status, i;
+    int i;
     gint64 t0;
     Service sv;
     Host b;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, ",remote-timeout-ms=5000");
+    remote_pool_serve(&sv, tool, pool, ",remote-timeout-ms=5000", &url, &opts);
     args = host_args(url, 1, opts);
     b.qts = qtest_init(args);
     host_enable(&b, true);
@@ -6577,25 +6598,16 @@ static const uint8_t remote_fw_code[] = {
 static void test_remote_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-tcg.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
-    int status;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     Service sv;
     Host h;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     fw_host_start_code(&h, url, 1, remote_fw_code, sizeof(remote_fw_code),
                        opts, NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
@@ -6644,32 +6656,24 @@ static const uint8_t remote_cw_code[] = {
 static void test_remote_coherent_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-cw.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     uint64_t mine = 0x1122334400000000ULL, theirs = 0xabcdef01;
-    int status, fd;
+    int fd;
     Service sv;
     Host h;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     /* another host's data in the window, and bytes the store keeps */
     fd = open(pool, O_WRONLY);
     g_assert_cmpint(fd, >=, 0);
     g_assert_cmpint(pwrite(fd, &theirs, 8, META_SIZE + 0x10), ==, 8);
     g_assert_cmpint(pwrite(fd, &mine, 8, META_SIZE), ==, 8);
     close(fd);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     fw_host_start_code(&h, url, 1, remote_cw_code, sizeof(remote_cw_code),
                        opts, NULL);
     /* not a vCPU: an error, never a wait */
@@ -6696,28 +6700,20 @@ static void test_remote_coherent_tcg(void)
 static void test_remote_atomics_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-atomics.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     g_autofree uint8_t *code_a = g_memdup2(fw_code, sizeof(fw_code));
     g_autofree uint8_t *code_b = g_memdup2(fw_code, sizeof(fw_code));
     const uint32_t na = 2000000, nb = 3000;
-    int status, i;
+    int i;
     Service sv;
     Host a, b;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     g_assert_cmphex(ldl_le_p(fw_code + 0x8d), ==, 10000000);
     stl_le_p(code_a + 0x8d, na);
     stl_le_p(code_b + 0x8d, nb);
@@ -6778,25 +6774,16 @@ static const uint8_t remote_rmw_code[] = {
 static void test_remote_rmw_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-rmw.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
-    int status;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     Service sv;
     Host h;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     fw_host_start_code(&h, url, 1, remote_rmw_code, sizeof(remote_rmw_code),
                        opts, NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
