@@ -73,29 +73,26 @@ typedef enum FarKind {
     FAR_CAS,                    /* an atomic's word: expect -> value */
 } FarKind;
 
-#define FAR_RUN_MAX             4       /* accesses an instruction replays */
+#define FAR_RUN_MAX             16      /* accesses an instruction replays */
 
 /*
- * One instruction's accesses to the coherent window so far, in order:
- * a load's line, a store's word, bytes and mask.  When the instruction
- * runs again (MEMTX_RETRY), its accesses up to the one that asked for
- * the retry are answered from here, so that it sees the bytes it saw
- * before and a store it made is not made twice (see far_cw_access()).
+ * The accesses one instruction has done to the coherent window, in
+ * order: a load's line, a store's word, bytes and mask.  Run again
+ * (cpu_io_insn_rerun()), the instruction is answered from them up to the
+ * access that asked for the retry (see far_cw_access()).
  */
 typedef struct FarRunAccess {
     bool store;
     uint64_t at;                /* the line (a load), the word (a store) */
-    uint64_t value, mask;       /* a store's */
+    uint64_t value, mask;       /* a store's; a load's word in value */
     uint8_t bytes[CXLSHM_LINE]; /* a load's */
 } FarRunAccess;
 
 typedef struct FarRun {
-    vaddr pc;                   /* the instruction's (cpu_io_insn_pc()) */
     uint32_t n;                 /* accesses done */
-    uint32_t pos;               /* the next one to answer from acc[] */
-    bool replaying;             /* run again: answering from acc[] */
-    bool live_ok;               /* an access of this run was done anew */
-    bool retried;               /* its last access asked for a retry */
+    uint32_t pos;               /* accesses of this run answered so far */
+    int64_t since_ms;           /* its first run (the bound of its retries) */
+    bool refused;               /* a 16-byte atomic: it fails */
     FarRunAccess acc[FAR_RUN_MAX];
 } FarRun;
 
@@ -130,7 +127,6 @@ struct CXLShmFar {
     CXLShmRemote *r;
     QemuThread thread;
     bool started;
-    bool hooked;                /* far_step_done() is a step hook */
     int efd;                    /* a submission, or stop */
     FarSlot *slot;
     uint32_t nslots;            /* vCPUs, the doorbell's thread, the rest */
@@ -626,6 +622,15 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
     return MIN(l, end);
 }
 
+/* @sl's request to the device thread */
+static void far_queue(CXLShmFar *f, FarSlot *sl)
+{
+    qatomic_store_release(&sl->state, FAR_QUEUED);
+    if (eventfd_write(f->efd, 1) < 0) {
+        /* the counter is full: the thread has work to find anyway */
+    }
+}
+
 /*
  * Queue the piece of [off, end) from @off.  Its dirty bytes are taken
  * by the device thread when it sends it (far_send()), so requests go out
@@ -634,8 +639,6 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
 static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
                       uint64_t off, uint64_t end, uint64_t force)
 {
-    CXLShmFar *f = s->far;
-
     memset(&sl->n, 0, sizeof(sl->n));
     sl->kind = FAR_RANGE;
     sl->op = op;
@@ -647,10 +650,7 @@ static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
     sl->end = op == CXLSHM_LINE_DROP ?
               MIN(end, off + CXLSHM_WIRE_MAX_FETCH) : end;
     sl->wb_stage = op != CXLSHM_LINE_DROP;
-    qatomic_store_release(&sl->state, FAR_QUEUED);
-    if (eventfd_write(f->efd, 1) < 0) {
-        /* the counter is full: the thread has work to find anyway */
-    }
+    far_queue(s->far, sl);
 }
 
 /*
@@ -1043,33 +1043,6 @@ static void *far_thread(void *opaque)
     return NULL;
 }
 
-static void far_run_reset(FarRun *r, vaddr pc)
-{
-    r->pc = pc;
-    r->n = r->pos = 0;
-    r->replaying = r->live_ok = r->retried = false;
-}
-
-/*
- * The end of an exclusive atomic step of @cpu: its instruction is done,
- * unless it asked to run again (a locked read-modify-write whose swap is
- * out)
- */
-static void far_step_done(void *opaque, CPUState *cpu)
-{
-    CXLShmState *s = opaque;
-    CXLShmFar *f = s->far;
-    FarRun *r;
-
-    if (f && f->slot && cpu->cpu_index >= 0 &&
-        (uint32_t)cpu->cpu_index < f->nslots - 2) {
-        r = &f->slot[cpu->cpu_index].run;
-        if (!r->retried) {
-            far_run_reset(r, 0);
-        }
-    }
-}
-
 /* Realize, once the image is filled: the thread takes the client */
 static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
 {
@@ -1083,10 +1056,6 @@ static void far_start_thread(CXLShmState *s, uint32_t nr_cpus)
         f->slot[i].buf = g_malloc(CXLSHM_WIRE_MAX_FETCH);
     }
     f->hosts_due_ms = g_get_monotonic_time() / 1000 + FAR_HOSTS_PERIOD_MS;
-    if (tcg_enabled()) {
-        tcg_atomic_step_hook_add(far_step_done, s);
-        f->hooked = true;
-    }
     f->started = true;
     qemu_thread_create(&f->thread, "cxl-shm-far", far_thread, s,
                        QEMU_THREAD_JOINABLE);
@@ -1132,11 +1101,6 @@ static void far_fini(CXLShmState *s)
     CXLShmFar *f = s->far;
 
     far_leave(s);
-    if (f && f->hooked) {
-        /* a step still in the hook finds the slots: they go after RCU */
-        tcg_atomic_step_hook_remove(far_step_done, s);
-        f->hooked = false;
-    }
     if (f && f->regions) {
         if (s->coherent_size) {
             memory_region_del_subregion(&f->whole, &f->coherent);
@@ -1159,10 +1123,6 @@ static void far_free(CXLShmState *s)
         return;
     }
     far_leave(s);
-    if (f->hooked) {
-        tcg_atomic_step_hook_remove(far_step_done, s);
-        f->hooked = false;
-    }
     if (f->r) {
         cxl_shm_remote_free(f->r);
     }
@@ -1190,24 +1150,20 @@ static void far_free(CXLShmState *s)
  * The coherent window of a remote host: every access goes to the
  * service.  A load fetches its line, a store is a masked store of its
  * 8-byte word (CXLSHM_ATOMIC_STORE), under the line's lock at the
- * service.  A vCPU under TCG whose reply has not come runs the
- * instruction again (MEMTX_RETRY); any other thread (DMA, the monitor,
- * qtest), an access across a line (a load) or a word (a store), and a
- * host that lost the service get MEMTX_ERROR (a load reads all ones).
+ * service.  Any thread but a TCG vCPU (DMA, the monitor, qtest), an
+ * access across a line (a load) or a word (a store), and a host that
+ * lost the service get MEMTX_ERROR (a load reads all ones).
  *
- * An instruction run again makes its accesses again, so each vCPU keeps
- * the accesses its instruction has done (FarRun): run again, the
- * instruction is answered from them up to the access that asked for the
- * retry, which then takes its reply.  A load then stores the bytes it
- * saw the first time (an add to memory adds once), and a store is not
- * sent twice.  Once a store is out, or an earlier access is kept, the
- * instruction runs again before any interrupt (cpu_io_insn_hold_irq()),
- * so it is the one that takes them.  An instruction's later run (a
- * loop) is told from a run again by an access that cannot come again in
- * one run: a load after an access that was done anew, or a store to the
- * word the last one stored; an exclusive atomic step runs one
- * instruction, and its end forgets the instruction's accesses unless it
- * is to run again (far_step_done()).
+ * A vCPU's access asks for a retry (MEMTX_RETRY) and the instruction to
+ * run again alone, before any interrupt (cpu_io_insn_again()); it is
+ * done when the instruction runs again and the reply has come.  An
+ * instruction run again makes its accesses again: the vCPU keeps those
+ * it has done (FarRun) and answers them as it did (a load the bytes it
+ * read, a store done) up to the access that asked for the retry.  So a
+ * load's bytes are the ones its store was made from (an add to memory
+ * adds once), a store is sent once, and the bytes never come from an
+ * earlier run of the instruction (cpu_io_insn_rerun() is false for
+ * that: its accesses are forgotten).
  *
  * A locked read-modify-write (TCG runs it as a load and a store in an
  * exclusive step, tcg_atomic_step_active()) is a compare-and-swap of its
@@ -1217,25 +1173,20 @@ static void far_free(CXLShmState *s)
  * host's update came between) changed nothing: the instruction runs
  * again from its load, anew.
  */
-static bool far_cw_vcpu(void)
+static bool far_cw_vcpu(CXLShmState *s)
 {
-    return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu);
+    return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu) &&
+           current_cpu->cpu_index >= 0 &&
+           (uint32_t)current_cpu->cpu_index < s->far->nslots - 2;
 }
 
-/* The instruction runs again: answer it from what it did */
-static MemTxResult far_run_again(FarRun *r, bool hold)
+static void far_run_reset(FarRun *r)
 {
-    r->replaying = r->n > 0;
-    r->pos = 0;
-    r->live_ok = false;
-    r->retried = true;
-    if (hold || r->n) {
-        cpu_io_insn_hold_irq(current_cpu);
-    }
-    return MEMTX_RETRY;
+    r->n = r->pos = 0;
+    r->refused = false;
 }
 
-/* The word @word as this instruction's load saw it, if it did */
+/* The word @word as this instruction's load read it, if it did */
 static bool far_run_word(FarRun *r, uint64_t word, uint64_t *old)
 {
     uint32_t i = r->n;
@@ -1251,21 +1202,39 @@ static bool far_run_word(FarRun *r, uint64_t word, uint64_t *old)
     return false;
 }
 
-/* Queue a coherent-window request of @kind on @sl */
-static void far_cw_start(CXLShmFar *f, FarSlot *sl, FarKind kind,
-                         uint64_t off, uint64_t len)
+/* The instruction runs again, alone: answer it from its first access */
+static MemTxResult far_cw_again(FarRun *r)
 {
-    memset(&sl->n, 0, sizeof(sl->n));
-    sl->kind = kind;
-    sl->off = off;
-    sl->end = off + len;
-    sl->nlines = 0;
-    sl->wb_stage = false;
-    sl->seq++;
-    qatomic_store_release(&sl->state, FAR_QUEUED);
-    if (eventfd_write(f->efd, 1) < 0) {
-        /* the counter is full: the thread has work to find anyway */
+    r->pos = 0;
+    cpu_io_insn_again(current_cpu);
+    return MEMTX_RETRY;
+}
+
+/* Did this instruction load another word than @word? */
+static bool far_run_other_word(FarRun *r, uint64_t word)
+{
+    uint32_t i;
+
+    for (i = 0; i < r->n; i++) {
+        if (!r->acc[i].store && r->acc[i].value != word) {
+            return true;
+        }
     }
+    return false;
+}
+
+/* The access fails (a load reads all ones, a store is dropped) */
+static MemTxResult far_cw_fail(CXLShmState *s, FarRun *r, hwaddr addr,
+                               bool write, uint64_t *val, const char *why)
+{
+    trace_cxl_shm_far_cw_failed(s->host_id, addr, write, why);
+    if (r) {
+        far_run_reset(r);
+    }
+    if (!write) {
+        *val = ~0ULL;
+    }
+    return MEMTX_ERROR;
 }
 
 static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
@@ -1274,7 +1243,7 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
     CXLShmFar *f = s->far;
     uint64_t line = QEMU_ALIGN_DOWN(addr, CXLSHM_LINE);
     uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0, old = 0;
-    vaddr pc = 0;
+    int64_t now_ms = g_get_monotonic_time() / 1000;
     bool step, swap, mine;
     FarRunAccess *a;
     FarSlot *sl;
@@ -1282,47 +1251,59 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
     int st;
 
     trace_cxl_shm_far_coherent(s->host_id, addr, size, write);
-    if (far_failed(s) || !qatomic_read(&f->started) || !far_cw_vcpu() ||
-        (write ? addr + size > word + 8 : addr + size > line + CXLSHM_LINE)) {
-        *val = write ? *val : ~0ULL;
-        return MEMTX_ERROR;
+    if (far_failed(s) || !qatomic_read(&f->started) || !far_cw_vcpu(s)) {
+        return far_cw_fail(s, NULL, addr, write, val, "not a vCPU's");
+    }
+    if (write ? addr + size > word + 8 : addr + size > line + CXLSHM_LINE) {
+        return far_cw_fail(s, NULL, addr, write, val, "across a word");
     }
     if (write) {
         mask = (size == 8 ? ~0ULL : (1ULL << (size * 8)) - 1) <<
                ((addr - word) * 8);
         v = (*val << ((addr - word) * 8)) & mask;
     }
-    cpu_io_insn_pc(current_cpu, &pc);
     step = tcg_atomic_step_active();
     sl = far_slot(s);
     r = &sl->run;
-    if (r->pc != pc) {
-        far_run_reset(r, pc);
-    }
-    if (r->replaying) {
-        a = r->pos < r->n ? &r->acc[r->pos] : NULL;
-        if (a && a->store == write && a->at == (write ? word : line) &&
+    if (!cpu_io_insn_rerun(current_cpu)) {
+        /* an instruction's first run: nothing done, it runs again */
+        far_run_reset(r);
+        r->since_ms = now_ms;
+    } else if (r->pos < r->n) {
+        a = &r->acc[r->pos];
+        if (a->store == write && a->at == (write ? word : line) &&
             (!write || (a->value == v && a->mask == mask))) {
             r->pos++;
-            r->retried = false;
             if (!write) {
                 *val = ldn_le_p(a->bytes + (addr - line), size);
             }
             return MEMTX_OK;
         }
-        r->replaying = false;
-        r->n = r->pos;
+        r->n = r->pos;          /* not what it did: from here on, anew */
     }
-    if (!step && r->live_ok && r->n &&
-        (!write || (r->acc[r->n - 1].store && r->acc[r->n - 1].at == word))) {
+    if (r->refused) {
+        return far_cw_fail(s, r, addr, write, val, "16-byte atomic");
+    }
+    if (step && !write && far_run_other_word(r, word)) {
         /*
-         * the instruction's next run (a loop), not this run's access; a
-         * step's next run is told by its end (far_step_done())
+         * An atomic's second load of another word: a 16-byte atomic
+         * (cmpxchg16b), which a swap of 8 bytes cannot make atomic.  It
+         * fails, loads and stores, rather than half land.
          */
-        far_run_reset(r, pc);
+        r->refused = true;
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        error_report_once("cxl-shm: host %u: a 16-byte atomic on the "
+                          "coherent window of a remote host fails (its "
+                          "loads read all ones, its stores are dropped)",
+                          s->host_id);
+        return far_cw_fail(s, NULL, addr, write, val, "16-byte atomic");
     }
-    swap = write && step && addr + size <= word + 8 &&
-           far_run_word(r, word, &old);
+    if (cpu_io_insn_rerun(current_cpu) &&
+        now_ms - r->since_ms > s->remote_timeout_ms) {
+        /* the line stayed busy at the service: a completion timeout */
+        return far_cw_fail(s, r, addr, write, val, "timeout");
+    }
+    swap = write && step && far_run_word(r, word, &old);
 
     st = qatomic_load_acquire(&sl->state);
     mine = far_own(sl) && sl->status != CXLSHM_WIRE_BUSY &&
@@ -1333,50 +1314,51 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
                             sl->value == v) :
                     sl->kind == FAR_LOAD && sl->off == line);
     if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
-        return far_run_again(r, write && mine);
+        return far_cw_again(r);
     }
-    if (st == FAR_DONE && mine) {
+    if (st == FAR_DONE && mine && cpu_io_insn_rerun(current_cpu)) {
         qatomic_set(&sl->state, FAR_IDLE);
         if (sl->status != CXLSHM_WIRE_OK) {
-            far_run_reset(r, pc);
-            *val = write ? *val : ~0ULL;
-            return MEMTX_ERROR;
+            return far_cw_fail(s, r, addr, write, val, "refused or lost");
         }
         if (swap) {
             trace_cxl_shm_far_swap(s->host_id, word, old, sl->req.value0);
             if (sl->req.value0 != old) {
                 /* another host's update came first: run again, anew */
                 qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
-                far_run_reset(r, pc);
-                r->retried = true;
-                return MEMTX_RETRY;
+                far_run_reset(r);
+                return far_cw_again(r);
             }
             qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
         }
-        r->live_ok = true;
-        r->retried = false;
-        if (r->n < FAR_RUN_MAX) {
-            a = &r->acc[r->n++];
-            a->store = write;
-            a->at = write ? word : line;
-            a->value = v;
-            a->mask = mask;
-            if (!write) {
-                memcpy(a->bytes, sl->buf, CXLSHM_LINE);
-            }
+        if (r->n == FAR_RUN_MAX) {
+            return far_cw_fail(s, r, addr, write, val, "too many accesses");
         }
+        a = &r->acc[r->n++];
+        r->pos = r->n;
+        a->store = write;
+        a->at = write ? word : line;
+        a->value = write ? v : word;
+        a->mask = mask;
         if (!write) {
+            memcpy(a->bytes, sl->buf, CXLSHM_LINE);
             *val = ldn_le_p(sl->buf + (addr - line), size);
         }
         return MEMTX_OK;
     }
     qatomic_set(&sl->state, FAR_IDLE);
+    memset(&sl->n, 0, sizeof(sl->n));
+    sl->kind = swap ? FAR_CAS : write ? FAR_STORE : FAR_LOAD;
+    sl->off = write ? word : line;
+    sl->end = sl->off + (write ? 8 : CXLSHM_LINE);
+    sl->nlines = 0;
+    sl->wb_stage = false;
     sl->mask = mask;
     sl->expect = old;
     sl->value = swap ? (old & ~mask) | v : v;
-    far_cw_start(f, sl, swap ? FAR_CAS : write ? FAR_STORE : FAR_LOAD,
-                 write ? word : line, write ? 8 : CXLSHM_LINE);
-    return far_run_again(r, write);
+    sl->seq++;
+    far_queue(f, sl);
+    return far_cw_again(r);
 }
 
 static MemTxResult far_cw_read(void *opaque, hwaddr addr, uint64_t *data,
@@ -1444,10 +1426,14 @@ static void far_reset(CXLShmState *s)
     uint64_t o, p;
     size_t i;
 
-    /* the requests in flight are abandoned: their replies go nowhere */
+    /*
+     * the requests in flight are abandoned: their replies go nowhere; no
+     * instruction runs again
+     */
     qemu_mutex_lock(&f->lock);
     for (i = 0; i < f->nslots; i++) {
         far_abandon(&f->slot[i]);
+        far_run_reset(&f->slot[i].run);
     }
     for (o = 0; o < s->nc_size; o += chunk) {
         uint64_t len = MIN(chunk, s->nc_size - o);

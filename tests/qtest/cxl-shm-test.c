@@ -6794,6 +6794,111 @@ static void test_remote_rmw_tcg(void)
     service_stop(&sv);
 }
 
+/*
+ * A remote host's instructions that make several accesses to the
+ * coherent window each run again until every reply has come, and each
+ * access is done once, from the bytes of that run: cmpsl (two loads of
+ * one line), a 16-byte load and store (movdqu: two 8-byte pieces each),
+ * pusha with the stack in the window (eight stores, two to each word),
+ * lock cmpxchg8b (a swap of a whole word), and the same movdqu store run
+ * a second time after the test cleared its bytes in the pool (it stores
+ * both halves again).  The device before kept no accesses and never
+ * finished the cmpsl; its first design (4a1e2b1, answered by the PC)
+ * never finished the cmpsl, the movdqu load or the pusha, and retired
+ * the second movdqu store without its upper half (a review's runs).
+ * Source,
+ * after fw_code's set-up with CR4.OSFXSR also set (orl $0x220):
+ *
+ *     movl $0x400010, %esi; movl $0x400018, %edi; cmpsl
+ *     setz 0x5008
+ *     movdqu 0x400010, %xmm0
+ *     movl %esp, %ebp; movl $0x400040, %esp
+ *     movl $0xa0a0a0a0, %eax; movl $0xc1c1c1c1, %ecx
+ *     movl $0xd2d2d2d2, %edx; movl $0xb3b3b3b3, %ebx
+ *     pusha
+ *     movl %ebp, %esp
+ *     xorl %eax, %eax; xorl %edx, %edx; movl $2, %ebx; movl $1, %ecx
+ *     lock cmpxchg8b 0x400060
+ *     setz 0x5009
+ *     movl $2, %ebx
+ * 3:  movdqu %xmm0, 0x400050
+ *     decl %ebx; jz 4f
+ *     movl $2, 0x5000
+ * 2:  cmpl $1, 0x5004; jne 2b
+ *     jmp 3b
+ * 4:  movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_shapes_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xe8, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x0d,
+    0x20, 0x02, 0x00, 0x00, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00,
+    0x00, 0x00, 0x80, 0x0f, 0x22, 0xc0, 0xbe, 0x10, 0x00, 0x40, 0x00, 0xbf,
+    0x18, 0x00, 0x40, 0x00, 0xa7, 0x0f, 0x94, 0x05, 0x08, 0x50, 0x00, 0x00,
+    0xf3, 0x0f, 0x6f, 0x05, 0x10, 0x00, 0x40, 0x00, 0x89, 0xe5, 0xbc, 0x40,
+    0x00, 0x40, 0x00, 0xb8, 0xa0, 0xa0, 0xa0, 0xa0, 0xb9, 0xc1, 0xc1, 0xc1,
+    0xc1, 0xba, 0xd2, 0xd2, 0xd2, 0xd2, 0xbb, 0xb3, 0xb3, 0xb3, 0xb3, 0x60,
+    0x89, 0xec, 0x31, 0xc0, 0x31, 0xd2, 0xbb, 0x02, 0x00, 0x00, 0x00, 0xb9,
+    0x01, 0x00, 0x00, 0x00, 0xf0, 0x0f, 0xc7, 0x0d, 0x60, 0x00, 0x40, 0x00,
+    0x0f, 0x94, 0x05, 0x09, 0x50, 0x00, 0x00, 0xbb, 0x02, 0x00, 0x00, 0x00,
+    0xf3, 0x0f, 0x7f, 0x05, 0x50, 0x00, 0x40, 0x00, 0x4b, 0x74, 0x15, 0xc7,
+    0x05, 0x00, 0x50, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x83, 0x3d, 0x04,
+    0x50, 0x00, 0x00, 0x01, 0x75, 0xf7, 0xeb, 0xe0, 0xc7, 0x05, 0x00, 0x50,
+    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x8d, 0xb4, 0x26,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0xd0, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_shapes_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-shapes.pool");
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
+    uint64_t w = 0x0123456789abcdefULL, zero[2] = { 0, 0 };
+    int fd, i;
+    Service sv;
+    Host h;
+
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    fd = open(pool, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, &w, 8, META_SIZE + 0x10), ==, 8);
+    g_assert_cmpint(pwrite(fd, &w, 8, META_SIZE + 0x18), ==, 8);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
+    fw_host_start_code(&h, url, 1, remote_shapes_code,
+                       sizeof(remote_shapes_code), opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    for (i = 0; i < 3000 && qtest_readl(h.qts, 0x5000) != 2; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(qtest_readl(h.qts, 0x5000), ==, 2);
+
+    g_assert_cmpuint(qtest_readb(h.qts, 0x5008), ==, 1);     /* cmpsl */
+    g_assert_cmphex(pool_rq(pool, 0x50), ==, w);             /* movdqu */
+    g_assert_cmphex(pool_rq(pool, 0x58), ==, w);
+    g_assert_cmphex(pool_rq(pool, 0x38), ==, 0xa0a0a0a0c1c1c1c1ULL);
+    g_assert_cmphex(pool_rq(pool, 0x30), ==, 0xd2d2d2d2b3b3b3b3ULL);
+    g_assert_cmphex(pool_rq(pool, 0x28) >> 32, ==, 0x400040);  /* esp */
+    g_assert_cmpuint(qtest_readb(h.qts, 0x5009), ==, 1);     /* cmpxchg8b */
+    g_assert_cmphex(pool_rq(pool, 0x60), ==, 0x100000002ULL);
+
+    /* the same store again, after its bytes changed in the pool */
+    g_assert_cmpint(pwrite(fd, zero, 16, META_SIZE + 0x50), ==, 16);
+    qtest_writel(h.qts, 0x5004, 1);
+    fw_host_wait(&h);
+    g_assert_cmphex(pool_rq(pool, 0x50), ==, w);
+    g_assert_cmphex(pool_rq(pool, 0x58), ==, w);
+    close(fd);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
 static char *tmpdir_full;      /* made at start: no allocation on abort */
 
 /*
@@ -6853,6 +6958,8 @@ int main(int argc, char **argv)
     add_staged("/cxl-shm/remote-atomics-tcg", NEED_TCG,
                test_remote_atomics_tcg);
     add_staged("/cxl-shm/remote-rmw-tcg", NEED_TCG, test_remote_rmw_tcg);
+    add_staged("/cxl-shm/remote-shapes-tcg", NEED_TCG,
+               test_remote_shapes_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
