@@ -39,6 +39,7 @@
 #include "qemu/osdep.h"
 #include <poll.h>
 #include <sys/eventfd.h>
+#include "qemu/bitops.h"
 #include "qemu/bswap.h"
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
@@ -69,13 +70,39 @@ typedef enum FarKind {
     FAR_RANGE,                  /* a piece of a range operation (op) */
     FAR_LOAD,                   /* a coherent line's bytes */
     FAR_STORE,                  /* a coherent word's bytes (mask) */
+    FAR_CAS,                    /* an atomic's word: expect -> value */
 } FarKind;
+
+#define FAR_RUN_MAX             16      /* accesses an instruction replays */
+
+/*
+ * The accesses one instruction has done to the coherent window, in
+ * order: a load's line, a store's word, bytes and mask.  Run again
+ * (cpu_io_insn_rerun()), the instruction is answered from them up to the
+ * access that asked for the retry (see far_cw_access()).
+ */
+typedef struct FarRunAccess {
+    bool store;
+    uint64_t at;                /* the line (a load), the word (a store) */
+    uint64_t value, mask;       /* a store's; a load's word in value */
+    uint8_t bytes[CXLSHM_LINE]; /* a load's */
+} FarRunAccess;
+
+typedef struct FarRun {
+    uint32_t n;                 /* accesses done */
+    uint32_t pos;               /* accesses of this run answered so far */
+    int64_t since_ms;           /* its first run (the bound of its retries) */
+    bool refused;               /* a 16-byte atomic: it fails */
+    FarRunAccess acc[FAR_RUN_MAX];
+} FarRun;
 
 /* One caller's request: a piece [off, end) of a range operation, or */
 typedef struct FarSlot {
     int state;                  /* FarState, atomic */
     FarKind kind;
-    uint64_t value, mask;       /* FAR_STORE */
+    uint64_t value, mask;       /* FAR_STORE; FAR_CAS: value */
+    uint64_t expect;            /* FAR_CAS: the word its load read */
+    FarRun run;                 /* a vCPU's: far_cw_access() */
     CXLShmLineOp op;
     uint64_t off, end;
     uint64_t want_end;          /* the end of the range asked for */
@@ -595,6 +622,15 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
     return MIN(l, end);
 }
 
+/* @sl's request to the device thread */
+static void far_queue(CXLShmFar *f, FarSlot *sl)
+{
+    qatomic_store_release(&sl->state, FAR_QUEUED);
+    if (eventfd_write(f->efd, 1) < 0) {
+        /* the counter is full: the thread has work to find anyway */
+    }
+}
+
 /*
  * Queue the piece of [off, end) from @off.  Its dirty bytes are taken
  * by the device thread when it sends it (far_send()), so requests go out
@@ -603,8 +639,6 @@ static uint64_t far_collect_dirty(CXLShmState *s, FarSlot *sl, uint64_t off,
 static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
                       uint64_t off, uint64_t end, uint64_t force)
 {
-    CXLShmFar *f = s->far;
-
     memset(&sl->n, 0, sizeof(sl->n));
     sl->kind = FAR_RANGE;
     sl->op = op;
@@ -616,10 +650,7 @@ static void far_start(CXLShmState *s, FarSlot *sl, CXLShmLineOp op,
     sl->end = op == CXLSHM_LINE_DROP ?
               MIN(end, off + CXLSHM_WIRE_MAX_FETCH) : end;
     sl->wb_stage = op != CXLSHM_LINE_DROP;
-    qatomic_store_release(&sl->state, FAR_QUEUED);
-    if (eventfd_write(f->efd, 1) < 0) {
-        /* the counter is full: the thread has work to find anyway */
-    }
+    far_queue(s->far, sl);
 }
 
 /*
@@ -788,10 +819,15 @@ static void far_send(CXLShmState *s, FarSlot *sl)
     CXLShmFar *f = s->far;
 
     memset(&sl->req, 0, sizeof(sl->req));
-    if (sl->kind == FAR_STORE) {
+    if (sl->kind == FAR_STORE || sl->kind == FAR_CAS) {
         sl->sent = ++f->sent;
-        cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off, sl->value,
-                              sl->mask, &sl->req);
+        if (sl->kind == FAR_CAS) {
+            cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_CMPXCHG, sl->off,
+                                  sl->expect, sl->value, &sl->req);
+        } else {
+            cxl_shm_remote_atomic(f->r, CXLSHM_ATOMIC_STORE, sl->off,
+                                  sl->value, sl->mask, &sl->req);
+        }
         return;
     }
     if (sl->wb_stage && sl->nlines == 0) {
@@ -1114,16 +1150,91 @@ static void far_free(CXLShmState *s)
  * The coherent window of a remote host: every access goes to the
  * service.  A load fetches its line, a store is a masked store of its
  * 8-byte word (CXLSHM_ATOMIC_STORE), under the line's lock at the
- * service.  A vCPU under TCG whose reply has not come runs the access
- * again (MEMTX_RETRY), and the access run again takes the reply (its
- * slot's request, matched by kind, offset and value); any other thread
- * (DMA, the monitor, qtest), an access across a line (a load) or a word
- * (a store), and a host that lost the service get MEMTX_ERROR (a load
- * reads all ones).
+ * service.  Any thread but a TCG vCPU (DMA, the monitor, qtest), an
+ * access across a line (a load) or a word (a store), and a host that
+ * lost the service get MEMTX_ERROR (a load reads all ones).
+ *
+ * A vCPU's access asks for a retry (MEMTX_RETRY) and the instruction to
+ * run again alone, before any interrupt (cpu_io_insn_again()); it is
+ * done when the instruction runs again and the reply has come.  An
+ * instruction run again makes its accesses again: the vCPU keeps those
+ * it has done (FarRun) and answers them as it did (a load the bytes it
+ * read, a store done) up to the access that asked for the retry.  So a
+ * load's bytes are the ones its store was made from (an add to memory
+ * adds once), a store is sent once, and the bytes never come from an
+ * earlier run of the instruction (cpu_io_insn_rerun() is false for
+ * that: its accesses are forgotten).
+ *
+ * A locked read-modify-write (TCG runs it as a load and a store in an
+ * exclusive step, tcg_atomic_step_active()) is a compare-and-swap of its
+ * word at the service (CXLSHM_ATOMIC_CMPXCHG): "the word my load read ->
+ * that word with my bytes", atomic with every other host's atomics and
+ * stores, local ones included.  A swap that found another word (another
+ * host's update came between) changed nothing: the instruction runs
+ * again from its load, anew.
  */
-static bool far_cw_vcpu(void)
+static bool far_cw_vcpu(CXLShmState *s)
 {
-    return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu);
+    return current_cpu && tcg_enabled() && cpu_io_insn_id(current_cpu) &&
+           current_cpu->cpu_index >= 0 &&
+           (uint32_t)current_cpu->cpu_index < s->far->nslots - 2;
+}
+
+static void far_run_reset(FarRun *r)
+{
+    r->n = r->pos = 0;
+    r->refused = false;
+}
+
+/* The word @word as this instruction's load read it, if it did */
+static bool far_run_word(FarRun *r, uint64_t word, uint64_t *old)
+{
+    uint32_t i = r->n;
+
+    while (i--) {
+        FarRunAccess *a = &r->acc[i];
+
+        if (!a->store && a->at == QEMU_ALIGN_DOWN(word, CXLSHM_LINE)) {
+            *old = ldq_le_p(a->bytes + (word - a->at));
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The instruction runs again, alone: answer it from its first access */
+static MemTxResult far_cw_again(FarRun *r)
+{
+    r->pos = 0;
+    cpu_io_insn_again(current_cpu);
+    return MEMTX_RETRY;
+}
+
+/* Did this instruction load another word than @word? */
+static bool far_run_other_word(FarRun *r, uint64_t word)
+{
+    uint32_t i;
+
+    for (i = 0; i < r->n; i++) {
+        if (!r->acc[i].store && r->acc[i].value != word) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The access fails (a load reads all ones, a store is dropped) */
+static MemTxResult far_cw_fail(CXLShmState *s, FarRun *r, hwaddr addr,
+                               bool write, uint64_t *val, const char *why)
+{
+    trace_cxl_shm_far_cw_failed(s->host_id, addr, write, why);
+    if (r) {
+        far_run_reset(r);
+    }
+    if (!write) {
+        *val = ~0ULL;
+    }
+    return MEMTX_ERROR;
 }
 
 static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
@@ -1131,56 +1242,123 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
 {
     CXLShmFar *f = s->far;
     uint64_t line = QEMU_ALIGN_DOWN(addr, CXLSHM_LINE);
-    uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0;
+    uint64_t word = QEMU_ALIGN_DOWN(addr, 8), mask = 0, v = 0, old = 0;
+    int64_t now_ms = g_get_monotonic_time() / 1000;
+    bool step, swap, mine;
+    FarRunAccess *a;
     FarSlot *sl;
+    FarRun *r;
     int st;
 
     trace_cxl_shm_far_coherent(s->host_id, addr, size, write);
-    if (far_failed(s) || !qatomic_read(&f->started) || !far_cw_vcpu() ||
-        (write ? addr + size > word + 8 : addr + size > line + CXLSHM_LINE)) {
-        *val = write ? *val : ~0ULL;
-        return MEMTX_ERROR;
+    if (far_failed(s) || !qatomic_read(&f->started) || !far_cw_vcpu(s)) {
+        return far_cw_fail(s, NULL, addr, write, val, "not a vCPU's");
+    }
+    if (write ? addr + size > word + 8 : addr + size > line + CXLSHM_LINE) {
+        return far_cw_fail(s, NULL, addr, write, val, "across a word");
     }
     if (write) {
         mask = (size == 8 ? ~0ULL : (1ULL << (size * 8)) - 1) <<
                ((addr - word) * 8);
         v = (*val << ((addr - word) * 8)) & mask;
     }
+    step = tcg_atomic_step_active();
     sl = far_slot(s);
-    st = qatomic_load_acquire(&sl->state);
-    if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
-        return MEMTX_RETRY;
-    }
-    if (st == FAR_DONE) {
-        qatomic_set(&sl->state, FAR_IDLE);
-        if (far_own(sl) && sl->kind == (write ? FAR_STORE : FAR_LOAD) &&
-            sl->off == (write ? word : line) &&
-            (!write || (sl->value == v && sl->mask == mask)) &&
-            sl->status != CXLSHM_WIRE_BUSY) {
-            if (sl->status != CXLSHM_WIRE_OK) {
-                *val = write ? *val : ~0ULL;
-                return MEMTX_ERROR;
-            }
+    r = &sl->run;
+    if (!cpu_io_insn_rerun(current_cpu)) {
+        /* an instruction's first run: nothing done, it runs again */
+        far_run_reset(r);
+        r->since_ms = now_ms;
+    } else if (r->pos < r->n) {
+        a = &r->acc[r->pos];
+        if (a->store == write && a->at == (write ? word : line) &&
+            (!write || (a->value == v && a->mask == mask))) {
+            r->pos++;
             if (!write) {
-                *val = ldn_le_p(sl->buf + (addr - line), size);
+                *val = ldn_le_p(a->bytes + (addr - line), size);
             }
             return MEMTX_OK;
         }
+        r->n = r->pos;          /* not what it did: from here on, anew */
     }
+    if (r->refused) {
+        return far_cw_fail(s, r, addr, write, val, "16-byte atomic");
+    }
+    if (step && !write && far_run_other_word(r, word)) {
+        /*
+         * An atomic's second load of another word: a 16-byte atomic
+         * (cmpxchg16b), which a swap of 8 bytes cannot make atomic.  It
+         * fails, loads and stores, rather than half land.
+         */
+        r->refused = true;
+        qatomic_inc(&s->stats[CXLSHM_STAT_ERRORS]);
+        error_report_once("cxl-shm: host %u: a 16-byte atomic on the "
+                          "coherent window of a remote host fails (its "
+                          "loads read all ones, its stores are dropped)",
+                          s->host_id);
+        return far_cw_fail(s, NULL, addr, write, val, "16-byte atomic");
+    }
+    if (cpu_io_insn_rerun(current_cpu) &&
+        now_ms - r->since_ms > s->remote_timeout_ms) {
+        /* the line stayed busy at the service: a completion timeout */
+        return far_cw_fail(s, r, addr, write, val, "timeout");
+    }
+    swap = write && step && far_run_word(r, word, &old);
+
+    st = qatomic_load_acquire(&sl->state);
+    mine = far_own(sl) && sl->status != CXLSHM_WIRE_BUSY &&
+           (write ? sl->kind == (swap ? FAR_CAS : FAR_STORE) &&
+                    sl->off == word && sl->mask == mask &&
+                    (swap ? sl->expect == old &&
+                            sl->value == ((old & ~mask) | v) :
+                            sl->value == v) :
+                    sl->kind == FAR_LOAD && sl->off == line);
+    if (st == FAR_QUEUED || st == FAR_INFLIGHT) {
+        return far_cw_again(r);
+    }
+    if (st == FAR_DONE && mine && cpu_io_insn_rerun(current_cpu)) {
+        qatomic_set(&sl->state, FAR_IDLE);
+        if (sl->status != CXLSHM_WIRE_OK) {
+            return far_cw_fail(s, r, addr, write, val, "refused or lost");
+        }
+        if (swap) {
+            trace_cxl_shm_far_swap(s->host_id, word, old, sl->req.value0);
+            if (sl->req.value0 != old) {
+                /* another host's update came first: run again, anew */
+                qatomic_inc(&s->stats[CXLSHM_STAT_RETRIES]);
+                far_run_reset(r);
+                return far_cw_again(r);
+            }
+            qatomic_inc(&s->stats[CXLSHM_STAT_NATIVE_OPS]);
+        }
+        if (r->n == FAR_RUN_MAX) {
+            return far_cw_fail(s, r, addr, write, val, "too many accesses");
+        }
+        a = &r->acc[r->n++];
+        r->pos = r->n;
+        a->store = write;
+        a->at = write ? word : line;
+        a->value = write ? v : word;
+        a->mask = mask;
+        if (!write) {
+            memcpy(a->bytes, sl->buf, CXLSHM_LINE);
+            *val = ldn_le_p(sl->buf + (addr - line), size);
+        }
+        return MEMTX_OK;
+    }
+    qatomic_set(&sl->state, FAR_IDLE);
     memset(&sl->n, 0, sizeof(sl->n));
-    sl->kind = write ? FAR_STORE : FAR_LOAD;
+    sl->kind = swap ? FAR_CAS : write ? FAR_STORE : FAR_LOAD;
     sl->off = write ? word : line;
     sl->end = sl->off + (write ? 8 : CXLSHM_LINE);
-    sl->value = v;
-    sl->mask = mask;
     sl->nlines = 0;
     sl->wb_stage = false;
+    sl->mask = mask;
+    sl->expect = old;
+    sl->value = swap ? (old & ~mask) | v : v;
     sl->seq++;
-    qatomic_store_release(&sl->state, FAR_QUEUED);
-    if (eventfd_write(f->efd, 1) < 0) {
-        /* the counter is full: the thread has work to find anyway */
-    }
-    return MEMTX_RETRY;
+    far_queue(f, sl);
+    return far_cw_again(r);
 }
 
 static MemTxResult far_cw_read(void *opaque, hwaddr addr, uint64_t *data,
@@ -1248,10 +1426,14 @@ static void far_reset(CXLShmState *s)
     uint64_t o, p;
     size_t i;
 
-    /* the requests in flight are abandoned: their replies go nowhere */
+    /*
+     * the requests in flight are abandoned: their replies go nowhere; no
+     * instruction runs again
+     */
     qemu_mutex_lock(&f->lock);
     for (i = 0; i < f->nslots; i++) {
         far_abandon(&f->slot[i]);
+        far_run_reset(&f->slot[i].run);
     }
     for (o = 0; o < s->nc_size; o += chunk) {
         uint64_t len = MIN(chunk, s->nc_size - o);

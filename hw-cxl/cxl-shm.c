@@ -138,15 +138,11 @@ static bool cxl_shm_check_props(CXLShmState *s, Error **errp)
 static bool cxl_shm_setup_atomics(CXLShmState *s, Error **errp)
 {
     ERRP_GUARD();
-    if (cxl_shm_far_wanted(s)) {
-        /* a remote host: no atomics across machines yet (docs/device.md) */
-        s->atomics_ok = false;
-        return true;
-    }
     if (kvm_enabled()) {
         /*
-         * mode=timed serves every access as MMIO, and KVM emulates an
-         * atomic on MMIO as a read and a write: not atomic across hosts.
+         * mode=timed and a remote host's coherent window serve every
+         * access as MMIO, and KVM emulates an atomic on MMIO as a read
+         * and a write: not atomic across hosts.
          */
         s->atomics_ok = s->mode_ops->maps_ram;
         return true;

@@ -2693,9 +2693,10 @@ static void fw_host_start_code(Host *h, const char *pool, int host_id,
     h->qts = qtest_init(all);
     host_enable(h, true);
     /* TCG: native ops, atomics, and in mode=direct the direct mapping */
-    /* a remote host (pool-key): no atomics, no direct coherent window */
+    /* a remote host (pool-key): atomics, no direct coherent window */
     g_assert_cmphex(r32(h, A_CXLSHM_CAPS), ==,
-                    extra && strstr(extra, "pool-key") ? CAP_NATIVE :
+                    extra && strstr(extra, "pool-key") ?
+                    CAP_NATIVE | CAP_ATOMICS :
                     CAP_NATIVE | CAP_ATOMICS |
                     (extra && strstr(extra, "mode=timed") ? 0 : CAP_DIRECT));
 
@@ -6257,14 +6258,50 @@ static char *remote_opts(Service *sv, const char *key, const char *extra)
                            extra ? extra : ",remote-timeout-ms=1000");
 }
 
+/*
+ * A remote host's test: its pool made with cxlpod-pool, whose path is
+ * returned; NULL, and the test skipped, without the tool
+ */
+static char *remote_pool_create(const char *pool)
+{
+    char *tool = pool_tool();
+    g_autofree char *cmd = NULL;
+    int status;
+
+    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+        g_free(tool);
+        return NULL;
+    }
+    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
+                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
+                          pool);
+    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return tool;
+}
+
+/*
+ * @pool served on loopback; *@url and *@opts (with @extra, or the
+ * default timeout) for a remote host's cxl-shm
+ */
+static void remote_pool_serve(Service *sv, const char *tool, const char *pool,
+                              const char *extra, char **url, char **opts)
+{
+    g_autofree char *key = g_strdup_printf("%s.key", pool);
+
+    g_assert_true(service_start(sv, tool, pool));
+    *url = g_strdup_printf("ucx://%s", sv->where);
+    *opts = remote_opts(sv, key, extra);
+}
+
 static void test_remote(void)
 {
     g_autofree char *pool = pool_path("remote.pool");
     g_autofree char *key = g_strdup_printf("%s.key", pool);
     g_autofree char *badkey = pool_path("remote-bad.key");
-    g_autofree char *tool = pool_tool();
+    g_autofree char *tool = NULL;
     g_autofree char *url = NULL, *opts = NULL, *args = NULL, *err = NULL;
-    g_autofree char *cmd = NULL;
     const uint64_t nc = COH_SIZE + 0x40000;
     int status, i;
     gint64 t0;
@@ -6272,10 +6309,6 @@ static void test_remote(void)
     Service sv;
     Host a, b;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
-        return;
-    }
     args = host_args("ucx://127.0.0.1:1", 0, ",pool-key=/nonexistent");
     err = run_qemu(args, &status);
     if (strstr(err, "in this build of QEMU")) {
@@ -6284,16 +6317,13 @@ static void test_remote(void)
     }
     g_clear_pointer(&err, g_free);
     g_clear_pointer(&args, g_free);
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
 
     host_start(&a, pool, 0, true);
-    opts = remote_opts(&sv, key, NULL);
     args = host_args(url, 1, opts);
     t0 = g_get_monotonic_time();
     b.qts = qtest_init(args);
@@ -6308,7 +6338,7 @@ static void test_remote(void)
         g_usleep(10000);
     }
     g_assert_cmphex(r64(&a, A_CXLSHM_HOST_LIVE), ==, 3);
-    /* no atomics across machines yet; no direct coherent window */
+    /* not TCG (-accel qtest): no atomics; never a direct window */
     g_assert_cmphex(r32(&b, A_CXLSHM_CAPS) & (CAP_ATOMICS | CAP_DIRECT),
                     ==, 0);
 
@@ -6499,27 +6529,19 @@ static void test_remote(void)
 static void test_remote_unplug(void)
 {
     g_autofree char *pool = pool_path("remote-unplug.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *args = NULL, *cmd = NULL;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL, *args = NULL;
     const uint64_t nc = COH_SIZE + 0x40000;
-    int status, i;
+    int i;
     gint64 t0;
     Service sv;
     Host b;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, ",remote-timeout-ms=5000");
+    remote_pool_serve(&sv, tool, pool, ",remote-timeout-ms=5000", &url, &opts);
     args = host_args(url, 1, opts);
     b.qts = qtest_init(args);
     host_enable(&b, true);
@@ -6576,25 +6598,16 @@ static const uint8_t remote_fw_code[] = {
 static void test_remote_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-tcg.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
-    int status;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     Service sv;
     Host h;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     fw_host_start_code(&h, url, 1, remote_fw_code, sizeof(remote_fw_code),
                        opts, NULL);
     qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
@@ -6643,32 +6656,24 @@ static const uint8_t remote_cw_code[] = {
 static void test_remote_coherent_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-cw.pool");
-    g_autofree char *key = g_strdup_printf("%s.key", pool);
-    g_autofree char *tool = pool_tool();
-    g_autofree char *url = NULL, *opts = NULL, *cmd = NULL;
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
     uint64_t mine = 0x1122334400000000ULL, theirs = 0xabcdef01;
-    int status, fd;
+    int fd;
     Service sv;
     Host h;
 
-    if (!tool || !g_file_test(tool, G_FILE_TEST_IS_EXECUTABLE)) {
-        g_test_skip("no cxlpod-pool (scripts/build-tools.sh, CXLPOD_TOP)");
+    tool = remote_pool_create(pool);
+    if (!tool) {
         return;
     }
-    cmd = g_strdup_printf("%s create --size %llu --coherent-size %llu "
-                          "--max-hosts 4 %s", tool, POOL_SIZE, COH_SIZE,
-                          pool);
-    g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
-    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     /* another host's data in the window, and bytes the store keeps */
     fd = open(pool, O_WRONLY);
     g_assert_cmpint(fd, >=, 0);
     g_assert_cmpint(pwrite(fd, &theirs, 8, META_SIZE + 0x10), ==, 8);
     g_assert_cmpint(pwrite(fd, &mine, 8, META_SIZE), ==, 8);
     close(fd);
-    g_assert_true(service_start(&sv, tool, pool));
-    url = g_strdup_printf("ucx://%s", sv.where);
-    opts = remote_opts(&sv, key, NULL);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
     fw_host_start_code(&h, url, 1, remote_cw_code, sizeof(remote_cw_code),
                        opts, NULL);
     /* not a vCPU: an error, never a wait */
@@ -6680,6 +6685,216 @@ static void test_remote_coherent_tcg(void)
     g_assert_cmphex(pool_rq(pool, 0), ==, 0x1122334455667788ULL);
     g_assert_cmphex(pool_rq(pool, COH_SIZE + 0x100), ==,
                     (theirs << 32) | 0x55667788);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
+/*
+ * Atomics across machines: a remote host's guest runs lock incl on a
+ * coherent counter while a local host's guest (the pool file mapped)
+ * runs lock incl on it at full speed; every increment counts.  The
+ * firmware of test_native_tcg with shorter loops.  The remote host
+ * starts first and is still counting when the local one has finished,
+ * so the local host's whole run falls inside the remote one's.
+ */
+static void test_remote_atomics_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-atomics.pool");
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
+    g_autofree uint8_t *code_a = g_memdup2(fw_code, sizeof(fw_code));
+    g_autofree uint8_t *code_b = g_memdup2(fw_code, sizeof(fw_code));
+    const uint32_t na = 2000000, nb = 3000;
+    int i;
+    Service sv;
+    Host a, b;
+
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
+    g_assert_cmphex(ldl_le_p(fw_code + 0x8d), ==, 10000000);
+    stl_le_p(code_a + 0x8d, na);
+    stl_le_p(code_b + 0x8d, nb);
+    fw_host_start_code(&b, url, 1, code_b, sizeof(fw_code), opts, NULL);
+    fw_host_start_code(&a, pool, 0, code_a, sizeof(fw_code), NULL, NULL);
+
+    qtest_qmp_assert_success(b.qts, "{'execute': 'cont'}");
+    for (i = 0; i < 3000 && pool_rq(pool, 8) < 10; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(pool_rq(pool, 8), >=, 10);
+    qtest_qmp_assert_success(a.qts, "{'execute': 'cont'}");
+    fw_host_wait(&a);
+    /* the local run fell within the remote one */
+    g_assert_cmpuint(qtest_readl(b.qts, 0x5000), ==, 0);
+    fw_host_wait(&b);
+
+    g_assert_cmpuint(pool_rq(pool, 8), ==, na + nb);
+    g_assert_cmpuint(pool_rq(pool, 0), ==, 2);              /* lock xadd */
+    g_test_message("remote host: %" PRIu64 " swaps lost to the local host "
+                   "and run again, for %u increments",
+                   rstat(&b, CXLSHM_STAT_RETRIES), nb);
+    qtest_quit(a.qts);
+    qtest_quit(b.qts);
+    service_stop(&sv);
+}
+
+/*
+ * A remote host's instruction that loads and stores the coherent window
+ * runs again while its replies are due, and must not do its access
+ * twice: 2000 addl $1 (not locked) and a movsl, alone on the pool, add
+ * exactly 2000 and copy it.  Before the device kept an instruction's
+ * accesses (FarRun), each run again fetched anew and stored anew: the
+ * first addl never finished and added without end.  Source, after
+ * fw_code's paging set-up:
+ *
+ *     movl $2000, %ecx
+ * 2:  addl $1, 0x400010; decl %ecx; jnz 2b
+ *     movl $0x400010, %esi; movl $0x400018, %edi; movsl
+ *     movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_rmw_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0x80, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x83,
+    0xc8, 0x20, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00, 0x00, 0x00,
+    0x80, 0x0f, 0x22, 0xc0, 0xb9, 0xd0, 0x07, 0x00, 0x00, 0x83, 0x05, 0x10,
+    0x00, 0x40, 0x00, 0x01, 0x49, 0x75, 0xf6, 0xbe, 0x10, 0x00, 0x40, 0x00,
+    0xbf, 0x18, 0x00, 0x40, 0x00, 0xa5, 0xc7, 0x05, 0x00, 0x50, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0x68, 0xf0,
+    0xff, 0xff,
+};
+
+static void test_remote_rmw_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-rmw.pool");
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
+    Service sv;
+    Host h;
+
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
+    fw_host_start_code(&h, url, 1, remote_rmw_code, sizeof(remote_rmw_code),
+                       opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    fw_host_wait(&h);
+    g_assert_cmpuint(pool_rq(pool, 0x10), ==, 2000);
+    g_assert_cmpuint(pool_rq(pool, 0x18), ==, 2000);
+    qtest_quit(h.qts);
+    service_stop(&sv);
+}
+
+/*
+ * A remote host's instructions that make several accesses to the
+ * coherent window each run again until every reply has come, and each
+ * access is done once, from the bytes of that run: cmpsl (two loads of
+ * one line), a 16-byte load and store (movdqu: two 8-byte pieces each),
+ * pusha with the stack in the window (eight stores, two to each word),
+ * lock cmpxchg8b (a swap of a whole word), and the same movdqu store run
+ * a second time after the test cleared its bytes in the pool (it stores
+ * both halves again).  The device before kept no accesses and never
+ * finished the cmpsl; its first design (4a1e2b1, answered by the PC)
+ * never finished the cmpsl, the movdqu load or the pusha, and retired
+ * the second movdqu store without its upper half (a review's runs).
+ * Source,
+ * after fw_code's set-up with CR4.OSFXSR also set (orl $0x220):
+ *
+ *     movl $0x400010, %esi; movl $0x400018, %edi; cmpsl
+ *     setz 0x5008
+ *     movdqu 0x400010, %xmm0
+ *     movl %esp, %ebp; movl $0x400040, %esp
+ *     movl $0xa0a0a0a0, %eax; movl $0xc1c1c1c1, %ecx
+ *     movl $0xd2d2d2d2, %edx; movl $0xb3b3b3b3, %ebx
+ *     pusha
+ *     movl %ebp, %esp
+ *     xorl %eax, %eax; xorl %edx, %edx; movl $2, %ebx; movl $1, %ecx
+ *     lock cmpxchg8b 0x400060
+ *     setz 0x5009
+ *     movl $2, %ebx
+ * 3:  movdqu %xmm0, 0x400050
+ *     decl %ebx; jz 4f
+ *     movl $2, 0x5000
+ * 2:  cmpl $1, 0x5004; jne 2b
+ *     jmp 3b
+ * 4:  movl $1, 0x5000
+ * 1:  hlt; jmp 1b
+ */
+static const uint8_t remote_shapes_code[] = {
+    0xfa, 0x2e, 0x66, 0x0f, 0x01, 0x16, 0xe8, 0xf0, 0x0f, 0x20, 0xc0, 0x66,
+    0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x1a, 0xf0, 0xff, 0xff,
+    0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0,
+    0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8, 0x0f, 0x20, 0xe0, 0x0d,
+    0x20, 0x02, 0x00, 0x00, 0x0f, 0x22, 0xe0, 0x0f, 0x20, 0xc0, 0x0d, 0x00,
+    0x00, 0x00, 0x80, 0x0f, 0x22, 0xc0, 0xbe, 0x10, 0x00, 0x40, 0x00, 0xbf,
+    0x18, 0x00, 0x40, 0x00, 0xa7, 0x0f, 0x94, 0x05, 0x08, 0x50, 0x00, 0x00,
+    0xf3, 0x0f, 0x6f, 0x05, 0x10, 0x00, 0x40, 0x00, 0x89, 0xe5, 0xbc, 0x40,
+    0x00, 0x40, 0x00, 0xb8, 0xa0, 0xa0, 0xa0, 0xa0, 0xb9, 0xc1, 0xc1, 0xc1,
+    0xc1, 0xba, 0xd2, 0xd2, 0xd2, 0xd2, 0xbb, 0xb3, 0xb3, 0xb3, 0xb3, 0x60,
+    0x89, 0xec, 0x31, 0xc0, 0x31, 0xd2, 0xbb, 0x02, 0x00, 0x00, 0x00, 0xb9,
+    0x01, 0x00, 0x00, 0x00, 0xf0, 0x0f, 0xc7, 0x0d, 0x60, 0x00, 0x40, 0x00,
+    0x0f, 0x94, 0x05, 0x09, 0x50, 0x00, 0x00, 0xbb, 0x02, 0x00, 0x00, 0x00,
+    0xf3, 0x0f, 0x7f, 0x05, 0x50, 0x00, 0x40, 0x00, 0x4b, 0x74, 0x15, 0xc7,
+    0x05, 0x00, 0x50, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x83, 0x3d, 0x04,
+    0x50, 0x00, 0x00, 0x01, 0x75, 0xf7, 0xeb, 0xe0, 0xc7, 0x05, 0x00, 0x50,
+    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x8d, 0xb4, 0x26,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x92, 0xcf, 0x00, 0x17, 0x00, 0xd0, 0xf0, 0xff, 0xff,
+};
+
+static void test_remote_shapes_tcg(void)
+{
+    g_autofree char *pool = pool_path("remote-shapes.pool");
+    g_autofree char *tool = NULL;
+    g_autofree char *url = NULL, *opts = NULL;
+    uint64_t w = 0x0123456789abcdefULL, zero[2] = { 0, 0 };
+    int fd, i;
+    Service sv;
+    Host h;
+
+    tool = remote_pool_create(pool);
+    if (!tool) {
+        return;
+    }
+    fd = open(pool, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, &w, 8, META_SIZE + 0x10), ==, 8);
+    g_assert_cmpint(pwrite(fd, &w, 8, META_SIZE + 0x18), ==, 8);
+    remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
+    fw_host_start_code(&h, url, 1, remote_shapes_code,
+                       sizeof(remote_shapes_code), opts, NULL);
+    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
+    for (i = 0; i < 3000 && qtest_readl(h.qts, 0x5000) != 2; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(qtest_readl(h.qts, 0x5000), ==, 2);
+
+    g_assert_cmpuint(qtest_readb(h.qts, 0x5008), ==, 1);     /* cmpsl */
+    g_assert_cmphex(pool_rq(pool, 0x50), ==, w);             /* movdqu */
+    g_assert_cmphex(pool_rq(pool, 0x58), ==, w);
+    g_assert_cmphex(pool_rq(pool, 0x38), ==, 0xa0a0a0a0c1c1c1c1ULL);
+    g_assert_cmphex(pool_rq(pool, 0x30), ==, 0xd2d2d2d2b3b3b3b3ULL);
+    g_assert_cmphex(pool_rq(pool, 0x28) >> 32, ==, 0x400040);  /* esp */
+    g_assert_cmpuint(qtest_readb(h.qts, 0x5009), ==, 1);     /* cmpxchg8b */
+    g_assert_cmphex(pool_rq(pool, 0x60), ==, 0x100000002ULL);
+
+    /* the same store again, after its bytes changed in the pool */
+    g_assert_cmpint(pwrite(fd, zero, 16, META_SIZE + 0x50), ==, 16);
+    qtest_writel(h.qts, 0x5004, 1);
+    fw_host_wait(&h);
+    g_assert_cmphex(pool_rq(pool, 0x50), ==, w);
+    g_assert_cmphex(pool_rq(pool, 0x58), ==, w);
+    close(fd);
     qtest_quit(h.qts);
     service_stop(&sv);
 }
@@ -6740,6 +6955,11 @@ int main(int argc, char **argv)
     add_staged("/cxl-shm/remote-tcg", NEED_TCG, test_remote_tcg);
     add_staged("/cxl-shm/remote-coherent-tcg", NEED_TCG,
                test_remote_coherent_tcg);
+    add_staged("/cxl-shm/remote-atomics-tcg", NEED_TCG,
+               test_remote_atomics_tcg);
+    add_staged("/cxl-shm/remote-rmw-tcg", NEED_TCG, test_remote_rmw_tcg);
+    add_staged("/cxl-shm/remote-shapes-tcg", NEED_TCG,
+               test_remote_shapes_tcg);
     qtest_add_func("/cxl-shm/wide-pod", test_wide_pod);
     qtest_add_func("/cxl-shm/foreign-lock-tag", test_foreign_lock_tag);
     qtest_add_func("/cxl-shm/failure-rejoin", test_failure_rejoin);
