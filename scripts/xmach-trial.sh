@@ -12,24 +12,29 @@
 # logs into them with `cxlpod-launch ssh`):
 #   1. a remote host with a wrong key refused (a QEMU on b, error naming
 #      the service; the service logs the refusal);
-#   2. the litmus matrix on the pairs local-local (0,1), local-remote
-#      (0,2), remote-remote (2,3): every combination as cxlpod-litmus
-#      itself expects (it reads CAPS: without ATOMICS an atomic row
-#      expects "any");
-#   3. cxlpod-mq and cxlpod-allreduce across all four guests, and
-#      mpirun's allreduce (cxlpod-mpi-allreduce) across all four;
-#   4. host 2 (remote) SIGKILLed at random, twice, by b's launcher
+#   2. host 2 (remote) SIGKILLed at random, twice, by b's launcher
 #      (--kill 2@random:0-1.5:KILL-WINDOW --restart 2 --restarts 2):
 #      first 0-1.5 s after it stored 64 records without writing them back
 #      (cxlpod-crash --unpublished), then 0-1.5 s into appending records
-#      it writes back one by one.  Each time: the service logs it failed
-#      (the time from the kill is printed, and must be within the
+#      it writes back one by one (a writer stuck before its marker is
+#      killed 30 s after it started).  Each time: the service logs it
+#      failed (the time from the kill is printed, and must be within the
 #      heartbeat timeout), host 0 (local) finds every published record
 #      intact, none of the unflushed lines in the pool; the host is
 #      restarted, rejoins with the next generation, verifies the records
 #      through its fresh image and passes a token each way with host 0;
-#   5. host 3 (remote) SIGSTOPped past the heartbeat timeout: failed by
-#      the service (time printed); then SIGCONT: what it sees is printed.
+#   3. mpirun's allreduce (cxlpod-mpi-allreduce) across all four;
+#   4. a locked xchg in the coherent window of each host (every cxlpod
+#      guest tool's join makes one): the checks that need the tools on a
+#      host where it does not complete fail at once, naming it;
+#   5. the litmus matrix on the pairs local-local (0,1), local-remote
+#      (0,2), remote-remote (2,3): every combination as cxlpod-litmus
+#      itself expects (it reads CAPS: without ATOMICS an atomic row
+#      expects "any");
+#   6. cxlpod-mq and cxlpod-allreduce across all four guests;
+#   7. a remote host still joined SIGSTOPped past the heartbeat timeout:
+#      failed by the service (time printed); then SIGCONT: what it sees
+#      is printed.
 # Pod 2, initramfs guests on the pod network: the pool service SIGKILLed
 # with the four guests booted: each remote QEMU says it lost the service
 # (stderr), answers query-status within 1 s, its guest goes on (its loop
@@ -292,7 +297,7 @@ else
     failc "wrong key: QEMU exited $rc ($werr); service: $(slog | grep -i refused | tail -n1)"
 fi
 
-# --- 4. host 2 killed at random twice, restarted, rejoining
+# --- 2. host 2 killed at random twice, restarted, rejoining
 # kill_round N: touch ctl/crashN (host 2's run N writes), host 0 reads;
 # b's launcher kills host 2 at random; measures and checks
 READER="$GT/cxlpod-crash --role reader --host 1 --nhosts 2 --json --idle 60 --timeout 120"
@@ -353,7 +358,7 @@ kill_round() {
     else
         local why=""
         [ "$(grep -ac "the writer is stuck" "$WORK/${WD}b/host2.log")" -gt "$n" ] &&
-            why=" (host 2's writer never reached its marker, killed stuck after 30 s: see check 0)"
+            why=" (host 2's writer never reached its marker, killed stuck after 30 s: see check 4)"
         failc "kill $n: host 0's reader exit $rc: ${j:-$(tail -n 3 "$WORK/crash$n.reader" | tr '\n' ' ')}$why"
     fi
     # the restart rejoins with the next generation
@@ -414,7 +419,7 @@ else
     tail -n 8 "$WORK/mpi.out" | sed 's/^/    /'
 fi
 
-# --- 0. a locked read-modify-write in the coherent window of each host
+# --- 4. a locked read-modify-write in the coherent window of each host
 # (every cxlpod guest tool's join uses one: a seq_cst store is an xchg):
 # cxlpod-litmus alone as rank 0 of 2 gets past its xchg and gives up
 # waiting for its peer after 3 s (exit 4); a host whose locked
@@ -438,13 +443,13 @@ for h in 0 1 2 3; do
 done
 stuck_of() { local h x=""; for h in "$@"; do [ -n "${STUCK[$h]:-}" ] && x="$x $h"; done; echo "${x# }"; }
 
-# --- 2. the litmus matrix on three pairs, one after the other (the tool's
+# --- 5. the litmus matrix on three pairs, one after the other (the tool's
 # lines are at fixed places)
 LIT="$GT/cxlpod-litmus --method both --json --timeout 120"
 litmus_pair() {  # litmus_pair X Y NAME
     local x=$1 y=$2 name=$3 rx=0 ry=0 t0 jx jy
     if [ -n "$(stuck_of $x $y)" ]; then
-        failc "litmus $name (hosts $x,$y): not run: host(s) $(stuck_of $x $y) never complete a locked instruction (check 0)"
+        failc "litmus $name (hosts $x,$y): not run: host(s) $(stuck_of $x $y) never complete a locked instruction (check 4)"
         return
     fi
     t0=$(now)
@@ -475,7 +480,7 @@ litmus_pair 0 1 local-local
 litmus_pair 0 2 local-remote
 litmus_pair 2 3 remote-remote
 
-# --- 3. mq, allreduce and mpirun across the four guests
+# --- 6. mq and allreduce across the four guests
 all4() {  # all4 NAME SECONDS CMD: CMD on the four guests at once; outputs in $WORK/NAME.H
     local name=$1 t=$2 cmd=$3 p=() h
     for h in 0 1 2 3; do
@@ -484,7 +489,7 @@ all4() {  # all4 NAME SECONDS CMD: CMD on the four guests at once; outputs in $W
     for h in 0 1 2 3; do wait ${p[$h]}; done
 }
 if [ -n "$(stuck_of 0 1 2 3)" ]; then
-    failc "cxlpod-mq and cxlpod-allreduce across the four guests: not run: host(s) $(stuck_of 0 1 2 3) never complete a locked instruction (check 0)"
+    failc "cxlpod-mq and cxlpod-allreduce across the four guests: not run: host(s) $(stuck_of 0 1 2 3) never complete a locked instruction (check 4)"
 else
 t0=$(now)
 all4 mq 900 "$GT/cxlpod-mq --messages 500 --timeout 600"
@@ -517,7 +522,7 @@ else
     for h in 0 1 2 3; do tail -n 3 "$WORK/allreduce.$h" | sed "s/^/    host $h: /"; done
 fi
 fi
-# --- 5. a remote host SIGSTOPped past the heartbeat timeout: one still
+# --- 7. a remote host SIGSTOPped past the heartbeat timeout: one still
 # joined (the service's last word on it "joined"), host 3 if it is
 SH=
 for h in 3 2; do
