@@ -12,7 +12,9 @@
 #     host, docs/device.md "A remote host").
 # The guests ping and ssh each other by name across the two switches,
 # pass a token each way through the pool (b's through the service), and
-# host 0 runs the MPI allreduce on both with mpirun.  The later scenarios
+# host 0 runs the MPI allreduce on both with mpirun; then b's launcher
+# SIGKILLs host 1 and the service must fail it within its heartbeat
+# timeout (1000 ms) of the kill.  The later scenarios
 # give every machine the pool file itself (the namespaces share the file
 # system): what they test is the launchers and the pod network.
 # Then, in order: the same pod in one command (a's launcher starts b's
