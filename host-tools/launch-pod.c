@@ -184,7 +184,9 @@ static gboolean tick(gpointer data)
     if (xfailed >= 0) {
         stop_pod_for(r, &g_hosts[xfailed], t, false);
     }
-    bool xready = xmach_ready(o);
+    /* (only until every host started: a machine whose launcher ended
+     * since is not one that never joined) */
+    bool xready = r->started >= o->nhosts || xmach_ready(o);
     /* the hosts of the other machines are theirs to start */
     while (r->started < o->nhosts && !host_local(o, r->started) && xready) {
         r->started++;

@@ -12,7 +12,9 @@
 #     host, docs/device.md "A remote host").
 # The guests ping and ssh each other by name across the two switches,
 # pass a token each way through the pool (b's through the service), and
-# host 0 runs the MPI allreduce on both with mpirun.  The later scenarios
+# host 0 runs the MPI allreduce on both with mpirun; then b's launcher
+# SIGKILLs host 1 and the service must fail it within its heartbeat
+# timeout (1000 ms) of the kill.  The later scenarios
 # give every machine the pool file itself (the namespaces share the file
 # system): what they test is the launchers and the pod network.
 # Then, in order: the same pod in one command (a's launcher starts b's
@@ -107,6 +109,8 @@ if [ \$me = 0 ]; then
     cxlpod-poke write \$((0x100000 + 2 * 4096)) $t2
 else
     cxlpod-poke wait \$((0x100000 + 2 * 4096)) $t2 400 || exit 4
+    # the first pod: b's launcher kills this QEMU here (--kill)
+    if [ -e kill-host1 ]; then echo HOST1-KILL-POINT; sleep 120; exit 5; fi
 fi
 EOF
 
@@ -117,6 +121,7 @@ ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 
     --machine-name a --pool "$POOL" --serve 10.250.0.1:$SPORT \
     --net-listen 10.250.0.1:$PORT >"$WORK/a.out" 2>"$WORK/a.err" &
 PA=$!; PIDS+=($PA)
+touch "$PROJ/kill-host1"
 for t in $(seq 1 300); do
     grep -q "listens on 10.250.0.1:$PORT" "$WORK/a.err" && break
     kill -0 $PA 2>/dev/null || { cat "$WORK/a.err"; fail "machine a's launcher ended before it listened"; }
@@ -133,12 +138,31 @@ PIDS+=($!)
 ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
     --machine-name b --pool "ucx://10.250.0.1:$SPORT" --pool-key "$POOL.key" \
     --pod-keys "$WORK/a/ssh" \
-    --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
+    --net-join 10.250.0.1:$PORT --kill 1@HOST1-KILL-POINT >"$WORK/b.out" 2>"$WORK/b.err" &
 PB=$!; PIDS+=($PB)
+# once host 1's job is done, b's launcher SIGKILLs its QEMU (--kill): the
+# moment, its message right after the kill() seen every 10 ms, against
+# the service's log below (the dying QEMU's sockets close before it is a
+# zombie: its pid is no measure)
+(
+    for t in $(seq 1 1500); do
+        grep -q HOST1-KILL-POINT "$WORK/b/host1.log" 2>/dev/null && break
+        kill -0 $PB 2>/dev/null || exit 0
+        sleep 0.2
+    done
+    for t in $(seq 1 3000); do
+        grep -q "host 1: killed (SIGKILL)" "$WORK/b.err" && break
+        sleep 0.01
+    done
+    date +%s.%N >"$WORK/t_kill"
+) &
+PK=$!; PIDS+=($PK)
 ra=0; rb=0
 wait $PA || ra=$?
 wait $PB || rb=$?
+wait $PK || true
 PIDS=()
+rm -f "$PROJ/kill-host1"
 show() { echo "--- a:"; cat "$WORK/a.err" "$WORK/a.out"; echo "--- b:"; cat "$WORK/b.err" "$WORK/b.out"; }
 [ $ra = 0 ] && [ $rb = 0 ] || { show; fail "launchers exited $ra (a) and $rb (b)"; }
 grep -q "pod network: machine b (hosts 1-1, from 10.250.0.2:[0-9]*) joined" "$WORK/a.err" || { show; fail "a did not report b joining"; }
@@ -147,7 +171,7 @@ grep -q "pod network: joined machine a (hosts 0-0) at 10.250.0.1:$PORT" "$WORK/b
 # each launcher ran and reported only its own host
 grep -q "^host 0: rc=0" "$WORK/a.out" || { show; fail "no host 0 result on a"; }
 ! grep -q "^host 1:" "$WORK/a.out" || { show; fail "a reported b's host"; }
-grep -q "^host 1: rc=0" "$WORK/b.out" || { show; fail "no host 1 result on b"; }
+grep -q "^host 1: killed" "$WORK/b.out" || { show; fail "host 1 not reported killed on b"; }
 ! grep -q "^host 0:" "$WORK/b.out" || { show; fail "b reported a's host"; }
 grep -qx "\[host0\] ping host1: ok" "$WORK/a.out" || { show; fail "host 0 could not ping host1"; }
 grep -qx "\[host1\] ping host0: ok" "$WORK/b.out" || { show; fail "host 1 could not ping host0"; }
@@ -160,7 +184,22 @@ grep -qx "\[host0\] mpi-rc=0" "$WORK/a.out" || { show; fail "mpirun across the t
 SPID=$(sed -n 's/.*pool service: cxlpod-pool serve (pid \([0-9]*\)).*/\1/p' "$WORK/a.err" | head -n1)
 [ -n "$SPID" ] || { show; fail "a named no pool service pid"; }
 ! kill -0 "$SPID" 2>/dev/null || fail "the pool service (pid $SPID) outlived the pod"
-pass "a 1+1 pod across two namespaces, b's host on a's pool service over UCX: ping, ssh by name and tokens through the pool both ways, mpirun across both"
+# host 1 (remote) killed once its job was done: the service failed it
+# within its heartbeat timeout (1000 ms, the launcher's default; a killed
+# QEMU's connection drops at once), and the pool's host table says so.
+# (down to -500 ms: the kill's message is polled every 10 ms, which a
+# loaded machine stretches: -35 ms was seen; a host failed before its
+# kill, by a missed heartbeat, would be seconds early)
+[ -s "$WORK/t_kill" ] || { show; fail "host 1's QEMU was not seen killed"; }
+fl=$(grep " host 1 (generation 1, 10.250.0.2:[0-9]*) failed: " "$WORK/a/pool-serve.log" | head -n1)
+[ -n "$fl" ] || { show; cat "$WORK/a/pool-serve.log"; fail "the pool service never failed the killed host 1"; }
+tf=$(date -u -d "$(date -u +%F) ${fl%% *}" +%s.%N)
+dms=$(awk -v a="$(cat "$WORK/t_kill")" -v b="$tf" 'BEGIN { d = (b - a) * 1000; if (d < -43200000) d += 86400000; printf "%d", d }')
+[ "$dms" -ge -500 ] && [ "$dms" -le 1000 ] \
+    || { cat "$WORK/a/pool-serve.log"; fail "the service failed host 1 ${dms} ms after its QEMU died (heartbeat timeout 1000 ms)"; }
+st=$("$POOLTOOL" inspect --json "$POOL" | jq -r '.hosts[1].status')
+[ "$st" = failed ] || fail "the pool's host table shows the killed host 1 $st, not failed"
+pass "a 1+1 pod across two namespaces, b's host on a's pool service over UCX: ping, ssh by name and tokens through the pool both ways, mpirun across both; host 1 killed, failed by the service ${dms} ms later (${fl#* cxlpod-pool serve: })"
 
 # the common case in one command: machine a's launcher starts machine
 # b's (--machine NAME:1, with "ip netns exec" in ssh's place), sends it the

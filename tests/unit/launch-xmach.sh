@@ -16,7 +16,9 @@
 #   - a --machine whose command never reads its script (over 64 KiB, a
 #     job file of 200 KiB) holds neither the launcher nor the other
 #     machines: the next one joins meanwhile;
-#   - a listener without a pod key is refused beyond the loopback.
+#   - a listener without a pod key is refused beyond the loopback;
+#   - a pod that runs longer than --join-timeout, the joiner ending first:
+#     the listener finishes its hosts (it died "never joined", exit 124).
 #
 #   launch-xmach.sh CXLPOD-LAUNCH
 set -u
@@ -218,6 +220,25 @@ if [ $ra = 2 ] && grep -q "error: --net-listen 0.0.0.0:$P: no pod key ($W/nokey.
     ok "a listener without a pod key refused on 0.0.0.0"
 else
     show "$W/a6.err"; bad "a listener without a pod key on 0.0.0.0: exit $ra (expected 2, refused before listening)"
+fi
+
+# 6. a pod that runs longer than --join-timeout: machine b's launcher
+# ends (its host's job is short) while a's host still runs; a must not
+# take b's end for a join that never came (it died "hosts 1 of the pod
+# never joined", exit 124, once --join-timeout had passed)
+P=$(port)
+FAKE_JOB_S=7 timeout 60 "$L" -w "$W/a7" "${C2[@]}" --local-hosts 0 --machine-name a \
+    --net-listen 127.0.0.1:$P --join-timeout 3 -- true >"$W/a7.out" 2>"$W/a7.err" &
+PA=$!; PIDS+=($PA)
+for t in $(seq 1 100); do grep -q "listens on" "$W/a7.err" && break; sleep 0.1; done
+FAKE_JOB_S=1 timeout 60 "$L" -w "$W/b7" "${C2[@]}" --local-hosts 1 --machine-name b \
+    --net-join 127.0.0.1:$P -- true >"$W/b7.out" 2>"$W/b7.err"
+rb=$?
+wait $PA; ra=$?
+if [ $ra = 0 ] && [ $rb = 0 ] && grep -q "^host 0: rc=0" "$W/a7.out" && ! grep -q "never joined" "$W/a7.err"; then
+    ok "a pod longer than --join-timeout: machine b ended first, a finished its host (exit 0)"
+else
+    show "$W/a7.err" "$W/b7.err"; bad "a pod longer than --join-timeout, b ending first: a exited $ra, b $rb (expected 0, 0)"
 fi
 
 echo "$fails failed"
