@@ -436,6 +436,10 @@ for t in $(seq 1 50); do
 done
 grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" \
     || { show; fail "a did not report its pool service's death"; }
+if ! kill -0 $PB 2>/dev/null; then
+    rb=0; wait $PB || rb=$?
+    show; fail "machine b's launcher had already ended (status $rb) when the test was to kill it"
+fi
 disown $PB     # no "Killed" notice from bash
 kill -KILL $PB
 ra=0
