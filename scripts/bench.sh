@@ -520,14 +520,7 @@ if [ -n "$REPORT" ]; then
     exit 0
 fi
 
-if [ $BUILD_ALL = 1 ]; then
-    # a QEMU rebuild by someone else in the same tree: let it finish first
-    for _ in $(seq 600); do
-        pgrep -f "ninja -C $BUILD/qemu( |$)" >/dev/null || break
-        sleep 1
-    done
-    bash "$TOP/scripts/build-all.sh"
-fi
+[ $BUILD_ALL = 1 ] && build_all_after_others
 
 L=$BUILD/meson/host-tools/cxlpod-launch
 QEMU=${CXLPOD_QEMU:-$BUILD/qemu/qemu-system-x86_64}  # the launcher takes CXLPOD_QEMU too

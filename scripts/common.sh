@@ -34,3 +34,14 @@ qemu_configure_flags() {
         printf '%s\n' --cc=/usr/lib/ccache/gcc --host-cc=/usr/lib/ccache/gcc
     fi
 }
+
+# Build what a benchmark boots (scripts/build-all.sh), after any QEMU
+# rebuild someone else runs in the same tree (at most 10 minutes' wait)
+build_all_after_others() {
+    local _
+    for _ in $(seq 600); do
+        pgrep -f "ninja -C $BUILD/qemu( |$)" >/dev/null || break
+        sleep 1
+    done
+    bash "$TOP/scripts/build-all.sh"
+}
