@@ -53,7 +53,8 @@ static const struct key_def device_keys[] = {
     { "max-hosts", K_VALUE }, { "device-opt", K_LIST },
     { "pool-backend", K_VALUE }, { "prealloc", K_BOOL },
     { "host-nodes", K_VALUE }, { "conflict-log", K_PATH },
-    { "stale-log", K_PATH }, { "serve", K_VALUE }, { "pool-key", K_PATH },
+    { "stale-log", K_PATH }, { "serve", K_VALUE },
+    { "serve-heartbeat-timeout", K_VALUE }, { "pool-key", K_PATH },
     { NULL, 0 },
 };
 

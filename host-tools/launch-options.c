@@ -106,6 +106,8 @@ POD_NET_LEN ",\n"
 "                          (ids, addresses and names stay the pod's)\n"
 "      --serve ADDR:PORT   the pool's machine: serve the pool to the other\n"
 "                          machines (cxlpod-pool serve) while the pod runs\n"
+"      --serve-heartbeat-timeout MS  the service fails a remote host silent\n"
+"                          this long (10..600000; default the service's, 1000)\n"
 "      --pool ucx://ADDR:PORT --pool-key PATH  another machine: the hosts\n"
 "                          here take the pool from that service\n"
 "      --net-listen ADDR:PORT  the pod network: wait for the other machines\n"
@@ -179,6 +181,7 @@ const struct opt_def long_opts[] = {
     { "keep-going", OPT_KEEP_GOING, false },
     { "local-hosts", OPT_LOCAL_HOSTS, true },
     { "serve", OPT_SERVE, true },
+    { "serve-heartbeat-timeout", OPT_SERVE_HEARTBEAT, true },
     { "pool-key", OPT_POOL_KEY, true },
     { "net-listen", OPT_NET_LISTEN, true },
     { "net-join", OPT_NET_JOIN, true },
@@ -469,6 +472,16 @@ void apply_opt(struct opts *o, int c, const char *optarg,
                      c == OPT_NET_LISTEN ? &o->net_listen : &o->net_join;
         g_free(*dst);
         *dst = g_strdup(optarg);
+        break;
+    }
+    case OPT_SERVE_HEARTBEAT: {
+        char *end;
+        long v = strtol(optarg, &end, 10);
+
+        if (end == optarg || *end || v < 10 || v > 600000) {
+            BAD("--serve-heartbeat-timeout", "need milliseconds 10..600000");
+        }
+        o->serve_hb_ms = v;
         break;
     }
     case OPT_POOL_KEY:

@@ -300,6 +300,10 @@ void xmach_check(struct opts *o)
     if (o->serve && o->device != DEV_CXL_SHM) {
         die(EXIT_USAGE, "--serve: only cxl-shm pools are served");
     }
+    if (o->serve_hb_ms && !o->serve) {
+        die(EXIT_USAGE, "--serve-heartbeat-timeout goes with --serve (this "
+            "machine serves the pool)");
+    }
     if (o->net_listen && o->net_join) {
         die(EXIT_USAGE, "--net-listen and --net-join: one launcher of the "
             "pod listens, the others join it");
@@ -467,10 +471,15 @@ static void serve_start(const struct opts *o)
 {
     g_autofree char *tool = find_pool_tool();
     g_autofree char *log = wd_path(o, "pool-serve.log");
+    g_autofree char *hb = g_strdup_printf("%d", o->serve_hb_ms);
     const char *argv[] = { tool, "serve", "--listen", o->serve, o->pool,
-                           NULL };
+                           "--heartbeat-timeout", hb, NULL };
     g_autoptr(GError) err = NULL;
     int out;
+
+    if (!o->serve_hb_ms) {
+        argv[5] = NULL;         /* the service's own default */
+    }
 
     g_serve_log = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (g_serve_log < 0) {
@@ -1624,7 +1633,8 @@ static int g_n_mruns;
 
 /* Options that are this machine's, not forwarded (or forwarded rewritten) */
 static const char *const not_forwarded[] = {
-    "hosts", "workdir", "pool", "pool-key", "serve", "net-listen", "net-join",
+    "hosts", "workdir", "pool", "pool-key", "serve",
+    "serve-heartbeat-timeout", "net-listen", "net-join",
     "local-hosts", "machine-name", "pod-keys", "machine", "ssh-command",
     "remote-launcher", "job", "job-host", "json", "dry-run", "conflict-log",
     "stale-log", NULL

@@ -216,6 +216,7 @@ struct opts {
     int first_local, last_local;    /* --local-hosts FIRST-LAST */
     bool local_given;
     char *serve;                /* --serve ADDR:PORT (NULL: none) */
+    int serve_hb_ms;            /* --serve-heartbeat-timeout (0: its own) */
     char *pool_key;             /* --pool-key PATH (remote pool) */
     char *net_listen;           /* --net-listen ADDR:PORT */
     char *net_join;             /* --net-join ADDR:PORT */
@@ -386,7 +387,7 @@ enum {
     OPT_BOOT_PARALLEL, OPT_CONFLICT_LOG, OPT_STALE_LOG,
     OPT_LOCAL_HOSTS, OPT_SERVE, OPT_POOL_KEY, OPT_NET_LISTEN, OPT_NET_JOIN,
     OPT_MACHINE_NAME, OPT_POD_KEYS, OPT_JOIN_TIMEOUT, OPT_MACHINE,
-    OPT_SSH_COMMAND, OPT_REMOTE_LAUNCHER,
+    OPT_SSH_COMMAND, OPT_REMOTE_LAUNCHER, OPT_SERVE_HEARTBEAT,
 };
 
 /* The long options: name, short name or OPT_ id, takes a value. */

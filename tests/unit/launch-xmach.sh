@@ -64,8 +64,8 @@ chmod +x "$W/fake-ssh"
 # remote pool); the key must not stay behind
 P=$(port); S=$(port)
 timeout 60 "$L" -w "$W/a1" "${C[@]}" --machine-name a --net-listen 127.0.0.1:$P \
-    --serve 127.0.0.1:$S --machine m1:1 --ssh-command "$W/fake-ssh" -- true \
-    >"$W/a1.out" 2>"$W/a1.err"
+    --serve 127.0.0.1:$S --serve-heartbeat-timeout 2500 --machine m1:1 \
+    --ssh-command "$W/fake-ssh" -- true >"$W/a1.out" 2>"$W/a1.err"
 rc=$?
 d=$(sed -n 's|.*logs in \(.*/cxlpod-machine\.[^/]*\)/w$|\1|p' "$W/a1/machine-m1.err" | head -n 1)
 [ -z "$d" ] && d=$(ls -d "$W"/cxlpod-machine.* 2>/dev/null | head -n 1)
@@ -77,6 +77,26 @@ else
     bad "--machine: exit $rc (expected 1), directory '$d', keys left: $(find "$d" -name '*key*' 2>/dev/null)"
 fi
 rm -rf "$W"/cxlpod-machine.*
+# ... and its pool service took --serve-heartbeat-timeout
+if grep -q "heartbeat timeout 2500 ms" "$W/a1/pool-serve.log"; then
+    ok "--serve-heartbeat-timeout 2500: the pool service fails a silent host after 2500 ms"
+else
+    show "$W/a1/pool-serve.log"; bad "--serve-heartbeat-timeout did not reach the pool service"
+fi
+out=$(timeout 30 "$L" -w "$W/a1b" "${C[@]}" --serve-heartbeat-timeout 3000 -- true 2>&1)
+rc=$?
+if [ $rc = 2 ] && printf '%s' "$out" | grep -q "goes with --serve"; then
+    ok "--serve-heartbeat-timeout without --serve: a usage error"
+else
+    bad "--serve-heartbeat-timeout without --serve: exit $rc, '$out'"
+fi
+out=$(timeout 30 "$L" -w "$W/a1c" "${C[@]}" --serve 127.0.0.1:0 --serve-heartbeat-timeout 5 -- true 2>&1)
+rc=$?
+if [ $rc = 2 ] && printf '%s' "$out" | grep -q "10..600000"; then
+    ok "--serve-heartbeat-timeout 5: refused, with the range"
+else
+    bad "--serve-heartbeat-timeout 5: exit $rc, '$out'"
+fi
 
 # 2. a flood of silent connections from 127.0.0.2 (32 threads, up to
 # 4000 connections, far more than the listener's 128 fds, held 30 s)
