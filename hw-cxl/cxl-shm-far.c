@@ -687,6 +687,19 @@ static void far_orphan(FarSlot *sl)
     qatomic_set(&sl->claim_from, sl->seq + 1);
 }
 
+/*
+ * A finished request that no operation takes (an orphan's, or one the
+ * vCPU's next operation does not match): it was done all the same, so
+ * what it did counts (lines written, fetched, conflicts)
+ */
+static void far_discard(CXLShmState *s, FarSlot *sl)
+{
+    qatomic_set(&sl->state, FAR_IDLE);
+    if (sl->kind == FAR_RANGE && far_own(sl)) {
+        cxl_shm_count(s, &sl->n);
+    }
+}
+
 static FarSlot *far_slot(CXLShmState *s)
 {
     CXLShmFar *f = s->far;
@@ -731,9 +744,11 @@ static uint64_t far_op(CXLShmState *s, CXLShmLineOp op, uint64_t off,
     }
     got = from;
     if (st == FAR_DONE) {
-        qatomic_set(&sl->state, FAR_IDLE);
-        if (far_claimed(sl) && sl->kind == FAR_RANGE && sl->op == op &&
-            sl->off == from && sl->want_end == end && sl->force == force) {
+        if (!far_claimed(sl) || sl->kind != FAR_RANGE || sl->op != op ||
+            sl->off != from || sl->want_end != end || sl->force != force) {
+            far_discard(s, sl);
+        } else {
+            qatomic_set(&sl->state, FAR_IDLE);
             n->written += sl->n.written;
             n->fetched += sl->n.fetched;
             n->conflicts += sl->n.conflicts;
@@ -1346,7 +1361,9 @@ static MemTxResult far_cw_access(CXLShmState *s, hwaddr addr, unsigned size,
         }
         return MEMTX_OK;
     }
-    qatomic_set(&sl->state, FAR_IDLE);
+    if (st == FAR_DONE) {
+        far_discard(s, sl);
+    }
     memset(&sl->n, 0, sizeof(sl->n));
     sl->kind = swap ? FAR_CAS : write ? FAR_STORE : FAR_LOAD;
     sl->off = write ? word : line;
