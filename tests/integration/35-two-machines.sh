@@ -386,12 +386,16 @@ grep -q "machine a: host 1 failed (relayed: its machine's launcher stops the pod
 grep -q "^host 2: stopped: host 1 failed" "$WORK/m3-c.out" || { show3; fail "c did not stop host 2"; }
 pass "three machines, host 1 killed on b: a relayed it to c, every launcher stopped its host and exited 1"
 
-# start_pair: both launchers again, until each has started its host
+# start_pair: both launchers again, until each has started its host; on
+# ports of their own each time (PPORT, PSPORT): the previous pair's may
+# still have connections in TIME_WAIT, which a listener cannot bind
+PAIRN=0
 start_pair() {
     rm -rf "$WORK/a" "$WORK/b" "$WORK"/a.* "$WORK"/b.*
+    PAIRN=$((PAIRN + 1)); PPORT=$((17700 + 2 * PAIRN)); PSPORT=$((PPORT + 1))
     ip netns exec "$NSA" "$CXLPOD_LAUNCH" -w "$WORK/a" "${COMMON[@]}" --local-hosts 0 \
-        --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PORT \
-        --serve 10.250.0.1:$SPORT >"$WORK/a.out" 2>"$WORK/a.err" &
+        --machine-name a --pool "$POOL" --net-listen 10.250.0.1:$PPORT \
+        --serve 10.250.0.1:$PSPORT >"$WORK/a.out" 2>"$WORK/a.err" &
     PA=$!; PIDS+=($PA)
     for t in $(seq 1 300); do
         grep -q "listens on" "$WORK/a.err" && break
@@ -399,7 +403,7 @@ start_pair() {
     done
     ip netns exec "$NSB" "$CXLPOD_LAUNCH" -w "$WORK/b" "${COMMON[@]}" --local-hosts 1 \
         --machine-name b --pool "$POOL" --pod-keys "$WORK/a/ssh" \
-        --net-join 10.250.0.1:$PORT >"$WORK/b.out" 2>"$WORK/b.err" &
+        --net-join 10.250.0.1:$PPORT >"$WORK/b.out" 2>"$WORK/b.err" &
     PB=$!; PIDS+=($PB)
     for t in $(seq 1 300); do
         grep -q "host 1: started QEMU" "$WORK/b.err" && grep -q "host 0: started QEMU" "$WORK/a.err" && break
@@ -429,12 +433,13 @@ pass "host 1's QEMU killed on machine b: both launchers report it and exit 1"
 start_pair
 spid=$(sed -n 's/.*pool service: cxlpod-pool serve (pid \([0-9]*\)).*/\1/p' "$WORK/a.err")
 [ -n "$spid" ] || { show; fail "no pool service pid on a"; }
+kill -0 "$spid" 2>/dev/null || { show; cat "$WORK/a/pool-serve.log" >&2; fail "a's pool service (pid $spid) had already ended before the test killed it"; }
 kill -KILL "$spid"
 for t in $(seq 1 50); do
-    grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" && break
+    grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$PSPORT) exited (status signal 9" "$WORK/a.err" && break
     sleep 0.2
 done
-grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$SPORT) exited (status signal 9" "$WORK/a.err" \
+grep -q "the pool service (cxlpod-pool serve on 10.250.0.1:$PSPORT) exited (status signal 9" "$WORK/a.err" \
     || { show; fail "a did not report its pool service's death"; }
 if ! kill -0 $PB 2>/dev/null; then
     rb=0; wait $PB || rb=$?
