@@ -6944,6 +6944,25 @@ static const uint8_t remote_nmi_code[] = {
     0xff, 0xff, 0x17, 0x00, 0xb6, 0xf0, 0xff, 0xff,
 };
 
+/*
+ * A remote host (host 1) running @code with the local APIC's page mapped
+ * (its firmware passes LINT1 as NMI, where inject-nmi arrives), started
+ * and run until the firmware says it is ready at 0x5004
+ */
+static void remote_nmi_host_start(Host *h, const char *url, const char *opts,
+                                  const uint8_t *code, size_t len)
+{
+    int i;
+
+    fw_host_start_code(h, url, 1, code, len, opts, NULL);
+    qtest_writeq(h->qts, 0x3000 + 503 * 8, 0xfee00000 | 0x9b);  /* UC */
+    qtest_qmp_assert_success(h->qts, "{'execute': 'cont'}");
+    for (i = 0; i < 3000 && qtest_readl(h->qts, 0x5004) != 1; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(qtest_readl(h->qts, 0x5004), ==, 1);
+}
+
 static void test_remote_nmi_tcg(void)
 {
     g_autofree char *pool = pool_path("remote-nmi.pool");
@@ -6958,14 +6977,8 @@ static void test_remote_nmi_tcg(void)
         return;
     }
     remote_pool_serve(&sv, tool, pool, NULL, &url, &opts);
-    fw_host_start_code(&h, url, 1, remote_nmi_code, sizeof(remote_nmi_code),
-                       opts, NULL);
-    qtest_writeq(h.qts, 0x3000 + 503 * 8, 0xfee00000 | 0x9b);   /* UC */
-    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
-    for (i = 0; i < 3000 && qtest_readl(h.qts, 0x5004) != 1; i++) {
-        g_usleep(10000);
-    }
-    g_assert_cmpuint(qtest_readl(h.qts, 0x5004), ==, 1);
+    remote_nmi_host_start(&h, url, opts, remote_nmi_code,
+                          sizeof(remote_nmi_code));
     qtest_writel(h.qts, 0x5008, 1);
     for (i = 0; i < 30000 && qtest_readl(h.qts, 0x5000) != 1; i++) {
         qtest_qmp_assert_success(h.qts, "{'execute': 'inject-nmi'}");
@@ -7040,14 +7053,8 @@ static void test_remote_orphan_tcg(void)
     }
     remote_pool_serve(&sv, tool, pool, ",remote-timeout-ms=10000", &url,
                       &opts);
-    fw_host_start_code(&h, url, 1, remote_orphan_code,
-                       sizeof(remote_orphan_code), opts, NULL);
-    qtest_writeq(h.qts, 0x3000 + 503 * 8, 0xfee00000 | 0x9b);   /* UC */
-    qtest_qmp_assert_success(h.qts, "{'execute': 'cont'}");
-    for (i = 0; i < 3000 && qtest_readl(h.qts, 0x5004) != 1; i++) {
-        g_usleep(10000);
-    }
-    g_assert_cmpuint(qtest_readl(h.qts, 0x5004), ==, 1);
+    remote_nmi_host_start(&h, url, opts, remote_orphan_code,
+                          sizeof(remote_orphan_code));
     host_start(&a, pool, 0, true);
     mem_wq(&a, COH_SIZE, 0x33333333);
     g_assert_cmpuint(doorbell(&a, OP_WB, COH_SIZE, LINE), ==, 0);
